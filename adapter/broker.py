@@ -1,0 +1,76 @@
+"""The broker process: the store, the listener and the connections, started and stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+
+from storage.clock import Clock, SystemClock
+from storage.config import StorageConfig
+from storage.store import MessageStore
+
+from .config import AdapterConfig
+from .connection import KafkaConnection
+from .context import BrokerContext
+from .long_poll import FetchWaiters
+
+log = logging.getLogger(__name__)
+
+
+class Broker:
+    def __init__(
+        self, adapter_config: AdapterConfig, storage_config: StorageConfig, clock: Clock | None = None
+    ) -> None:
+        self.adapter_config = adapter_config
+        self.storage_config = storage_config
+        self.clock = clock or SystemClock()
+        self.store = MessageStore(storage_config, self.clock)
+        self.context: BrokerContext | None = None
+        self._server: asyncio.Server | None = None
+        self._connections: set[KafkaConnection] = set()
+
+    async def start(self) -> tuple[str, int]:
+        """Recover the store, bind the listener; returns the bound (host, port)."""
+        self.store.open()
+        await self.store.start()
+        cfg = self.adapter_config
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: KafkaConnection(self.context, self._connections),
+            host=cfg.host,
+            port=cfg.port,
+            reuse_address=True,
+            start_serving=False,
+        )
+        for sock in self._server.sockets:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        host, port = self._server.sockets[0].getsockname()[:2]
+        waiters = FetchWaiters()
+        self.store.add_append_listener(waiters.notify)
+        self.context = BrokerContext(
+            config=cfg,
+            storage_config=self.storage_config,
+            store=self.store,
+            clock=self.clock,
+            waiters=waiters,
+            advertised_host=cfg.advertised_host or (host if host not in ("0.0.0.0", "::") else "127.0.0.1"),
+            advertised_port=cfg.advertised_port or port,
+        )
+        await self._server.start_serving()
+        log.info(
+            "serving on %s:%d (advertised %s:%d), data in %s, flush %s, recovered %d batches",
+            host, port, self.context.advertised_host, self.context.advertised_port,
+            self.storage_config.data_dir, self.storage_config.flush, self.store.recovered_entries,
+        )
+        return host, port
+
+    async def stop(self) -> None:
+        """Stop accepting, close connections, flush, checkpoint, mark the shutdown clean."""
+        if self._server is not None:
+            self._server.close()
+            for connection in list(self._connections):
+                connection.close()
+            await asyncio.sleep(0)
+            self._server = None
+        await self.store.close()

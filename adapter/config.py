@@ -1,0 +1,20 @@
+"""The adapter layer's one configuration object, built once at start-up."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class AdapterConfig:
+    """Listener and Kafka-protocol settings (server.properties names in comments)."""
+
+    host: str = "127.0.0.1"  # listeners
+    port: int = 9092  # listeners; 0 picks an ephemeral port
+    advertised_host: str | None = None  # advertised.listeners; None = the bound host
+    advertised_port: int | None = None  # advertised.listeners; None = the bound port
+    node_id: int = 0  # node.id / broker.id
+    num_partitions: int = 1  # num.partitions
+    auto_create_topics: bool = True  # auto.create.topics.enable
+    message_max_bytes: int = 1048588  # message.max.bytes
+    socket_request_max_bytes: int = 104857600  # socket.request.max.bytes

@@ -1,0 +1,158 @@
+"""One client connection: bytes in, frames out of the codec, handlers, responses in order.
+
+Requests are started in arrival order and may overlap (a produce waiting for its fsync does
+not hold up the next request), but responses are written strictly in request order, which
+Kafka clients rely on. Reading pauses while too many requests are outstanding or the socket's
+write buffer is full, so one fast client cannot make the broker buffer without bound.
+
+Bad input: a frame over ``socket.request.max.bytes``, a negative size, an unknown API key, a
+version outside the advertised range (except ApiVersions, answered with error 35 and our
+ranges) or a request that does not decode closes this connection only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+
+from .codec import (
+    FrameDecoder,
+    FrameError,
+    MalformedRequest,
+    UnknownApiKey,
+    UnsupportedVersion,
+    decode_request,
+    encode_api_versions_fallback,
+    encode_legacy_produce_rejection,
+    encode_response,
+)
+from .codec.versions import ApiKey
+from .context import BrokerContext
+from .handlers import HANDLERS
+
+log = logging.getLogger(__name__)
+
+MAX_OUTSTANDING = 64
+
+
+class CloseConnection(Exception):
+    """The request cannot be answered; the connection is closed."""
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, ctx: BrokerContext, connections: set[KafkaConnection]) -> None:
+        self._ctx = ctx
+        self._connections = connections
+        self._decoder = FrameDecoder(ctx.config.socket_request_max_bytes)
+        self._pending: deque[asyncio.Task[bytes | None]] = deque()
+        self._writer: asyncio.Task[None] | None = None
+        self._transport: asyncio.Transport | None = None
+        self._can_write = asyncio.Event()
+        self._can_write.set()
+        self._reading_paused = False
+        self._closed = False
+        self.peer = "?"
+
+    # -- asyncio.Protocol ------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self._connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self._connections.discard(self)
+        for task in self._pending:
+            task.cancel()
+        self._pending.clear()
+        if self._writer is not None:
+            self._writer.cancel()
+        self._can_write.set()
+
+    def pause_writing(self) -> None:
+        self._can_write.clear()
+
+    def resume_writing(self) -> None:
+        self._can_write.set()
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self._decoder.feed(data)
+        except FrameError as exc:
+            log.warning("closing %s: %s", self.peer, exc)
+            for frame in exc.frames:  # complete requests that preceded the bad frame
+                self._start(frame)
+            self._close_after_pending()
+            return
+        for frame in frames:
+            self._start(frame)
+
+    # -- request pipeline ------------------------------------------------------------------
+    def _start(self, frame: bytes) -> None:
+        self._pending.append(asyncio.ensure_future(self._answer(frame)))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.ensure_future(self._write_in_order())
+        if len(self._pending) >= MAX_OUTSTANDING and not self._reading_paused:
+            self._reading_paused = True
+            self._transport.pause_reading()
+
+    async def _answer(self, frame: bytes) -> bytes | None:
+        try:
+            request = decode_request(frame)
+        except UnsupportedVersion as exc:
+            if exc.api_key == ApiKey.API_VERSIONS and exc.correlation_id is not None:
+                return encode_api_versions_fallback(exc.correlation_id)
+            if exc.body is not None and exc.api_key == ApiKey.PRODUCE:
+                return encode_legacy_produce_rejection(exc.api_version, exc.correlation_id, exc.body)
+            raise CloseConnection(str(exc)) from None
+        except (UnknownApiKey, MalformedRequest) as exc:
+            raise CloseConnection(str(exc)) from None
+        handler = HANDLERS[request.api_key]
+        try:
+            body = await handler(self._ctx, request)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a handler bug must not take the broker down
+            log.exception("handler for api %d v%d failed", request.api_key, request.api_version)
+            raise CloseConnection(f"internal error: {exc}") from None
+        if body is None:
+            return None
+        return encode_response(request, body)
+
+    async def _write_in_order(self) -> None:
+        while self._pending and not self._closed:
+            task = self._pending[0]
+            try:
+                response = await task
+            except CloseConnection as exc:
+                log.warning("closing %s: %s", self.peer, exc)
+                self._close_now()
+                return
+            except asyncio.CancelledError:
+                return
+            self._pending.popleft()
+            if self._reading_paused and len(self._pending) < MAX_OUTSTANDING // 2:
+                self._reading_paused = False
+                self._transport.resume_reading()
+            if response is not None:
+                self._transport.write(response)
+                await self._can_write.wait()
+
+    def _close_after_pending(self) -> None:
+        async def close_when_answered() -> None:
+            if self._writer is not None:
+                await asyncio.gather(self._writer, return_exceptions=True)
+            self._close_now()
+
+        self._transport.pause_reading()
+        asyncio.ensure_future(close_when_answered())
+
+    def _close_now(self) -> None:
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.close()
+
+    def close(self) -> None:
+        self._close_now()

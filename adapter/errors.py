@@ -1,0 +1,54 @@
+"""Domain errors inside, Kafka error codes at the edge: the one place that maps them."""
+
+from __future__ import annotations
+
+import logging
+
+from kio.schema.errors import ErrorCode
+
+from storage import errors as storage_errors
+
+from .topic_configs import InvalidConfig
+
+log = logging.getLogger(__name__)
+
+
+class InvalidTopicName(ValueError):
+    pass
+
+
+class InvalidReplication(ValueError):
+    pass
+
+
+class InvalidReplicaAssignment(ValueError):
+    pass
+
+
+_CODES: dict[type[Exception], ErrorCode] = {
+    storage_errors.OffsetOutOfRangeError: ErrorCode.offset_out_of_range,
+    storage_errors.CorruptRecordError: ErrorCode.corrupt_message,
+    storage_errors.InvalidRecordError: ErrorCode.invalid_record,
+    storage_errors.RecordTooLargeError: ErrorCode.message_too_large,
+    storage_errors.RecordListTooLargeError: ErrorCode.record_list_too_large,
+    storage_errors.UnknownTopicError: ErrorCode.unknown_topic_or_partition,
+    storage_errors.UnknownPartitionError: ErrorCode.unknown_topic_or_partition,
+    storage_errors.TopicExistsError: ErrorCode.topic_already_exists,
+    storage_errors.InvalidPartitionCountError: ErrorCode.invalid_partitions,
+    storage_errors.OutOfOrderSequenceError: ErrorCode.out_of_order_sequence_number,
+    storage_errors.InvalidProducerEpochError: ErrorCode.invalid_producer_epoch,
+    InvalidConfig: ErrorCode.invalid_config,
+    InvalidTopicName: ErrorCode.invalid_topic_exception,
+    InvalidReplication: ErrorCode.invalid_replication_factor,
+    InvalidReplicaAssignment: ErrorCode.invalid_replica_assignment,
+}
+
+
+def error_code_for(exc: Exception) -> ErrorCode:
+    """The Kafka error code for a domain error; unexpected errors are logged as bugs."""
+    for cls in type(exc).__mro__:
+        code = _CODES.get(cls)
+        if code is not None:
+            return code
+    log.error("unexpected error answered as UNKNOWN_SERVER_ERROR", exc_info=exc)
+    return ErrorCode.unknown_server_error

@@ -1,0 +1,44 @@
+"""CreatePartitions (37): grow a topic's partition count (validate_only supported)."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from storage.errors import InvalidPartitionCountError, UnknownTopicError
+
+from ..codec import Request, response_type
+from ..codec.entities import make
+from ..context import BrokerContext
+from ..errors import InvalidReplicaAssignment, error_code_for
+
+API_KEY = 37
+
+
+async def handle(ctx: BrokerContext, request: Request):
+    body = request.body
+    store = ctx.store
+    results = []
+    for topic in body.topics:
+        result = dict(name=topic.name, error_code=ErrorCode.none, error_message=None)
+        results.append(result)
+        try:
+            meta = store.topics.get(topic.name)
+            if meta is None:
+                raise UnknownTopicError(f"topic {topic.name!r} does not exist")
+            if topic.count <= meta.partitions:
+                raise InvalidPartitionCountError(
+                    f"topic {topic.name!r} has {meta.partitions} partitions; the new count must be larger"
+                )
+            for assignment in topic.assignments or ():
+                if list(assignment.broker_ids) != [ctx.config.node_id]:
+                    raise InvalidReplicaAssignment(
+                        f"this is a single broker (node {ctx.config.node_id}); got {list(assignment.broker_ids)}"
+                    )
+            if topic.assignments is not None and len(topic.assignments) != topic.count - meta.partitions:
+                raise InvalidReplicaAssignment("one assignment is needed per new partition")
+            if not body.validate_only:
+                store.add_partitions(topic.name, topic.count)
+        except Exception as exc:
+            result["error_code"] = error_code_for(exc)
+            result["error_message"] = str(exc) or None
+    return make(response_type(request), throttle_time=0, results=results)

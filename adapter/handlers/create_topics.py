@@ -1,0 +1,60 @@
+"""CreateTopics (19): validated creation, validate_only, per-topic configs."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from ..codec import Request, response_type
+from ..codec.entities import make
+from ..context import BrokerContext
+from ..errors import error_code_for
+from ..topic_admin import check_new_topic
+from ..topic_configs import SPECS, effective
+
+API_KEY = 19
+DYNAMIC_TOPIC_CONFIG = 1
+DEFAULT_CONFIG = 5
+
+
+async def handle(ctx: BrokerContext, request: Request):
+    body = request.body
+    results = []
+    for topic in body.topics:
+        result = dict(
+            name=topic.name,
+            topic_id=None,
+            error_code=ErrorCode.none,
+            error_message=None,
+            num_partitions=-1,
+            replication_factor=-1,
+            configs=None,
+        )
+        results.append(result)
+        try:
+            partitions, configs = check_new_topic(
+                ctx,
+                topic.name,
+                topic.num_partitions,
+                topic.replication_factor,
+                [(a.partition_index, list(a.broker_ids)) for a in topic.assignments],
+                {c.name: c.value for c in topic.configs},
+            )
+            if not body.validate_only:
+                result["topic_id"] = ctx.store.create_topic(topic.name, partitions, configs).topic_id
+        except Exception as exc:
+            result["error_code"] = error_code_for(exc)
+            result["error_message"] = str(exc) or None
+            continue
+        result["num_partitions"] = partitions
+        result["replication_factor"] = 1
+        result["configs"] = [
+            dict(
+                name=name,
+                value=effective(name, configs, ctx.config, ctx.storage_config),
+                read_only=False,
+                config_source=DYNAMIC_TOPIC_CONFIG if name in configs else DEFAULT_CONFIG,
+                is_sensitive=False,
+            )
+            for name in SPECS
+        ]
+    return make(response_type(request), throttle_time=0, topics=results)

@@ -1,0 +1,104 @@
+"""DescribeConfigs (32): topic configs (overrides and defaults) and the broker's own settings."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from ..codec import Request, response_type
+from ..codec.entities import make
+from ..context import BrokerContext
+from ..topic_configs import SPECS, effective
+
+API_KEY = 32
+TOPIC = 2
+BROKER = 4
+DYNAMIC_TOPIC_CONFIG = 1
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+CONFIG_TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6, "LIST": 7}
+
+
+def _entry(name: str, value: str, source: int, kind: str, doc: str, read_only: bool, synonyms: bool) -> dict:
+    return dict(
+        name=name,
+        value=value,
+        read_only=read_only,
+        config_source=source,
+        is_default=source == DEFAULT_CONFIG,
+        is_sensitive=False,
+        synonyms=[dict(name=name, value=value, source=source)] if synonyms else [],
+        config_type=CONFIG_TYPES[kind],
+        documentation=doc,
+    )
+
+
+def broker_configs(ctx: BrokerContext) -> list[tuple[str, str, str, str]]:
+    """(name, value, type, documentation) of the broker's settings, in server.properties names."""
+    a, s = ctx.config, ctx.storage_config
+    advertised = f"PLAINTEXT://{ctx.advertised_host}:{ctx.advertised_port}"
+    return [
+        ("node.id", str(a.node_id), "INT", "This broker's id."),
+        ("listeners", f"PLAINTEXT://{a.host}:{a.port}", "LIST", "Where the broker listens."),
+        ("advertised.listeners", advertised, "LIST", "What clients are told to connect to."),
+        ("log.dirs", str(s.data_dir), "LIST", "The data directory."),
+        ("num.partitions", str(a.num_partitions), "INT", "Partitions of auto-created topics."),
+        ("auto.create.topics.enable", str(a.auto_create_topics).lower(), "BOOLEAN", "Metadata requests create missing topics."),
+        ("message.max.bytes", str(a.message_max_bytes), "INT", "Largest record batch accepted."),
+        ("socket.request.max.bytes", str(a.socket_request_max_bytes), "INT", "Largest request frame accepted."),
+        ("log.segment.bytes", str(s.segment_bytes), "INT", "Commitlog segment size."),
+        ("log.retention.ms", str(-1 if s.retention_ms is None else s.retention_ms), "LONG", "Segments older than this are deleted."),
+        ("log.retention.bytes", str(-1 if s.retention_bytes is None else s.retention_bytes), "LONG", "Oldest segments are deleted above this size."),
+        ("log.retention.check.interval.ms", str(s.retention_check_interval_ms), "LONG", "How often retention runs."),
+        ("flush.policy", s.flush, "STRING", "async: periodic fsync; sync: acks wait for fsync (group commit)."),
+        ("log.flush.interval.ms", str(s.flush_interval_ms), "LONG", "Period of the async fsync and of checkpoints."),
+    ]
+
+
+async def handle(ctx: BrokerContext, request: Request):
+    body = request.body
+    synonyms = getattr(body, "include_synonyms", False)
+    docs = getattr(body, "include_documentation", False)
+    results = []
+    for resource in body.resources:
+        keys = set(resource.configuration_keys) if resource.configuration_keys is not None else None
+        result = dict(
+            error_code=ErrorCode.none,
+            error_message=None,
+            resource_type=resource.resource_type,
+            resource_name=resource.resource_name,
+            configs=[],
+        )
+        results.append(result)
+        if resource.resource_type == TOPIC:
+            meta = ctx.store.topics.get(resource.resource_name)
+            if meta is None:
+                result["error_code"] = ErrorCode.unknown_topic_or_partition
+                result["error_message"] = f"topic {resource.resource_name!r} does not exist"
+                continue
+            result["configs"] = [
+                _entry(
+                    name,
+                    effective(name, meta.configs, ctx.config, ctx.storage_config),
+                    DYNAMIC_TOPIC_CONFIG if name in meta.configs else DEFAULT_CONFIG,
+                    spec.kind,
+                    spec.doc if docs else None,
+                    False,
+                    synonyms,
+                )
+                for name, spec in SPECS.items()
+                if keys is None or name in keys
+            ]
+        elif resource.resource_type == BROKER:
+            if resource.resource_name not in ("", str(ctx.config.node_id)):
+                result["error_code"] = ErrorCode.invalid_request
+                result["error_message"] = f"unknown broker {resource.resource_name!r}"
+                continue
+            result["configs"] = [
+                _entry(name, value, STATIC_BROKER_CONFIG, kind, doc if docs else None, True, synonyms)
+                for name, value, kind, doc in broker_configs(ctx)
+                if keys is None or name in keys
+            ]
+        else:
+            result["error_code"] = ErrorCode.invalid_request
+            result["error_message"] = f"resource type {resource.resource_type} is not supported"
+    return make(response_type(request), throttle_time=0, results=results)

@@ -1,0 +1,119 @@
+"""Fetch (1): whole batches from the consume queue, with long polling.
+
+A requested offset inside a batch returns that whole batch (the client drops the leading
+records). ``max_bytes`` and ``partition_max_bytes`` are honoured, except that the first
+batch of the first partition with data is always returned (KIP-74) so no consumer gets stuck
+on a large batch. When less than ``min_bytes`` is available the request waits until an
+append to one of its partitions wakes it or ``max_wait`` passes; nothing sleep-polls.
+
+Fetch sessions (KIP-227): this broker answers every request in full and never creates a
+session (session id 0), which KIP-227 allows; a client that still sends an incremental
+request for an unknown session gets FETCH_SESSION_ID_NOT_FOUND and starts over.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from kio.schema.errors import ErrorCode
+
+from storage.errors import OffsetOutOfRangeError
+
+from ..codec import Request, response_type
+from ..codec.entities import make
+from ..context import BrokerContext
+from ..errors import error_code_for
+
+API_KEY = 1
+READ_COMMITTED = 1
+NO_LIMIT = 1 << 31
+ZERO_UUID = uuid.UUID(int=0)
+
+
+async def handle(ctx: BrokerContext, request: Request):
+    body = request.body
+    cls = response_type(request)
+    session_epoch = getattr(body, "session_epoch", -1)
+    if getattr(body, "session_id", 0) != 0 and session_epoch > 0:
+        return make(cls, throttle_time=0, error_code=ErrorCode.fetch_session_id_not_found, session_id=0, responses=())
+    max_wait = body.max_wait.total_seconds()
+    deadline = ctx.clock.monotonic() + max_wait
+    while True:
+        responses, total, keys, failed = _read(ctx, request)
+        remaining = deadline - ctx.clock.monotonic()
+        if total >= body.min_bytes or failed or remaining <= 0 or not keys:
+            break
+        if not await ctx.waiters.wait(keys, remaining):
+            responses, total, keys, failed = _read(ctx, request)
+            break
+    return make(
+        cls, throttle_time=0, error_code=ErrorCode.none, session_id=0, responses=responses, node_endpoints=()
+    )
+
+
+def _read(ctx: BrokerContext, request: Request) -> tuple[list[dict], int, list[tuple[str, int]], bool]:
+    """One pass over the requested partitions: (responses, bytes, partitions to wait on, any error)."""
+    body = request.body
+    store = ctx.store
+    by_id = request.api_version >= 13
+    budget = getattr(body, "max_bytes", NO_LIMIT)
+    aborted = () if getattr(body, "isolation_level", 0) == READ_COMMITTED else None
+    total = 0
+    failed = False
+    keys: list[tuple[str, int]] = []
+    responses: list[dict] = []
+    for topic in body.topics:
+        if by_id:
+            meta = store.topics.by_id(topic.topic_id)
+            name = meta.name if meta else None
+        else:
+            name = topic.topic
+            meta = store.topics.get(name)
+        partitions = []
+        for req in topic.partitions:
+            entry = dict(
+                partition_index=req.partition,
+                error_code=ErrorCode.none,
+                high_watermark=-1,
+                last_stable_offset=-1,
+                log_start_offset=-1,
+                aborted_transactions=aborted,
+                preferred_read_replica=-1,
+                records=b"",
+            )
+            partitions.append(entry)
+            if meta is None or not 0 <= req.partition < meta.partitions:
+                entry["error_code"] = (
+                    ErrorCode.unknown_topic_id if by_id and meta is None else ErrorCode.unknown_topic_or_partition
+                )
+                failed = True
+                continue
+            if getattr(req, "current_leader_epoch", -1) > 0:
+                entry["error_code"] = ErrorCode.unknown_leader_epoch
+                failed = True
+                continue
+            plog = store.partition(name, req.partition)
+            keys.append((name, req.partition))
+            limit = max(0, min(req.partition_max_bytes, budget))
+            try:
+                result = plog.read(req.fetch_offset, limit, min_one=total == 0)
+            except OffsetOutOfRangeError as exc:
+                entry["error_code"] = ErrorCode.offset_out_of_range
+                entry["high_watermark"] = entry["last_stable_offset"] = exc.log_end_offset
+                entry["log_start_offset"] = exc.log_start_offset
+                failed = True
+                continue
+            except Exception as exc:
+                entry["error_code"] = error_code_for(exc)
+                failed = True
+                continue
+            entry["high_watermark"] = entry["last_stable_offset"] = result.high_watermark
+            entry["log_start_offset"] = result.log_start_offset
+            if result.batches:
+                entry["records"] = b"".join(result.batches)
+                total += result.size
+                budget -= result.size
+        responses.append(
+            dict(topic=name or "", topic_id=getattr(topic, "topic_id", ZERO_UUID), partitions=partitions)
+        )
+    return responses, total, keys, failed

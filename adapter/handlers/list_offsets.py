@@ -1,0 +1,68 @@
+"""ListOffsets (2): earliest, latest, by timestamp and max timestamp per partition.
+
+Nothing uncommitted is ever in a real partition, so the last stable offset equals the high
+watermark and read_committed needs no special case.
+"""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from ..codec import Request, response_type
+from ..codec.entities import make
+from ..context import BrokerContext
+from ..errors import error_code_for
+
+API_KEY = 2
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+UNKNOWN = -1
+
+
+async def handle(ctx: BrokerContext, request: Request):
+    store = ctx.store
+    topics = []
+    for topic in request.body.topics:
+        meta = store.topics.get(topic.name)
+        partitions = []
+        for req in topic.partitions:
+            entry = dict(
+                partition_index=req.partition_index,
+                error_code=ErrorCode.none,
+                timestamp=UNKNOWN,
+                offset=UNKNOWN,
+                leader_epoch=0,
+                old_style_offsets=(),
+            )
+            partitions.append(entry)
+            if meta is None or not 0 <= req.partition_index < meta.partitions:
+                entry["error_code"] = ErrorCode.unknown_topic_or_partition
+                continue
+            if getattr(req, "current_leader_epoch", -1) > 0:
+                entry["error_code"] = ErrorCode.unknown_leader_epoch
+                continue
+            try:
+                entry["offset"], entry["timestamp"] = _lookup(store.partition(topic.name, req.partition_index), req.timestamp)
+            except Exception as exc:
+                entry["error_code"] = error_code_for(exc)
+        topics.append(dict(name=topic.name, partitions=partitions))
+    return make(response_type(request), throttle_time=0, topics=topics)
+
+
+def _lookup(plog, timestamp: int) -> tuple[int, int]:
+    if timestamp == LATEST:
+        return plog.next_offset, UNKNOWN
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        return plog.log_start_offset, UNKNOWN
+    if timestamp == LATEST_TIERED:  # nothing is tiered: Kafka answers "no such offset"
+        return UNKNOWN, UNKNOWN
+    if timestamp == MAX_TIMESTAMP:
+        found = plog.max_timestamp()
+    elif timestamp >= 0:
+        found = plog.offset_for_timestamp(timestamp)
+    else:
+        raise ValueError(f"unknown special timestamp {timestamp}")
+    return found if found is not None else (UNKNOWN, UNKNOWN)

@@ -1,0 +1,90 @@
+"""Metadata (3): brokers, topics with ids, partitions with leader epochs; auto-creates topics."""
+
+from __future__ import annotations
+
+import uuid
+
+from kio.schema.errors import ErrorCode
+
+from storage.topics import TopicMeta
+
+from ..codec import Request, response_type
+from ..codec.entities import make
+from ..context import BrokerContext
+from ..errors import error_code_for
+from ..topic_admin import auto_create
+
+API_KEY = 3
+NO_OPERATIONS = -2147483648
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def topic_entry(ctx: BrokerContext, meta: TopicMeta) -> dict:
+    node = ctx.config.node_id
+    return dict(
+        error_code=ErrorCode.none,
+        name=meta.name,
+        topic_id=meta.topic_id,
+        is_internal=False,
+        partitions=[
+            dict(
+                error_code=ErrorCode.none,
+                partition_index=p,
+                leader_id=node,
+                leader_epoch=0,
+                replica_nodes=(node,),
+                isr_nodes=(node,),
+                offline_replicas=(),
+            )
+            for p in range(meta.partitions)
+        ],
+        topic_authorized_operations=NO_OPERATIONS,
+    )
+
+
+def _error_entry(name: str | None, code: ErrorCode, topic_id: uuid.UUID | None = None) -> dict:
+    return dict(error_code=code, name=name, topic_id=topic_id or ZERO_UUID, is_internal=False, partitions=())
+
+
+async def handle(ctx: BrokerContext, request: Request):
+    body = request.body
+    store = ctx.store
+    wanted = body.topics
+    if request.api_version == 0 and not wanted:
+        wanted = None  # v0: an empty list means every topic
+    topics: list[dict] = []
+    if wanted is None:
+        topics = [topic_entry(ctx, meta) for meta in sorted(store.topics.all(), key=lambda m: m.name)]
+    else:
+        may_create = getattr(body, "allow_auto_topic_creation", True) and ctx.config.auto_create_topics
+        for item in wanted:
+            topic_id = getattr(item, "topic_id", None)
+            if item.name is None and topic_id not in (None, ZERO_UUID):
+                meta = store.topics.by_id(topic_id)
+                topics.append(
+                    topic_entry(ctx, meta) if meta else _error_entry(None, ErrorCode.unknown_topic_id, topic_id)
+                )
+                continue
+            meta = store.topics.get(item.name)
+            if meta is None and may_create:
+                try:
+                    meta = auto_create(ctx, item.name)
+                except Exception as exc:  # an invalid name, mostly
+                    topics.append(_error_entry(item.name, error_code_for(exc)))
+                    continue
+            if meta is None:
+                topics.append(_error_entry(item.name, ErrorCode.unknown_topic_or_partition))
+            else:
+                topics.append(topic_entry(ctx, meta))
+    return make(
+        response_type(request),
+        throttle_time=0,
+        brokers=[
+            dict(node_id=ctx.config.node_id, host=ctx.advertised_host, port=ctx.advertised_port, rack=None)
+        ],
+        cluster_id=store.cluster_id,
+        controller_id=ctx.config.node_id,
+        topics=topics,
+        cluster_authorized_operations=NO_OPERATIONS,
+        error_code=ErrorCode.none,
+    )

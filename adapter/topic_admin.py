@@ -1,0 +1,56 @@
+"""Creating topics with Kafka's validation, shared by CreateTopics and Metadata auto-create."""
+
+from __future__ import annotations
+
+from storage.topics import TopicMeta
+
+from .context import BrokerContext
+from .errors import InvalidReplicaAssignment, InvalidReplication, InvalidTopicName
+from .topic_configs import validate_topic_configs
+from .topic_names import invalid_reason
+
+
+def check_new_topic(
+    ctx: BrokerContext,
+    name: str,
+    num_partitions: int,
+    replication_factor: int,
+    assignments: list[tuple[int, list[int]]],
+    configs: dict[str, str | None],
+) -> tuple[int, dict[str, str]]:
+    """Validate a topic creation; returns (partition count, configs to store)."""
+    reason = invalid_reason(name)
+    if reason:
+        raise InvalidTopicName(reason)
+    from storage.errors import InvalidPartitionCountError, TopicExistsError
+
+    if ctx.store.topics.get(name) is not None:
+        raise TopicExistsError(f"topic {name!r} already exists")
+    if assignments:
+        if num_partitions != -1 or replication_factor != -1:
+            raise InvalidReplicaAssignment(
+                "give either replica assignments or partition count and replication factor"
+            )
+        indexes = sorted(index for index, _ in assignments)
+        if indexes != list(range(len(indexes))):
+            raise InvalidReplicaAssignment("assigned partitions must be numbered 0..n-1")
+        for _, brokers in assignments:
+            if list(brokers) != [ctx.config.node_id]:
+                raise InvalidReplicaAssignment(
+                    f"this is a single broker (node {ctx.config.node_id}); got replicas {brokers}"
+                )
+        num_partitions = len(indexes)
+    if num_partitions == -1:
+        num_partitions = ctx.config.num_partitions
+    if num_partitions < 1:
+        raise InvalidPartitionCountError(f"partition count must be >= 1, got {num_partitions}")
+    if replication_factor not in (-1, 1):
+        raise InvalidReplication(
+            f"replication factor {replication_factor} is larger than the 1 available broker"
+        )
+    return num_partitions, validate_topic_configs(configs)
+
+
+def auto_create(ctx: BrokerContext, name: str) -> TopicMeta:
+    partitions, configs = check_new_topic(ctx, name, -1, -1, [], {})
+    return ctx.store.create_topic(name, partitions, configs)

@@ -1,0 +1,288 @@
+"""The commitlog: every record batch of every partition, in append order, in one file chain.
+
+On-disk format
+--------------
+Segment files ``commitlog/<first position, 20 digits>.log``; a segment's name is the global
+byte position of its first byte, so positions are contiguous across segments and ``ls`` sorts
+them. Each entry is::
+
+    0   entry_size   int32   bytes of the whole entry, this field included
+    4   magic        int32   ENTRY_MAGIC
+    8   header_crc   uint32  CRC32C of bytes [12, 49): topic id, partition and the batch's
+                             base offset, length, leader epoch and magic (the batch CRC
+                             covers the rest of the batch)
+    12  topic_id     16 bytes (UUID)
+    28  partition    int32
+    32  batch        a Kafka v2 record batch exactly as stored (see record_batch)
+
+Invariants: entries never span segments; only the last (active) segment is written; a batch
+is found by (position of its first byte, its size) which is what consume queues record.
+
+Crash behaviour: appends are written with pwrite at the end position, so a crash can leave at
+most one torn entry at the tail of the active segment. ``recover`` re-validates entries from
+a given position (length, magic, header CRC, batch CRC32C) and truncates at the first invalid
+one, deleting any later segment. Nothing else on disk is trusted more than this file.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from uuid import UUID
+
+from crc32c import crc32c
+
+from . import record_batch
+from .record_batch import Buffer
+
+ENTRY_MAGIC = 0x524D4B31  # "RMK1"
+ENTRY_HEADER = struct.Struct(">iiI16si")
+ENTRY_HEADER_SIZE = ENTRY_HEADER.size  # 32
+_HEADER_CRC_END = ENTRY_HEADER_SIZE + 17  # through the batch's magic byte
+_MIN_ENTRY = ENTRY_HEADER_SIZE + record_batch.HEADER_SIZE
+_SUFFIX = ".log"
+
+
+def _segment_name(base_position: int) -> str:
+    return f"{base_position:020d}{_SUFFIX}"
+
+
+@dataclass(slots=True)
+class Segment:
+    base_position: int
+    path: Path
+    fd: int
+    size: int
+
+    @property
+    def end_position(self) -> int:
+        return self.base_position + self.size
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One validated commitlog entry, as recovery and re-dispatch see it."""
+
+    position: int  # of the batch (not of the entry header)
+    topic_id: UUID
+    partition: int
+    batch: bytes
+
+    @property
+    def end_position(self) -> int:
+        return self.position + len(self.batch)
+
+
+def encode_entry_header(topic_id: UUID, partition: int, batch_size: int, batch_head: bytes) -> bytes:
+    """The 32-byte entry header; ``batch_head`` is the batch's first 17 bytes as stored."""
+    head = bytearray(
+        ENTRY_HEADER.pack(ENTRY_HEADER_SIZE + batch_size, ENTRY_MAGIC, 0, topic_id.bytes, partition)
+    )
+    struct.pack_into(">I", head, 8, crc32c(bytes(head[12:]) + batch_head))
+    return bytes(head)
+
+
+class CommitLog:
+    """Append-only chain of segment files holding all batches; see the module docstring."""
+
+    def __init__(self, directory: Path, segment_bytes: int) -> None:
+        self._dir = directory
+        self._segment_bytes = segment_bytes
+        self._dir.mkdir(parents=True, exist_ok=True)
+        self._segments: list[Segment] = []
+        self._bases: list[int] = []
+        for path in sorted(self._dir.glob("*" + _SUFFIX)):
+            base = int(path.name[: -len(_SUFFIX)])
+            fd = os.open(path, os.O_RDWR)
+            self._segments.append(Segment(base, path, fd, os.fstat(fd).st_size))
+        if not self._segments:
+            self._segments.append(self._create_segment(0))
+        self._bases = [s.base_position for s in self._segments]
+        self._unflushed_from = self.end_position
+
+    # -- positions -------------------------------------------------------------------------
+    @property
+    def start_position(self) -> int:
+        return self._segments[0].base_position
+
+    @property
+    def end_position(self) -> int:
+        return self._segments[-1].end_position
+
+    @property
+    def segments(self) -> list[Segment]:
+        return list(self._segments)
+
+    def size_bytes(self) -> int:
+        return self.end_position - self.start_position
+
+    # -- writing ---------------------------------------------------------------------------
+    def append(self, topic_id: UUID, partition: int, batch_parts: list[Buffer]) -> int:
+        """Append one entry whose batch is the concatenation of ``batch_parts``.
+
+        Taking the batch in parts lets the caller patch the base offset without copying the
+        batch (the first part must hold at least the batch's first 17 bytes). Returns the
+        position of the batch's first byte.
+        """
+        batch_size = sum(len(p) for p in batch_parts)
+        head = encode_entry_header(topic_id, partition, batch_size, bytes(batch_parts[0][:17]))
+        entry_size = len(head) + batch_size
+        active = self._segments[-1]
+        if active.size > 0 and active.size + entry_size > self._segment_bytes:
+            active = self._roll()
+        self._write_all(active.fd, [head, *batch_parts], active.size)
+        position = active.end_position + len(head)
+        active.size += entry_size
+        return position
+
+    @staticmethod
+    def _write_all(fd: int, parts: list[Buffer], at: int) -> None:
+        written = os.pwritev(fd, parts, at)
+        total = sum(len(p) for p in parts)
+        if written < total:  # rare short write: finish the rest plainly
+            rest = memoryview(b"".join(bytes(p) for p in parts))[written:]
+            at += written
+            while rest:
+                n = os.pwrite(fd, rest, at)
+                rest = rest[n:]
+                at += n
+
+    def _create_segment(self, base_position: int) -> Segment:
+        path = self._dir / _segment_name(base_position)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        return Segment(base_position, path, fd, os.fstat(fd).st_size)
+
+    def _roll(self) -> Segment:
+        old = self._segments[-1]
+        os.fdatasync(old.fd)  # a closed segment is complete on disk before the next one starts
+        segment = self._create_segment(old.end_position)
+        self._segments.append(segment)
+        self._bases.append(segment.base_position)
+        _fsync_dir(self._dir)
+        return segment
+
+    def unflushed(self) -> tuple[list[int], int]:
+        """(file descriptors to fdatasync, end position they cover); call on the owning thread."""
+        end = self.end_position
+        fds = [s.fd for s in self._segments if s.end_position > self._unflushed_from]
+        return fds, end
+
+    def mark_flushed(self, end_position: int) -> None:
+        self._unflushed_from = max(self._unflushed_from, end_position)
+
+    def flush(self) -> int:
+        """fdatasync everything appended; returns the position below which all is durable."""
+        fds, end = self.unflushed()
+        for fd in fds:
+            os.fdatasync(fd)
+        self.mark_flushed(end)
+        return end
+
+    # -- reading ---------------------------------------------------------------------------
+    def read(self, position: int, size: int) -> bytes:
+        index = bisect.bisect_right(self._bases, position) - 1
+        if index < 0:
+            raise ValueError(f"position {position} precedes the commitlog start")
+        segment = self._segments[index]
+        return os.pread(segment.fd, size, position - segment.base_position)
+
+    def entries(self, from_position: int) -> Iterator[Entry]:
+        """Validated entries from an entry boundary on; stops at the first invalid byte."""
+        for entry, _ in self._scan(from_position):
+            if entry is None:
+                return
+            yield entry
+
+    def _scan(self, from_position: int) -> Iterator[tuple[Entry | None, int]]:
+        index = max(0, bisect.bisect_right(self._bases, from_position) - 1)
+        position = max(from_position, self._segments[index].base_position)
+        while index < len(self._segments):
+            segment = self._segments[index]
+            local = position - segment.base_position
+            while local < segment.size:
+                entry = self._read_entry(segment, local)
+                if entry is None:
+                    yield None, segment.base_position + local
+                    return
+                yield entry, segment.base_position + local
+                local += ENTRY_HEADER_SIZE + len(entry.batch)
+            index += 1
+            if index < len(self._segments):
+                position = self._segments[index].base_position
+
+    def _read_entry(self, segment: Segment, local: int) -> Entry | None:
+        remaining = segment.size - local
+        if remaining < _MIN_ENTRY:
+            return None
+        head = os.pread(segment.fd, ENTRY_HEADER_SIZE, local)
+        size, magic, header_crc, topic_bytes, partition = ENTRY_HEADER.unpack(head)
+        if magic != ENTRY_MAGIC or size < _MIN_ENTRY or size > remaining:
+            return None
+        batch = os.pread(segment.fd, size - ENTRY_HEADER_SIZE, local + ENTRY_HEADER_SIZE)
+        if crc32c(head[12:] + batch[:17]) != header_crc:
+            return None
+        (length,) = struct.unpack_from(">i", batch, 8)
+        if length + record_batch.LOG_OVERHEAD != len(batch) or not record_batch.crc_ok(batch):
+            return None
+        return Entry(
+            segment.base_position + local + ENTRY_HEADER_SIZE, UUID(bytes=topic_bytes), partition, batch
+        )
+
+    # -- recovery and retention ------------------------------------------------------------
+    def recover(self, from_position: int, dispatch: Callable[[Entry], None]) -> int:
+        """Validate from ``from_position`` (an entry boundary) and truncate a torn tail.
+
+        Every valid entry found is handed to ``dispatch`` in order, so derived structures
+        can be rebuilt without holding the log in memory. Returns the valid end position.
+        """
+        end = max(from_position, self.start_position)
+        for entry, entry_start in self._scan(end):
+            if entry is None:
+                end = entry_start
+                break
+            dispatch(entry)
+            end = entry.end_position
+        self.truncate(end)
+        return end
+
+    def truncate(self, end_position: int) -> None:
+        """Drop every byte at or after ``end_position``."""
+        while len(self._segments) > 1 and self._segments[-1].base_position >= end_position:
+            segment = self._segments.pop()
+            self._bases.pop()
+            os.close(segment.fd)
+            segment.path.unlink()
+        active = self._segments[-1]
+        keep = max(0, end_position - active.base_position)
+        if keep < active.size:
+            os.ftruncate(active.fd, keep)
+            os.fsync(active.fd)
+            active.size = keep
+        self._unflushed_from = min(self._unflushed_from, self.end_position)
+
+    def delete_oldest_segment(self) -> Segment | None:
+        """Remove the oldest closed segment (never the active one); returns what it removed."""
+        if len(self._segments) < 2:
+            return None
+        segment = self._segments.pop(0)
+        self._bases.pop(0)
+        os.close(segment.fd)
+        segment.path.unlink()
+        return segment
+
+    def close(self) -> None:
+        for segment in self._segments:
+            os.close(segment.fd)
+        self._segments = []
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,31 @@
+"""The storage layer's one configuration object, built once at start-up."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+FlushPolicy = Literal["async", "sync"]
+
+
+@dataclass(frozen=True, slots=True)
+class StorageConfig:
+    """Everything the store needs to know; nothing about Kafka requests or RocketMQ topics.
+
+    flush="async": appends reach the OS page cache at once (so a killed *process* loses
+    nothing) and are fsynced every ``flush_interval_ms``; an OS crash or power loss can lose
+    at most that window. flush="sync": a caller that awaits ``wait_durable`` is released only
+    after an fsync that covers its append; concurrent waiters share one fsync (group commit).
+    """
+
+    data_dir: Path
+    segment_bytes: int = 1 << 30
+    flush: FlushPolicy = "async"
+    flush_interval_ms: int = 1000
+    retention_ms: int | None = 168 * 3600 * 1000
+    retention_bytes: int | None = None
+    retention_check_interval_ms: int = 300_000
+    consume_queue_entries_per_file: int = 300_000
+    # The record header whose value's Java String.hashCode goes into the consume queue.
+    tag_header: str = "TAGS"

@@ -1,0 +1,172 @@
+"""Consume queue: the per-partition index from record offset to batch, RocketMQ style.
+
+On-disk format
+--------------
+Directory ``consumequeue/<topic id>/<partition>/`` holding files ``<first offset, 20 digits>.cq``.
+Each file holds at most ``entries_per_file`` entries and starts at an offset that is a
+multiple of it. An entry is 20 bytes, one per record offset::
+
+    position   int64   commitlog position of the batch that holds the record
+    size       int32   byte size of that batch
+    tag_code   int64   Java String.hashCode of the record's tag header, 0 if none
+
+So offset -> entry is arithmetic, and a filter can walk tag codes without touching the
+commitlog. Entries of one batch share (position, size).
+
+Invariants: entries are dense from ``min_offset`` to ``next_offset - 1``; positions never
+decrease. The file is derived data: after a crash the store truncates it to what the
+commitlog proves and re-dispatches the rest; a partial trailing entry is dropped on open.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+from pathlib import Path
+
+ENTRY = struct.Struct(">qiq")
+ENTRY_SIZE = ENTRY.size  # 20
+_SUFFIX = ".cq"
+
+
+class ConsumeQueue:
+    def __init__(self, directory: Path, entries_per_file: int) -> None:
+        self._dir = directory
+        self._per_file = entries_per_file
+        self._dir.mkdir(parents=True, exist_ok=True)
+        self._fds: dict[int, int] = {}  # file base offset -> fd
+        self._dirty: set[int] = set()
+        for path in sorted(self._dir.glob("*" + _SUFFIX)):
+            base = int(path.name[: -len(_SUFFIX)])
+            self._fds[base] = os.open(path, os.O_RDWR)
+        self._next_offset = 0
+        self._min_offset = 0
+        if self._fds:
+            bases = sorted(self._fds)
+            self._min_offset = bases[0]
+            last = bases[-1]
+            size = os.fstat(self._fds[last]).st_size
+            whole = size // ENTRY_SIZE
+            if whole * ENTRY_SIZE != size:  # torn trailing entry
+                os.ftruncate(self._fds[last], whole * ENTRY_SIZE)
+            self._next_offset = last + whole
+
+    @property
+    def next_offset(self) -> int:
+        return self._next_offset
+
+    @property
+    def min_offset(self) -> int:
+        """The first offset that still has an entry (whole files are deleted by retention)."""
+        return self._min_offset
+
+    def _fd_for(self, base: int) -> int:
+        fd = self._fds.get(base)
+        if fd is None:
+            fd = os.open(self._dir / f"{base:020d}{_SUFFIX}", os.O_RDWR | os.O_CREAT, 0o644)
+            self._fds[base] = fd
+        return fd
+
+    # -- writing ---------------------------------------------------------------------------
+    def append(self, count: int, position: int, size: int, tag_codes: list[int] | None) -> None:
+        """Add ``count`` entries for one batch starting at ``next_offset``."""
+        if tag_codes is None:
+            data = ENTRY.pack(position, size, 0) * count
+        else:
+            data = b"".join(ENTRY.pack(position, size, code) for code in tag_codes)
+        offset = self._next_offset
+        view = memoryview(data)
+        while view:
+            base = offset - offset % self._per_file
+            room = base + self._per_file - offset
+            chunk = view[: room * ENTRY_SIZE]
+            fd = self._fd_for(base)
+            os.pwrite(fd, chunk, (offset - base) * ENTRY_SIZE)
+            self._dirty.add(base)
+            offset += len(chunk) // ENTRY_SIZE
+            view = view[len(chunk) :]
+        self._next_offset = offset
+
+    def take_dirty_fds(self) -> list[int]:
+        """File descriptors written since the last call, for a flush on another thread."""
+        fds = [self._fds[b] for b in self._dirty if b in self._fds]
+        self._dirty.clear()
+        return fds
+
+    def flush(self) -> None:
+        for base in self._dirty:
+            fd = self._fds.get(base)
+            if fd is not None:
+                os.fdatasync(fd)
+        self._dirty.clear()
+
+    # -- reading ---------------------------------------------------------------------------
+    def entry(self, offset: int) -> tuple[int, int, int]:
+        """(batch position, batch size, tag code) of ``offset``; min_offset <= offset < next."""
+        base = offset - offset % self._per_file
+        data = os.pread(self._fds[base], ENTRY_SIZE, (offset - base) * ENTRY_SIZE)
+        return ENTRY.unpack(data)
+
+    def entries(self, offset: int, limit: int) -> bytes:
+        """Raw entries from ``offset``, at most ``limit`` and never past the file's end."""
+        base = offset - offset % self._per_file
+        count = min(limit, self._next_offset - offset, base + self._per_file - offset)
+        if count <= 0:
+            return b""
+        return os.pread(self._fds[base], count * ENTRY_SIZE, (offset - base) * ENTRY_SIZE)
+
+    def first_offset_at_position(self, position: int) -> int:
+        """The first offset whose batch position is >= ``position`` (next_offset if none)."""
+        lo, hi = self._min_offset, self._next_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.entry(mid)[0] < position:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    # -- truncation ------------------------------------------------------------------------
+    def truncate_to(self, offset: int) -> None:
+        """Drop entries at and after ``offset``."""
+        if offset >= self._next_offset:
+            return
+        offset = max(offset, self._min_offset)
+        for base in sorted(self._fds, reverse=True):
+            if base >= offset and base != offset - offset % self._per_file:
+                os.close(self._fds.pop(base))
+                (self._dir / f"{base:020d}{_SUFFIX}").unlink()
+                self._dirty.discard(base)
+        base = offset - offset % self._per_file
+        if base in self._fds:
+            os.ftruncate(self._fds[base], (offset - base) * ENTRY_SIZE)
+        self._next_offset = offset
+
+    def truncate_from_position(self, position: int) -> None:
+        """Drop every entry whose batch starts at or after ``position`` (crash recovery)."""
+        self.truncate_to(self.first_offset_at_position(position))
+
+    def delete_before(self, offset: int) -> None:
+        """Delete whole files that hold only offsets below ``offset``; moves min_offset.
+
+        The newest file is always kept: its name and length are what ``next_offset`` is
+        recovered from.
+        """
+        bases = sorted(self._fds)
+        for base in bases[:-1]:
+            if base + self._per_file <= offset:
+                os.close(self._fds.pop(base))
+                (self._dir / f"{base:020d}{_SUFFIX}").unlink()
+                self._dirty.discard(base)
+        if self._fds:
+            self._min_offset = max(self._min_offset, min(self._fds))
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+    def destroy(self) -> None:
+        self.close()
+        shutil.rmtree(self._dir, ignore_errors=True)

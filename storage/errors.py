@@ -1,0 +1,57 @@
+"""Domain errors of the storage layer; the adapter maps them to Kafka error codes."""
+
+from __future__ import annotations
+
+
+class StorageError(Exception):
+    """Base class of every error the store raises on purpose."""
+
+
+class CorruptRecordError(StorageError):
+    """A record batch failed its CRC32C, or its framing contradicts itself."""
+
+
+class InvalidRecordError(StorageError):
+    """A record batch is well-formed but not acceptable (magic, record count, ...)."""
+
+
+class RecordTooLargeError(StorageError):
+    """A single batch exceeds the configured maximum message size."""
+
+
+class RecordListTooLargeError(StorageError):
+    """The batches for one partition in one request exceed what a segment can hold."""
+
+
+class OffsetOutOfRangeError(StorageError):
+    def __init__(self, offset: int, log_start_offset: int, log_end_offset: int) -> None:
+        super().__init__(
+            f"offset {offset} outside [{log_start_offset}, {log_end_offset}]"
+        )
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+
+
+class UnknownTopicError(StorageError):
+    pass
+
+
+class UnknownPartitionError(StorageError):
+    pass
+
+
+class TopicExistsError(StorageError):
+    pass
+
+
+class InvalidPartitionCountError(StorageError):
+    pass
+
+
+class OutOfOrderSequenceError(StorageError):
+    """An idempotent producer skipped or reordered a sequence number."""
+
+
+class InvalidProducerEpochError(StorageError):
+    """A batch carries an epoch older than the producer's current one (a fenced producer)."""

@@ -1,0 +1,144 @@
+"""One topic-partition's view of the commitlog: its consume queue, time index and producers.
+
+Holds no batch bytes itself. ``next_offset`` (the log end offset, which is also the high
+watermark on this single-replica broker) comes from the consume queue; ``log_start_offset``
+is the first offset still readable and only moves forward (retention, DeleteRecords).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from uuid import UUID
+
+from . import record_batch
+from .commitlog import CommitLog
+from .consume_queue import ConsumeQueue
+from .errors import OffsetOutOfRangeError
+from .producer_state import ProducerStateTable
+from .record_batch import BatchInfo, Buffer
+from .tag_code import tag_code
+from .time_index import TimeIndex
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    batches: list[bytes]
+    size: int
+    log_start_offset: int
+    high_watermark: int
+
+
+class PartitionLog:
+    def __init__(
+        self,
+        topic_id: UUID,
+        partition: int,
+        directory: Path,
+        commitlog: CommitLog,
+        entries_per_file: int,
+        tag_header: str,
+    ) -> None:
+        self.topic_id = topic_id
+        self.partition = partition
+        self.directory = directory
+        self._commitlog = commitlog
+        self._tag_header = tag_header
+        self.consume_queue = ConsumeQueue(directory, entries_per_file)
+        self.time_index = TimeIndex(directory / "timeindex")
+        self.producers = ProducerStateTable()
+        self.log_start_offset = self.consume_queue.min_offset
+
+    @property
+    def next_offset(self) -> int:
+        return self.consume_queue.next_offset
+
+    # -- writing ---------------------------------------------------------------------------
+    def dispatch(self, position: int, batch: Buffer, info: BatchInfo, base_offset: int) -> None:
+        """Index a batch that is in the commitlog at ``position`` (live append or replay).
+
+        ``batch`` may be the producer's bytes (its base offset not yet patched), hence
+        ``base_offset`` is passed in; the batch size is taken from ``info``.
+        """
+        tags = record_batch.header_values(batch, self._tag_header)
+        codes = None if tags is None else [tag_code(t) for t in tags]
+        self.consume_queue.append(info.records_count, position, info.length, codes)
+        self.time_index.maybe_append(info.max_timestamp, base_offset)
+        self.producers.update(info, base_offset)
+
+    # -- reading ---------------------------------------------------------------------------
+    def read(self, offset: int, max_bytes: int, min_one: bool) -> FetchResult:
+        """Whole batches from the one holding ``offset`` on, up to ``max_bytes``.
+
+        With ``min_one`` the first batch is returned even if it alone exceeds ``max_bytes``,
+        so a consumer can always make progress (KIP-74).
+        """
+        end = self.next_offset
+        if offset < self.log_start_offset or offset > end:
+            raise OffsetOutOfRangeError(offset, self.log_start_offset, end)
+        batches: list[bytes] = []
+        size = 0
+        while offset < end:
+            position, batch_size, _ = self.consume_queue.entry(offset)
+            if size + batch_size > max_bytes and (batches or not min_one):
+                break
+            batch = self._commitlog.read(position, batch_size)
+            batches.append(batch)
+            size += batch_size
+            offset = record_batch.next_offset_of(batch)
+        return FetchResult(batches, size, self.log_start_offset, end)
+
+    def bytes_available(self, offset: int, limit: int) -> int:
+        """Bytes of batches from ``offset`` on, counted up to ``limit`` (for min_bytes)."""
+        end = self.next_offset
+        if offset < self.log_start_offset or offset >= end:
+            return 0
+        size = 0
+        while offset < end and size < limit:
+            position, batch_size, _ = self.consume_queue.entry(offset)
+            size += batch_size
+            head = self._commitlog.read(position, record_batch.HEADER_SIZE)
+            offset = record_batch.next_offset_of(head)
+        return size
+
+    def batch_at(self, offset: int) -> bytes:
+        position, size, _ = self.consume_queue.entry(offset)
+        return self._commitlog.read(position, size)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record stamped >= ``timestamp_ms``, if any."""
+        base = self.time_index.lookup(timestamp_ms)
+        while base is not None and base < self.next_offset:
+            if base < self.log_start_offset:
+                base = self.log_start_offset
+            batch = self.batch_at(base)
+            found = record_batch.first_offset_at_or_after(batch, timestamp_ms)
+            if found is not None and found[0] >= self.log_start_offset:
+                return found
+            base = record_batch.next_offset_of(batch)
+        return None
+
+    def max_timestamp(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the record with the largest timestamp, if any."""
+        base = self.time_index.max_timestamp_offset
+        if base < 0 or base < self.log_start_offset or base >= self.next_offset:
+            return None
+        batch = self.batch_at(base)
+        offset = record_batch.offset_of_timestamp(batch, self.time_index.max_timestamp)
+        if offset is None:  # LogAppendTime batches stamp every record with the max
+            offset = base
+        return offset, self.time_index.max_timestamp
+
+    # -- maintenance -----------------------------------------------------------------------
+    def advance_log_start(self, offset: int) -> None:
+        if offset > self.log_start_offset:
+            self.log_start_offset = min(offset, self.next_offset)
+            self.consume_queue.delete_before(self.log_start_offset)
+
+    def flush(self) -> None:
+        self.consume_queue.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        self.consume_queue.close()
+        self.time_index.close()

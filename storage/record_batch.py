@@ -1,0 +1,218 @@
+"""Kafka v2 record batches, as received and as stored.
+
+The broker stores a batch byte for byte as the producer sent it. It only patches fields the
+batch CRC does not cover (base offset, partition leader epoch) and, for LogAppendTime topics,
+the attributes and max timestamp (then recomputing the CRC). Records are parsed only when a
+caller needs a header or a per-record timestamp, with aiokafka's C-backed batch reader.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import struct
+
+from dataclasses import dataclass
+
+from aiokafka.record.default_records import DefaultRecordBatch
+from crc32c import crc32c
+
+from .errors import CorruptRecordError, InvalidRecordError
+
+Buffer = bytes | bytearray | memoryview
+
+# The 61-byte batch header.
+HEADER = struct.Struct(
+    ">q"  # 0  baseOffset
+    "i"  # 8  batchLength: bytes after this field
+    "i"  # 12 partitionLeaderEpoch
+    "b"  # 16 magic (2)
+    "I"  # 17 crc: CRC32C of bytes [21, end)
+    "h"  # 21 attributes: 0-2 compression, 3 timestampType, 4 transactional, 5 control
+    "i"  # 23 lastOffsetDelta
+    "q"  # 27 baseTimestamp
+    "q"  # 35 maxTimestamp
+    "q"  # 43 producerId
+    "h"  # 51 producerEpoch
+    "i"  # 53 baseSequence
+    "i"  # 57 recordsCount
+)
+HEADER_SIZE = HEADER.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength precede what batchLength counts
+CRC_START = 21
+_BASE_OFFSET = struct.Struct(">q")
+_LEADER_EPOCH = struct.Struct(">i")
+_LENGTH = struct.Struct(">i")
+_LAST_DELTA = struct.Struct(">i")
+_ATTRS = struct.Struct(">h")
+_TIMESTAMP = struct.Struct(">q")
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_BIT = 0x08
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20
+NO_PRODUCER_ID = -1
+NO_SEQUENCE = -1
+
+
+@dataclass(frozen=True, slots=True)
+class BatchInfo:
+    """The header fields of one batch that the store acts on."""
+
+    length: int  # total bytes of the batch, LOG_OVERHEAD included
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_BIT)
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
+
+
+def read_info(batch: bytes | memoryview) -> BatchInfo:
+    (_, length, _, _, _, attrs, last_delta, base_ts, max_ts, pid, epoch, base_seq, count) = (
+        HEADER.unpack_from(batch, 0)
+    )
+    return BatchInfo(
+        length + LOG_OVERHEAD, attrs, last_delta, base_ts, max_ts, pid, epoch, base_seq, count
+    )
+
+
+def split_batches(records: bytes | memoryview) -> list[memoryview]:
+    """Split a produce request's records field into batches, validating each one.
+
+    Raises CorruptRecordError for framing contradictions or a CRC mismatch and
+    InvalidRecordError for batches that are intact but not acceptable.
+    """
+    view = memoryview(records)
+    batches: list[memoryview] = []
+    pos = 0
+    total = len(view)
+    if total == 0:
+        raise InvalidRecordError("empty record set")
+    while pos < total:
+        if total - pos < HEADER_SIZE:
+            raise CorruptRecordError(f"truncated batch header at byte {pos}")
+        (length,) = _LENGTH.unpack_from(view, pos + 8)
+        size = length + LOG_OVERHEAD
+        if length < HEADER_SIZE - LOG_OVERHEAD or pos + size > total:
+            raise CorruptRecordError(f"batch length {length} at byte {pos} does not fit")
+        batch = view[pos : pos + size]
+        validate(batch)
+        batches.append(batch)
+        pos += size
+    return batches
+
+
+def validate(batch: memoryview) -> BatchInfo:
+    magic = batch[16]
+    if magic != 2:
+        raise InvalidRecordError(f"record batch magic {magic}; only magic 2 is supported")
+    (stored_crc,) = struct.unpack_from(">I", batch, 17)
+    if crc32c(batch[CRC_START:]) != stored_crc:
+        raise CorruptRecordError("record batch CRC32C mismatch")
+    info = read_info(batch)
+    if info.records_count <= 0 or info.last_offset_delta != info.records_count - 1:
+        raise InvalidRecordError(
+            f"records count {info.records_count} does not match last offset delta "
+            f"{info.last_offset_delta}"
+        )
+    return info
+
+
+def crc_ok(batch: bytes | memoryview) -> bool:
+    (stored_crc,) = struct.unpack_from(">I", batch, 17)
+    return crc32c(memoryview(batch)[CRC_START:]) == stored_crc
+
+
+def stored_parts(batch: memoryview, base_offset: int, log_append_time_ms: int | None) -> list[Buffer]:
+    """The batch as it is stored, in parts: broker base offset, leader epoch 0, and for
+    LogAppendTime topics the timestamp type and max timestamp (with a recomputed CRC).
+
+    Without LogAppendTime only a 17-byte prefix is new; the rest is the producer's bytes.
+    """
+    if log_append_time_ms is None:
+        prefix = bytearray(batch[:17])
+        _BASE_OFFSET.pack_into(prefix, 0, base_offset)
+        _LEADER_EPOCH.pack_into(prefix, 12, 0)
+        return [prefix, batch[17:]]
+    out = bytearray(batch)
+    _BASE_OFFSET.pack_into(out, 0, base_offset)
+    _LEADER_EPOCH.pack_into(out, 12, 0)
+    (attrs,) = _ATTRS.unpack_from(out, 21)
+    _ATTRS.pack_into(out, 21, attrs | TIMESTAMP_TYPE_BIT)
+    _TIMESTAMP.pack_into(out, 35, log_append_time_ms)
+    struct.pack_into(">I", out, 17, crc32c(memoryview(out)[CRC_START:]))
+    return [out]
+
+
+def base_offset_of(batch: bytes | memoryview) -> int:
+    return _BASE_OFFSET.unpack_from(batch, 0)[0]
+
+
+def next_offset_of(batch: bytes | memoryview) -> int:
+    """The offset after the batch's last record."""
+    return _BASE_OFFSET.unpack_from(batch, 0)[0] + _LAST_DELTA.unpack_from(batch, 23)[0] + 1
+
+
+def iter_records(batch: Buffer):
+    """Records of a stored batch (decompressed as needed), via aiokafka's C reader."""
+    return iter(DefaultRecordBatch(bytes(batch)))
+
+
+@functools.cache
+def _needle(header: str) -> re.Pattern[bytes]:
+    return re.compile(re.escape(header.encode()))
+
+
+def header_values(batch: Buffer, header: str) -> list[bytes | None] | None:
+    """Each record's value of ``header`` (None where absent), or None if no record has it.
+
+    An uncompressed batch whose bytes do not contain the header name is not parsed at all
+    (the regex search works on the buffer in place, without a copy).
+    """
+    view = memoryview(batch)
+    if view[22] & COMPRESSION_MASK == 0 and _needle(header).search(view) is None:
+        return None
+    values: list[bytes | None] = []
+    seen = False
+    for record in iter_records(view):
+        value = None
+        for key, val in record.headers:
+            if key == header:
+                value = val
+                seen = True
+                break
+        values.append(value)
+    return values if seen else None
+
+
+def first_offset_at_or_after(batch: bytes | memoryview, timestamp_ms: int) -> tuple[int, int] | None:
+    """(offset, timestamp) of the batch's first record with timestamp >= timestamp_ms."""
+    for record in iter_records(bytes(batch)):
+        if record.timestamp >= timestamp_ms:
+            return record.offset, record.timestamp
+    return None
+
+
+def offset_of_timestamp(batch: bytes | memoryview, timestamp_ms: int) -> int | None:
+    """Offset of the first record in the batch carrying exactly ``timestamp_ms``."""
+    for record in iter_records(bytes(batch)):
+        if record.timestamp == timestamp_ms:
+            return record.offset
+    return None

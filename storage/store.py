@@ -1,0 +1,428 @@
+"""MessageStore: the one object the upper layers talk to.
+
+Owns the commitlog, the topic registry and every partition's derived structures, runs
+recovery on open, and runs the flush, checkpoint and retention loops.
+
+Files under ``data_dir``::
+
+    commitlog/               segment files (the only source of truth)
+    consumequeue/<id>/<p>/   consume queue files and time index (derived)
+    topics.json              topic names, ids, partition counts, configs
+    producer_ids.json        producer id allocation
+    checkpoint.json          {"position": P, "producers": ..., "log_start": ...}: everything
+                             derived is durable and consistent up to commitlog position P
+    meta.json                cluster id
+    clean_shutdown           present only between a clean close and the next open
+
+Recovery: if ``clean_shutdown`` is present and the checkpoint covers the whole commitlog,
+nothing is re-read. Otherwise derived entries at or after P are dropped, the commitlog is
+re-validated from P (length, header CRC, batch CRC32C), a torn tail is truncated and the
+valid entries are re-dispatched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import record_batch
+from .clock import Clock, SystemClock
+from .commitlog import CommitLog, Entry
+from .config import StorageConfig
+from .errors import (
+    RecordListTooLargeError,
+    RecordTooLargeError,
+    UnknownPartitionError,
+    UnknownTopicError,
+)
+from .partition_log import PartitionLog
+from .producer_ids import ProducerIds
+from .producer_state import ProducerStateTable
+from .topics import TopicMeta, TopicRegistry, write_json_atomically
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN = "clean_shutdown"
+AppendListener = Callable[[str, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    base_offset: int
+    end_position: int  # commitlog position after the last byte written (for wait_durable)
+    log_append_time_ms: int | None
+    duplicate: bool = False
+
+
+class MessageStore:
+    def __init__(self, config: StorageConfig, clock: Clock | None = None) -> None:
+        self.config = config
+        self.clock = clock or SystemClock()
+        self._dir = Path(config.data_dir)
+        self._partitions: dict[tuple[str, int], PartitionLog] = {}
+        self._listeners: list[AppendListener] = []
+        self._tasks: list[asyncio.Task] = []
+        self._durable_position = 0
+        self._durable_waiters: list[tuple[int, asyncio.Future]] = []
+        self._flush_wakeup: asyncio.Event | None = None
+        self._checkpoint_lock: asyncio.Lock | None = None
+        self.recovered_entries = 0
+        self.clean_start = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def open(self) -> None:
+        """Load everything and recover; synchronous, run before serving."""
+        self._dir.mkdir(parents=True, exist_ok=True)
+        marker = self._dir / CLEAN_SHUTDOWN
+        clean = marker.exists()
+        marker.unlink(missing_ok=True)
+        self.cluster_id = self._load_cluster_id()
+        self.topics = TopicRegistry(self._dir / "topics.json")
+        self.producer_ids = ProducerIds(self._dir / "producer_ids.json")
+        self.commitlog = CommitLog(self._dir / "commitlog", self.config.segment_bytes)
+        checkpoint = self._load_checkpoint()
+        position = max(int(checkpoint.get("position", 0)), self.commitlog.start_position)
+        producers = checkpoint.get("producers", {})
+        log_starts = checkpoint.get("log_start", {})
+        for meta in self.topics.all():
+            for p in range(meta.partitions):
+                plog = self._open_partition(meta, p)
+                key = f"{meta.topic_id}/{p}"
+                if key in producers:
+                    plog.producers = ProducerStateTable.from_snapshot(producers[key])
+                plog.log_start_offset = max(plog.log_start_offset, int(log_starts.get(key, 0)))
+        self.clean_start = clean and position == self.commitlog.end_position
+        if not self.clean_start:
+            self._recover(position)
+        start = self.commitlog.start_position
+        for plog in self._partitions.values():
+            plog.advance_log_start(plog.consume_queue.first_offset_at_position(start))
+        self._durable_position = self.commitlog.flush()
+        for plog in self._partitions.values():
+            plog.flush()
+        self._write_checkpoint(self.commitlog.end_position, self._snapshot())
+
+    def _recover(self, position: int) -> None:
+        log.info("recovering commitlog from position %d", position)
+        for plog in self._partitions.values():
+            plog.consume_queue.truncate_from_position(position)
+            plog.time_index.truncate_to(plog.next_offset)
+        before = self.commitlog.end_position
+        end = self.commitlog.recover(position, self._redispatch)
+        if end < before:
+            log.warning("truncated %d bytes of torn commitlog tail at position %d", before - end, end)
+
+    def _redispatch(self, entry: Entry) -> None:
+        meta = self.topics.by_id(entry.topic_id)
+        if meta is None:  # a deleted topic's batch, kept until retention removes it
+            return
+        plog = self._partitions.get((meta.name, entry.partition))
+        if plog is None:
+            return
+        base = record_batch.base_offset_of(entry.batch)
+        if base != plog.next_offset:
+            log.error(
+                "%s-%d: batch at position %d has base offset %d, expected %d; skipped",
+                meta.name, entry.partition, entry.position, base, plog.next_offset,
+            )
+            return
+        plog.dispatch(entry.position, entry.batch, record_batch.read_info(entry.batch), base)
+        self.recovered_entries += 1
+
+    async def start(self) -> None:
+        """Start the background loops (flush, checkpoint, retention)."""
+        self._flush_wakeup = asyncio.Event()
+        self._checkpoint_lock = asyncio.Lock()
+        self._tasks = [
+            asyncio.create_task(self._checkpoint_loop(), name="checkpoint"),
+            asyncio.create_task(self._retention_loop(), name="retention"),
+        ]
+        if self.config.flush == "sync":
+            self._tasks.append(asyncio.create_task(self._group_commit_loop(), name="group-commit"))
+
+    async def close(self) -> None:
+        """Stop the loops, flush everything, checkpoint, and mark the shutdown clean."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        self._tasks = []
+        self.close_sync()
+
+    def close_sync(self) -> None:
+        end = self.commitlog.flush()
+        for plog in self._partitions.values():
+            plog.flush()
+        self._write_checkpoint(end, self._snapshot())
+        for plog in self._partitions.values():
+            plog.close()
+        self.commitlog.close()
+        (self._dir / CLEAN_SHUTDOWN).touch()
+        _fsync_path(self._dir)
+        for _, fut in self._durable_waiters:
+            if not fut.done():
+                fut.set_exception(ConnectionAbortedError("store closed"))
+        self._durable_waiters.clear()
+
+    # -- topics ----------------------------------------------------------------------------
+    def _open_partition(self, meta: TopicMeta, p: int) -> PartitionLog:
+        plog = PartitionLog(
+            meta.topic_id,
+            p,
+            self._dir / "consumequeue" / str(meta.topic_id) / str(p),
+            self.commitlog,
+            self.config.consume_queue_entries_per_file,
+            self.config.tag_header,
+        )
+        self._partitions[(meta.name, p)] = plog
+        return plog
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicMeta:
+        meta = self.topics.create(name, partitions, configs)
+        for p in range(partitions):
+            self._open_partition(meta, p)
+        return meta
+
+    def delete_topic(self, name: str) -> TopicMeta:
+        meta = self.topics.delete(name)
+        for p in range(meta.partitions):
+            plog = self._partitions.pop((name, p), None)
+            if plog is not None:
+                plog.consume_queue.destroy()
+                plog.time_index.close()
+        shutil.rmtree(self._dir / "consumequeue" / str(meta.topic_id), ignore_errors=True)
+        return meta
+
+    def add_partitions(self, name: str, count: int) -> TopicMeta:
+        meta = self.topics.get(name)
+        if meta is None:
+            raise UnknownTopicError(name)
+        old = meta.partitions
+        meta = self.topics.set_partitions(name, count)
+        for p in range(old, count):
+            self._open_partition(meta, p)
+        return meta
+
+    def partition(self, name: str, p: int) -> PartitionLog:
+        plog = self._partitions.get((name, p))
+        if plog is None:
+            if self.topics.get(name) is None:
+                raise UnknownTopicError(name)
+            raise UnknownPartitionError(f"{name}-{p}")
+        return plog
+
+    # -- appending -------------------------------------------------------------------------
+    def add_append_listener(self, listener: AppendListener) -> None:
+        self._listeners.append(listener)
+
+    def append(
+        self,
+        name: str,
+        p: int,
+        records: bytes | memoryview,
+        *,
+        max_batch_bytes: int,
+        log_append_time: bool = False,
+    ) -> AppendResult:
+        """Validate and append a produce request's record set for one partition.
+
+        Every batch is validated (framing, magic, CRC32C, size) before any is written.
+        """
+        plog = self.partition(name, p)
+        if len(records) > self.config.segment_bytes:
+            raise RecordListTooLargeError(
+                f"{len(records)} bytes exceed the segment size {self.config.segment_bytes}"
+            )
+        batches = record_batch.split_batches(records)
+        infos = [record_batch.read_info(b) for b in batches]
+        for info in infos:
+            if info.length > max_batch_bytes:
+                raise RecordTooLargeError(
+                    f"batch of {info.length} bytes exceeds the maximum of {max_batch_bytes}"
+                )
+        append_time = self.clock.now_ms() if log_append_time else None
+        first_base: int | None = None
+        duplicate = False
+        end_position = self.commitlog.end_position
+        for batch, info in zip(batches, infos):
+            original = plog.producers.check(info)
+            if original is not None:
+                duplicate = True
+                first_base = original if first_base is None else first_base
+                continue
+            base = plog.next_offset
+            parts = record_batch.stored_parts(batch, base, append_time)
+            position = self.commitlog.append(plog.topic_id, p, parts)
+            if append_time is not None:
+                info = record_batch.read_info(parts[0])
+            plog.dispatch(position, batch if append_time is None else parts[0], info, base)
+            end_position = self.commitlog.end_position
+            if first_base is None:
+                first_base = base
+        for listener in self._listeners:
+            listener(name, p)
+        assert first_base is not None
+        return AppendResult(first_base, end_position, append_time, duplicate)
+
+    # -- durability ------------------------------------------------------------------------
+    async def wait_durable(self, position: int) -> None:
+        """Return once everything before ``position`` is fsynced (flush=sync group commit)."""
+        if position <= self._durable_position:
+            return
+        fut = asyncio.get_running_loop().create_future()
+        self._durable_waiters.append((position, fut))
+        assert self._flush_wakeup is not None
+        self._flush_wakeup.set()
+        await fut
+
+    async def _group_commit_loop(self) -> None:
+        assert self._flush_wakeup is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._flush_wakeup.wait()
+            self._flush_wakeup.clear()
+            # Everything appended so far rides on this one fsync; appends made while it runs
+            # wait for the next round.
+            fds, end = self.commitlog.unflushed()
+            await loop.run_in_executor(None, _fdatasync_all, fds)
+            self.commitlog.mark_flushed(end)
+            self._durable_position = max(self._durable_position, end)
+            still = []
+            for position, fut in self._durable_waiters:
+                if position <= end:
+                    if not fut.done():
+                        fut.set_result(None)
+                else:
+                    still.append((position, fut))
+            self._durable_waiters = still
+            if still:
+                self._flush_wakeup.set()
+
+    async def _checkpoint_loop(self) -> None:
+        interval = self.config.flush_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.checkpoint()
+            except OSError:
+                log.exception("checkpoint failed")
+
+    async def checkpoint(self) -> None:
+        """Flush the commitlog and derived files, then record position P as consistent."""
+        assert self._checkpoint_lock is not None
+        async with self._checkpoint_lock:
+            fds, end = self.commitlog.unflushed()
+            snapshot = self._snapshot()
+            for plog in self._partitions.values():
+                fds.extend(plog.consume_queue.take_dirty_fds())
+                fds.extend(plog.time_index.take_dirty_fds())
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(None, _fdatasync_all, fds)
+            self.commitlog.mark_flushed(end)
+            self._durable_position = max(self._durable_position, end)
+            await loop.run_in_executor(None, self._write_checkpoint, end, snapshot)
+
+    def _snapshot(self) -> dict:
+        return {
+            "producers": {
+                f"{plog.topic_id}/{plog.partition}": plog.producers.snapshot()
+                for plog in self._partitions.values()
+                if len(plog.producers)
+            },
+            "log_start": {
+                f"{plog.topic_id}/{plog.partition}": plog.log_start_offset
+                for plog in self._partitions.values()
+                if plog.log_start_offset
+            },
+        }
+
+    def _write_checkpoint(self, position: int, snapshot: dict) -> None:
+        write_json_atomically(self._dir / "checkpoint.json", {"position": position, **snapshot})
+
+    def _load_checkpoint(self) -> dict:
+        path = self._dir / "checkpoint.json"
+        if not path.exists():
+            return {}
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, OSError):
+            log.warning("unreadable checkpoint; recovering from the commitlog start")
+            return {}
+
+    def _load_cluster_id(self) -> str:
+        path = self._dir / "meta.json"
+        if path.exists():
+            return json.loads(path.read_text(encoding="utf-8"))["cluster_id"]
+        cluster_id = _kafka_style_id()
+        write_json_atomically(path, {"cluster_id": cluster_id})
+        return cluster_id
+
+    # -- retention -------------------------------------------------------------------------
+    async def _retention_loop(self) -> None:
+        interval = self.config.retention_check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            self.apply_retention()
+
+    def apply_retention(self) -> int:
+        """Delete whole old segments by time and size; returns how many were deleted."""
+        now = self.clock.now_ms()
+        deleted = 0
+        while True:
+            segments = self.commitlog.segments
+            if len(segments) < 2:
+                break
+            oldest = segments[0]
+            too_old = (
+                self.config.retention_ms is not None
+                and os.stat(oldest.path).st_mtime * 1000 < now - self.config.retention_ms
+            )
+            too_big = (
+                self.config.retention_bytes is not None
+                and self.commitlog.size_bytes() - oldest.size >= self.config.retention_bytes
+            )
+            if not (too_old or too_big):
+                break
+            self.commitlog.delete_oldest_segment()
+            deleted += 1
+        if deleted:
+            start = self.commitlog.start_position
+            for plog in self._partitions.values():
+                plog.advance_log_start(plog.consume_queue.first_offset_at_position(start))
+            log.info("retention deleted %d segment(s); commitlog starts at %d", deleted, start)
+        return deleted
+
+    def partitions(self) -> dict[tuple[str, int], PartitionLog]:
+        return dict(self._partitions)
+
+
+def _fdatasync_all(fds: list[int]) -> None:
+    for fd in fds:
+        try:
+            os.fdatasync(fd)
+        except OSError:  # closed meanwhile by retention or a topic deletion: nothing to keep
+            pass
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _kafka_style_id() -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")

@@ -1,0 +1,87 @@
+"""Time index: from a timestamp to the first batch that may hold it, for ListOffsets.
+
+On-disk format
+--------------
+File ``consumequeue/<topic id>/<partition>/timeindex``: 16-byte entries
+``(running max timestamp int64, batch base offset int64)``, appended only when a batch raises
+the partition's running maximum timestamp. Timestamps in the file therefore strictly
+increase, and the first entry whose timestamp is >= T names the first batch holding a record
+stamped >= T (CreateTime records inside a partition need not be ordered; the running maximum
+is what makes a binary search valid, as in Kafka's own time index).
+
+Derived data: truncated after a crash to the offsets the consume queue keeps, then rebuilt
+by re-dispatch. A partial trailing entry is dropped on open.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+ENTRY = struct.Struct(">qq")
+ENTRY_SIZE = ENTRY.size
+NO_TIMESTAMP = -1
+
+
+class TimeIndex:
+    def __init__(self, path: Path) -> None:
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        size = os.fstat(self._fd).st_size
+        self._count = size // ENTRY_SIZE
+        if self._count * ENTRY_SIZE != size:
+            os.ftruncate(self._fd, self._count * ENTRY_SIZE)
+        self._dirty = False
+        self.max_timestamp = NO_TIMESTAMP
+        self.max_timestamp_offset = -1  # base offset of the batch holding max_timestamp
+        if self._count:
+            self.max_timestamp, self.max_timestamp_offset = self._entry(self._count - 1)
+
+    def _entry(self, index: int) -> tuple[int, int]:
+        return ENTRY.unpack(os.pread(self._fd, ENTRY_SIZE, index * ENTRY_SIZE))
+
+    def maybe_append(self, max_timestamp: int, base_offset: int) -> None:
+        if max_timestamp <= self.max_timestamp:
+            return
+        os.pwrite(self._fd, ENTRY.pack(max_timestamp, base_offset), self._count * ENTRY_SIZE)
+        self._count += 1
+        self._dirty = True
+        self.max_timestamp, self.max_timestamp_offset = max_timestamp, base_offset
+
+    def lookup(self, timestamp: int) -> int | None:
+        """Base offset of the first batch whose running max timestamp is >= ``timestamp``."""
+        lo, hi = 0, self._count
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._entry(mid)[0] < timestamp:
+                lo = mid + 1
+            else:
+                hi = mid
+        return self._entry(lo)[1] if lo < self._count else None
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop entries for batches at or after ``offset``."""
+        keep = self._count
+        while keep and self._entry(keep - 1)[1] >= offset:
+            keep -= 1
+        if keep != self._count:
+            os.ftruncate(self._fd, keep * ENTRY_SIZE)
+            self._count = keep
+            if keep:
+                self.max_timestamp, self.max_timestamp_offset = self._entry(keep - 1)
+            else:
+                self.max_timestamp, self.max_timestamp_offset = NO_TIMESTAMP, -1
+
+    def take_dirty_fds(self) -> list[int]:
+        if not self._dirty:
+            return []
+        self._dirty = False
+        return [self._fd]
+
+    def flush(self) -> None:
+        if self._dirty:
+            os.fdatasync(self._fd)
+            self._dirty = False
+
+    def close(self) -> None:
+        os.close(self._fd)

@@ -1,0 +1,111 @@
+"""Topic metadata: names, stable topic ids, partition counts and per-topic configs.
+
+On-disk format: ``topics.json`` = ``{"<name>": {"id": "<uuid>", "partitions": N,
+"configs": {"key": "value"}}}``, replaced atomically (write temp, fsync, rename, fsync dir),
+so a crash leaves either the old or the new file. The topic id is what the commitlog
+records, so a deleted-and-recreated topic never sees its predecessor's batches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import InvalidPartitionCountError, TopicExistsError, UnknownTopicError
+
+
+@dataclass(slots=True)
+class TopicMeta:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+def write_json_atomically(path: Path, data: object) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class TopicRegistry:
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._by_name: dict[str, TopicMeta] = {}
+        self._by_id: dict[uuid.UUID, TopicMeta] = {}
+        if path.exists():
+            raw = json.loads(path.read_text(encoding="utf-8"))
+            for name, t in raw.items():
+                meta = TopicMeta(name, uuid.UUID(t["id"]), int(t["partitions"]), dict(t["configs"]))
+                self._by_name[name] = meta
+                self._by_id[meta.topic_id] = meta
+
+    def _save(self) -> None:
+        write_json_atomically(
+            self._path,
+            {
+                m.name: {"id": str(m.topic_id), "partitions": m.partitions, "configs": m.configs}
+                for m in self._by_name.values()
+            },
+        )
+
+    def get(self, name: str) -> TopicMeta | None:
+        return self._by_name.get(name)
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicMeta | None:
+        return self._by_id.get(topic_id)
+
+    def all(self) -> list[TopicMeta]:
+        return list(self._by_name.values())
+
+    def create(self, name: str, partitions: int, configs: dict[str, str]) -> TopicMeta:
+        if name in self._by_name:
+            raise TopicExistsError(f"topic {name!r} already exists")
+        if partitions < 1:
+            raise InvalidPartitionCountError(f"partition count must be >= 1, got {partitions}")
+        meta = TopicMeta(name, uuid.uuid4(), partitions, dict(configs))
+        self._by_name[name] = meta
+        self._by_id[meta.topic_id] = meta
+        self._save()
+        return meta
+
+    def delete(self, name: str) -> TopicMeta:
+        meta = self._by_name.pop(name, None)
+        if meta is None:
+            raise UnknownTopicError(name)
+        del self._by_id[meta.topic_id]
+        self._save()
+        return meta
+
+    def set_partitions(self, name: str, partitions: int) -> TopicMeta:
+        meta = self._require(name)
+        if partitions <= meta.partitions:
+            raise InvalidPartitionCountError(
+                f"topic {name!r} has {meta.partitions} partitions; the new count must be larger"
+            )
+        meta.partitions = partitions
+        self._save()
+        return meta
+
+    def set_configs(self, name: str, configs: dict[str, str]) -> TopicMeta:
+        meta = self._require(name)
+        meta.configs = dict(configs)
+        self._save()
+        return meta
+
+    def _require(self, name: str) -> TopicMeta:
+        meta = self._by_name.get(name)
+        if meta is None:
+            raise UnknownTopicError(name)
+        return meta
