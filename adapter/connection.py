@@ -103,11 +103,7 @@ class KafkaConnection(asyncio.Protocol):
         try:
             request = decode_request(frame)
         except UnsupportedVersion as exc:
-            if exc.api_key == ApiKey.API_VERSIONS and exc.correlation_id is not None:
-                return encode_api_versions_fallback(exc.correlation_id)
-            if exc.body is not None and exc.api_key == ApiKey.PRODUCE:
-                return encode_legacy_produce_rejection(exc.api_version, exc.correlation_id, exc.body)
-            raise CloseConnection(str(exc)) from None
+            return _refusal(exc)
         except (UnknownApiKey, MalformedRequest) as exc:
             raise CloseConnection(str(exc)) from None
         handler = HANDLERS[request.api_key]
@@ -156,3 +152,18 @@ class KafkaConnection(asyncio.Protocol):
 
     def close(self) -> None:
         self._close_now()
+
+
+def _refusal(exc: UnsupportedVersion) -> bytes:
+    """The answer to an unsupported version, where the protocol has one; else close."""
+    if exc.api_key == ApiKey.API_VERSIONS and exc.correlation_id is not None:
+        return encode_api_versions_fallback(exc.correlation_id)
+    if exc.body is not None and exc.api_key == ApiKey.PRODUCE:
+        try:
+            answer = encode_legacy_produce_rejection(exc.api_version, exc.correlation_id, exc.body)
+        except MalformedRequest as malformed:
+            raise CloseConnection(str(malformed)) from None
+        if answer is not None:
+            return answer
+        # acks=0: no answer is expected, so closing is the only way to say no (as Kafka does)
+    raise CloseConnection(str(exc))

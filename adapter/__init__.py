@@ -1,0 +1,1 @@
+"""Kafka wire protocol: sans-IO codec, asyncio server, one handler module per API."""
