@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import threading
 
+from storage import record_batch
 from storage.clock import Clock, SystemClock
 from storage.config import StorageConfig
 from storage.store import MessageStore
@@ -31,9 +33,11 @@ class Broker:
         self._connections: set[KafkaConnection] = set()
 
     async def start(self) -> tuple[str, int]:
-        """Recover the store, bind the listener; returns the bound (host, port)."""
-        self.store.open()
-        await self.store.start()
+        """Bind the listener, recover the store, start serving; returns the bound (host, port).
+
+        The socket is bound before the store is opened, so a port conflict fails before any
+        recovery work touches the data directory.
+        """
         cfg = self.adapter_config
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
@@ -43,6 +47,13 @@ class Broker:
             reuse_address=True,
             start_serving=False,
         )
+        try:
+            self.store.open()
+            await self.store.start()
+        except BaseException:
+            self._server.close()
+            self._server = None
+            raise
         for sock in self._server.sockets:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         host, port = self._server.sockets[0].getsockname()[:2]
@@ -58,6 +69,7 @@ class Broker:
             advertised_port=cfg.advertised_port or port,
         )
         await self._server.start_serving()
+        threading.Thread(target=record_batch.warm_up, name="warm-up", daemon=True).start()
         log.info(
             "serving on %s:%d (advertised %s:%d), data in %s, flush %s, recovered %d batches",
             host, port, self.context.advertised_host, self.context.advertised_port,

@@ -25,10 +25,11 @@ from .codec import (
     decode_request,
     encode_api_versions_fallback,
     encode_legacy_produce_rejection,
-    encode_response,
+    response_parts,
 )
 from .codec.versions import ApiKey
 from .context import BrokerContext
+from .errors import CloseConnection
 from .handlers import HANDLERS
 
 log = logging.getLogger(__name__)
@@ -36,16 +37,12 @@ log = logging.getLogger(__name__)
 MAX_OUTSTANDING = 64
 
 
-class CloseConnection(Exception):
-    """The request cannot be answered; the connection is closed."""
-
-
 class KafkaConnection(asyncio.Protocol):
     def __init__(self, ctx: BrokerContext, connections: set[KafkaConnection]) -> None:
         self._ctx = ctx
         self._connections = connections
         self._decoder = FrameDecoder(ctx.config.socket_request_max_bytes)
-        self._pending: deque[asyncio.Task[bytes | None]] = deque()
+        self._pending: deque[asyncio.Task[list[bytes] | None]] = deque()
         self._writer: asyncio.Task[None] | None = None
         self._transport: asyncio.Transport | None = None
         self._can_write = asyncio.Event()
@@ -99,24 +96,25 @@ class KafkaConnection(asyncio.Protocol):
             self._reading_paused = True
             self._transport.pause_reading()
 
-    async def _answer(self, frame: bytes) -> bytes | None:
+    async def _answer(self, frame: bytes) -> list[bytes] | None:
+        """The response frame for one request, as parts for ``writelines``; None for none."""
         try:
             request = decode_request(frame)
         except UnsupportedVersion as exc:
-            return _refusal(exc)
+            return [_refusal(exc)]
         except (UnknownApiKey, MalformedRequest) as exc:
             raise CloseConnection(str(exc)) from None
         handler = HANDLERS[request.api_key]
         try:
             body = await handler(self._ctx, request)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, CloseConnection):
             raise
         except Exception as exc:  # a handler bug must not take the broker down
             log.exception("handler for api %d v%d failed", request.api_key, request.api_version)
             raise CloseConnection(f"internal error: {exc}") from None
         if body is None:
             return None
-        return encode_response(request, body)
+        return response_parts(request, body)
 
     async def _write_in_order(self) -> None:
         while self._pending and not self._closed:
@@ -134,7 +132,7 @@ class KafkaConnection(asyncio.Protocol):
                 self._reading_paused = False
                 self._transport.resume_reading()
             if response is not None:
-                self._transport.write(response)
+                self._transport.writelines(response)
                 await self._can_write.wait()
 
     def _close_after_pending(self) -> None:

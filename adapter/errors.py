@@ -13,6 +13,10 @@ from .topic_configs import InvalidConfig
 log = logging.getLogger(__name__)
 
 
+class CloseConnection(Exception):
+    """The request cannot be answered in the protocol: the connection is closed instead."""
+
+
 class InvalidTopicName(ValueError):
     pass
 

@@ -21,7 +21,9 @@ is found by (position of its first byte, its size) which is what consume queues 
 Crash behaviour: appends are written with pwrite at the end position, so a crash can leave at
 most one torn entry at the tail of the active segment. ``recover`` re-validates entries from
 a given position (length, magic, header CRC, batch CRC32C) and truncates at the first invalid
-one, deleting any later segment. Nothing else on disk is trusted more than this file.
+one, deleting any later segment. A damaged entry in the middle is treated the same way, on
+purpose: the longest valid prefix is kept, because positions after a hole cannot be trusted
+to be entry boundaries. Nothing else on disk is trusted more than this file.
 """
 
 from __future__ import annotations
@@ -102,7 +104,9 @@ class CommitLog:
         if not self._segments:
             self._segments.append(self._create_segment(0))
         self._bases = [s.base_position for s in self._segments]
-        self._unflushed_from = self.end_position
+        # Closed segments were fdatasynced when rolled, but after a process crash the active
+        # segment's tail may exist only in the page cache: the first flush must cover it.
+        self._unflushed_from = self._segments[-1].base_position
 
     # -- positions -------------------------------------------------------------------------
     @property

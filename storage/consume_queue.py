@@ -14,7 +14,8 @@ So offset -> entry is arithmetic, and a filter can walk tag codes without touchi
 commitlog. Entries of one batch share (position, size).
 
 Invariants: entries are dense from ``min_offset`` to ``next_offset - 1``; positions never
-decrease. The file is derived data: after a crash the store truncates it to what the
+decrease. (An index rebuilt after retention may hold zero entries below the partition's log
+start offset, see ``restart_at``; readers never go below that offset.) The file is derived data: after a crash the store truncates it to what the
 commitlog proves and re-dispatches the rest; a partial trailing entry is dropped on open.
 """
 
@@ -71,6 +72,8 @@ class ConsumeQueue:
     # -- writing ---------------------------------------------------------------------------
     def append(self, count: int, position: int, size: int, tag_codes: list[int] | None) -> None:
         """Add ``count`` entries for one batch starting at ``next_offset``."""
+        if tag_codes is not None and len(tag_codes) != count:
+            raise ValueError(f"{len(tag_codes)} tag codes for {count} records")
         if tag_codes is None:
             data = ENTRY.pack(position, size, 0) * count
         else:
@@ -87,6 +90,15 @@ class ConsumeQueue:
             offset += len(chunk) // ENTRY_SIZE
             view = view[len(chunk) :]
         self._next_offset = offset
+
+    def restart_at(self, offset: int) -> None:
+        """Let an empty queue continue at ``offset``: an index rebuilt from the commitlog
+        after retention deleted the batches before it. The file holding ``offset`` gets a
+        hole of zero entries below it, which the partition's log start offset fences off.
+        """
+        if self._next_offset != self._min_offset or offset < self._next_offset:
+            raise ValueError(f"cannot restart a consume queue at {offset}")
+        self._next_offset = self._min_offset = offset
 
     def take_dirty_fds(self) -> list[int]:
         """File descriptors written since the last call, for a flush on another thread."""

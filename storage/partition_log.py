@@ -54,14 +54,23 @@ class PartitionLog:
         return self.consume_queue.next_offset
 
     # -- writing ---------------------------------------------------------------------------
-    def dispatch(self, position: int, batch: Buffer, info: BatchInfo, base_offset: int) -> None:
-        """Index a batch that is in the commitlog at ``position`` (live append or replay).
+    def tag_codes(self, batch: Buffer) -> list[int] | None:
+        """Consume-queue tag code of each record of ``batch``, or None if none has a tag.
 
-        ``batch`` may be the producer's bytes (its base offset not yet patched), hence
-        ``base_offset`` is passed in; the batch size is taken from ``info``.
+        Raises CorruptRecordError when the batch has to be parsed and does not parse, so
+        the store calls it before writing anything.
         """
         tags = record_batch.header_values(batch, self._tag_header)
-        codes = None if tags is None else [tag_code(t) for t in tags]
+        return None if tags is None else [tag_code(t) for t in tags]
+
+    def dispatch(
+        self, position: int, info: BatchInfo, base_offset: int, codes: list[int] | None
+    ) -> None:
+        """Index a batch that is in the commitlog at ``position`` (live append or replay).
+
+        ``base_offset`` is the broker-assigned one, ``codes`` what ``tag_codes`` returned
+        for the batch; the batch size is taken from ``info``.
+        """
         self.consume_queue.append(info.records_count, position, info.length, codes)
         self.time_index.maybe_append(info.max_timestamp, base_offset)
         self.producers.update(info, base_offset)
@@ -108,9 +117,10 @@ class PartitionLog:
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record stamped >= ``timestamp_ms``, if any."""
         base = self.time_index.lookup(timestamp_ms)
-        while base is not None and base < self.next_offset:
-            if base < self.log_start_offset:
-                base = self.log_start_offset
+        if base is None:
+            return None
+        base = max(base, self.log_start_offset)  # the index still names deleted batches
+        while base < self.next_offset:
             batch = self.batch_at(base)
             found = record_batch.first_offset_at_or_after(batch, timestamp_ms)
             if found is not None and found[0] >= self.log_start_offset:

@@ -58,6 +58,29 @@ class ProducerStateTable:
             )
         return None
 
+    def check_all(self, infos: list[BatchInfo], next_offset: int) -> list[int | None]:
+        """``check`` for the batches of one request, each seeing the ones before it as if
+        appended from ``next_offset`` on; changes nothing, so a rejected request leaves no
+        trace. Returns, per batch, the original base offset of a duplicate or None.
+        """
+        if len(infos) == 1:
+            return [self.check(infos[0])]
+        scratch = ProducerStateTable()
+        for info in infos:
+            entry = self._producers.get(info.producer_id)
+            if entry is not None and info.producer_id not in scratch._producers:
+                scratch._producers[info.producer_id] = ProducerEntry(
+                    entry.epoch, entry.last_sequence, deque(entry.recent, maxlen=RECENT_BATCHES)
+                )
+        results: list[int | None] = []
+        for info in infos:
+            original = scratch.check(info)
+            if original is None:
+                scratch.update(info, next_offset)
+                next_offset += info.records_count
+            results.append(original)
+        return results
+
     def update(self, info: BatchInfo, base_offset: int) -> None:
         """Record an appended batch (also used when re-dispatching the commitlog)."""
         pid = info.producer_id

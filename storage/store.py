@@ -9,15 +9,19 @@ Files under ``data_dir``::
     consumequeue/<id>/<p>/   consume queue files and time index (derived)
     topics.json              topic names, ids, partition counts, configs
     producer_ids.json        producer id allocation
-    checkpoint.json          {"position": P, "producers": ..., "log_start": ...}: everything
-                             derived is durable and consistent up to commitlog position P
+    checkpoint.json          {"position": P, "producers": ..., "log_start": ...,
+                             "derived": {"<id>/<p>": [consume queue next offset, time index
+                             entries]}}: everything derived is durable and consistent up to
+                             commitlog position P
     meta.json                cluster id
     clean_shutdown           present only between a clean close and the next open
 
 Recovery: if ``clean_shutdown`` is present and the checkpoint covers the whole commitlog,
-nothing is re-read. Otherwise derived entries at or after P are dropped, the commitlog is
-re-validated from P (length, header CRC, batch CRC32C), a torn tail is truncated and the
-valid entries are re-dispatched.
+nothing is re-read. If a consume queue or time index is shorter than the checkpoint says
+(derived files deleted or lost), every index is rebuilt from the commitlog start. Otherwise derived entries at or after P are dropped (consume queues and
+time indexes are first cut back to the sizes the checkpoint recorded: what was written after
+it may read back as garbage after an OS crash), the commitlog is re-validated from P (length,
+header CRC, batch CRC32C), a torn tail is truncated and the valid entries are re-dispatched.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from .clock import Clock, SystemClock
 from .commitlog import CommitLog, Entry
 from .config import StorageConfig
 from .errors import (
+    CorruptRecordError,
     RecordListTooLargeError,
     RecordTooLargeError,
     UnknownPartitionError,
@@ -91,6 +96,7 @@ class MessageStore:
         position = max(int(checkpoint.get("position", 0)), self.commitlog.start_position)
         producers = checkpoint.get("producers", {})
         log_starts = checkpoint.get("log_start", {})
+        derived = checkpoint.get("derived")
         for meta in self.topics.all():
             for p in range(meta.partitions):
                 plog = self._open_partition(meta, p)
@@ -98,9 +104,22 @@ class MessageStore:
                 if key in producers:
                     plog.producers = ProducerStateTable.from_snapshot(producers[key])
                 plog.log_start_offset = max(plog.log_start_offset, int(log_starts.get(key, 0)))
+        lost = None
+        if position > self.commitlog.end_position:
+            # Bytes the checkpoint covered are gone (a copied or damaged data directory): no
+            # derived entry can be trusted to point at a whole batch any more.
+            lost = "the commitlog is shorter than the checkpoint says"
+        elif derived is not None and self._derived_files_lost(derived):
+            lost = "index files are shorter than the checkpoint says"
+        if lost:
+            log.warning("%s; rebuilding every index from the commitlog", lost)
+            position, derived = self.commitlog.start_position, None
+            for plog in self._partitions.values():  # replayed from the start as well
+                plog.consume_queue.truncate_to(plog.consume_queue.min_offset)
+                plog.producers = ProducerStateTable()
         self.clean_start = clean and position == self.commitlog.end_position
         if not self.clean_start:
-            self._recover(position)
+            self._recover(position, derived)
         start = self.commitlog.start_position
         for plog in self._partitions.values():
             plog.advance_log_start(plog.consume_queue.first_offset_at_position(start))
@@ -109,9 +128,21 @@ class MessageStore:
             plog.flush()
         self._write_checkpoint(self.commitlog.end_position, self._snapshot())
 
-    def _recover(self, position: int) -> None:
+    def _derived_files_lost(self, derived: dict[str, list[int]]) -> bool:
+        for plog in self._partitions.values():
+            next_offset, time_entries = derived.get(f"{plog.topic_id}/{plog.partition}", (0, 0))
+            if plog.next_offset < next_offset or plog.time_index.entry_count < time_entries:
+                return True
+        return False
+
+    def _recover(self, position: int, derived: dict[str, list[int]] | None) -> None:
         log.info("recovering commitlog from position %d", position)
         for plog in self._partitions.values():
+            if derived is not None:  # a partition absent from it was created after P
+                key = f"{plog.topic_id}/{plog.partition}"
+                next_offset, time_entries = derived.get(key, (0, 0))
+                plog.consume_queue.truncate_to(next_offset)
+                plog.time_index.truncate_entries(time_entries)
             plog.consume_queue.truncate_from_position(position)
             plog.time_index.truncate_to(plog.next_offset)
         before = self.commitlog.end_position
@@ -127,13 +158,24 @@ class MessageStore:
         if plog is None:
             return
         base = record_batch.base_offset_of(entry.batch)
+        if base > plog.next_offset and plog.next_offset == plog.consume_queue.min_offset:
+            # An empty index rebuilt after retention deleted the offsets before ``base``.
+            plog.consume_queue.restart_at(base)
+            plog.log_start_offset = max(plog.log_start_offset, base)
         if base != plog.next_offset:
             log.error(
                 "%s-%d: batch at position %d has base offset %d, expected %d; skipped",
                 meta.name, entry.partition, entry.position, base, plog.next_offset,
             )
             return
-        plog.dispatch(entry.position, entry.batch, record_batch.read_info(entry.batch), base)
+        try:
+            codes = plog.tag_codes(entry.batch)
+        except CorruptRecordError:
+            # Not accepted today, but it is in the log: keep its offsets, without tags.
+            log.error("%s-%d: batch at offset %d does not parse; indexed without tags",
+                      meta.name, entry.partition, base)
+            codes = None
+        plog.dispatch(entry.position, record_batch.read_info(entry.batch), base, codes)
         self.recovered_entries += 1
 
     async def start(self) -> None:
@@ -157,12 +199,17 @@ class MessageStore:
             except asyncio.CancelledError:
                 pass
         self._tasks = []
-        self.close_sync()
+        if self._checkpoint_lock is not None:
+            async with self._checkpoint_lock:  # a checkpoint still writing finishes first
+                self.close_sync()
+        else:
+            self.close_sync()
 
     def close_sync(self) -> None:
         end = self.commitlog.flush()
         for plog in self._partitions.values():
             plog.flush()
+        self._release_durable(end)  # everything appended is durable now
         self._write_checkpoint(end, self._snapshot())
         for plog in self._partitions.values():
             plog.close()
@@ -236,7 +283,9 @@ class MessageStore:
     ) -> AppendResult:
         """Validate and append a produce request's record set for one partition.
 
-        Every batch is validated (framing, magic, CRC32C, size) before any is written.
+        Every batch is validated (framing, magic, CRC32C, size, records that parse where a
+        tag must be read, producer sequence) before any is written: a request is appended
+        whole or not at all.
         """
         plog = self.partition(name, p)
         if len(records) > self.config.segment_bytes:
@@ -250,12 +299,16 @@ class MessageStore:
                 raise RecordTooLargeError(
                     f"batch of {info.length} bytes exceeds the maximum of {max_batch_bytes}"
                 )
+        originals = plog.producers.check_all(infos, plog.next_offset)
+        codes = [
+            plog.tag_codes(batch) if original is None else None
+            for batch, original in zip(batches, originals)
+        ]
         append_time = self.clock.now_ms() if log_append_time else None
         first_base: int | None = None
         duplicate = False
         end_position = self.commitlog.end_position
-        for batch, info in zip(batches, infos):
-            original = plog.producers.check(info)
+        for batch, info, original, batch_codes in zip(batches, infos, originals, codes):
             if original is not None:
                 duplicate = True
                 first_base = original if first_base is None else first_base
@@ -265,7 +318,7 @@ class MessageStore:
             position = self.commitlog.append(plog.topic_id, p, parts)
             if append_time is not None:
                 info = record_batch.read_info(parts[0])
-            plog.dispatch(position, batch if append_time is None else parts[0], info, base)
+            plog.dispatch(position, info, base, batch_codes)
             end_position = self.commitlog.end_position
             if first_base is None:
                 first_base = base
@@ -276,7 +329,11 @@ class MessageStore:
 
     # -- durability ------------------------------------------------------------------------
     async def wait_durable(self, position: int) -> None:
-        """Return once everything before ``position`` is fsynced (flush=sync group commit)."""
+        """Return once everything before ``position`` is fsynced.
+
+        With flush="sync" the group-commit loop fsyncs at once, one fsync for all current
+        waiters; with flush="async" the next periodic checkpoint releases the caller.
+        """
         if position <= self._durable_position:
             return
         fut = asyncio.get_running_loop().create_future()
@@ -296,17 +353,21 @@ class MessageStore:
             fds, end = self.commitlog.unflushed()
             await loop.run_in_executor(None, _fdatasync_all, fds)
             self.commitlog.mark_flushed(end)
-            self._durable_position = max(self._durable_position, end)
-            still = []
-            for position, fut in self._durable_waiters:
-                if position <= end:
-                    if not fut.done():
-                        fut.set_result(None)
-                else:
-                    still.append((position, fut))
-            self._durable_waiters = still
-            if still:
+            self._release_durable(end)
+            if self._durable_waiters:
                 self._flush_wakeup.set()
+
+    def _release_durable(self, end: int) -> None:
+        """Record that the commitlog is fsynced below ``end``; wake the waiters it covers."""
+        self._durable_position = max(self._durable_position, end)
+        still = []
+        for position, fut in self._durable_waiters:
+            if position <= self._durable_position:
+                if not fut.done():
+                    fut.set_result(None)
+            else:
+                still.append((position, fut))
+        self._durable_waiters = still
 
     async def _checkpoint_loop(self) -> None:
         interval = self.config.flush_interval_ms / 1000
@@ -318,7 +379,14 @@ class MessageStore:
                 log.exception("checkpoint failed")
 
     async def checkpoint(self) -> None:
-        """Flush the commitlog and derived files, then record position P as consistent."""
+        """Flush the commitlog and derived files, then record position P as consistent.
+
+        Cancelling the caller does not stop a checkpoint under way (its threads would run on
+        regardless); it keeps the lock until done, so close() can wait for it.
+        """
+        await asyncio.shield(self._checkpoint())
+
+    async def _checkpoint(self) -> None:
         assert self._checkpoint_lock is not None
         async with self._checkpoint_lock:
             fds, end = self.commitlog.unflushed()
@@ -329,7 +397,7 @@ class MessageStore:
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(None, _fdatasync_all, fds)
             self.commitlog.mark_flushed(end)
-            self._durable_position = max(self._durable_position, end)
+            self._release_durable(end)
             await loop.run_in_executor(None, self._write_checkpoint, end, snapshot)
 
     def _snapshot(self) -> dict:
@@ -343,6 +411,12 @@ class MessageStore:
                 f"{plog.topic_id}/{plog.partition}": plog.log_start_offset
                 for plog in self._partitions.values()
                 if plog.log_start_offset
+            },
+            "derived": {
+                f"{plog.topic_id}/{plog.partition}": [
+                    plog.next_offset, plog.time_index.entry_count
+                ]
+                for plog in self._partitions.values()
             },
         }
 

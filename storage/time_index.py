@@ -9,8 +9,9 @@ increase, and the first entry whose timestamp is >= T names the first batch hold
 stamped >= T (CreateTime records inside a partition need not be ordered; the running maximum
 is what makes a binary search valid, as in Kafka's own time index).
 
-Derived data: truncated after a crash to the offsets the consume queue keeps, then rebuilt
-by re-dispatch. A partial trailing entry is dropped on open.
+Derived data: after a crash it is cut back to the entry count the last checkpoint recorded
+(later entries may be garbage after an OS crash), then to the offsets the consume queue
+keeps, then rebuilt by re-dispatch. A partial trailing entry is dropped on open.
 """
 
 from __future__ import annotations
@@ -59,16 +60,24 @@ class TimeIndex:
                 hi = mid
         return self._entry(lo)[1] if lo < self._count else None
 
+    @property
+    def entry_count(self) -> int:
+        return self._count
+
     def truncate_to(self, offset: int) -> None:
         """Drop entries for batches at or after ``offset``."""
         keep = self._count
         while keep and self._entry(keep - 1)[1] >= offset:
             keep -= 1
-        if keep != self._count:
-            os.ftruncate(self._fd, keep * ENTRY_SIZE)
-            self._count = keep
-            if keep:
-                self.max_timestamp, self.max_timestamp_offset = self._entry(keep - 1)
+        self.truncate_entries(keep)
+
+    def truncate_entries(self, count: int) -> None:
+        """Keep only the first ``count`` entries."""
+        if count < self._count:
+            os.ftruncate(self._fd, count * ENTRY_SIZE)
+            self._count = count
+            if count:
+                self.max_timestamp, self.max_timestamp_offset = self._entry(count - 1)
             else:
                 self.max_timestamp, self.max_timestamp_offset = NO_TIMESTAMP, -1
 

@@ -11,6 +11,11 @@ from .errors import MalformedRequest
 from .errors import RequestError
 from .errors import UnknownApiKey
 from .errors import UnsupportedVersion
+from .fast_responses import Encoded
+from .fast_responses import encode_fetch_response
+from .fast_responses import encode_produce_response
+from .fast_responses import frame_parts
+from .fast_responses import response_parts
 from .framing import FrameDecoder
 from .framing import frame
 from .messages import Request
@@ -34,6 +39,7 @@ __all__ = (
     "REJECTED_VERSIONS",
     "ApiKey",
     "CodecError",
+    "Encoded",
     "FrameDecoder",
     "FrameError",
     "FrameTooLarge",
@@ -47,12 +53,16 @@ __all__ = (
     "advertised_range",
     "decode_request",
     "encode_api_versions_fallback",
+    "encode_fetch_response",
     "encode_legacy_produce_rejection",
+    "encode_produce_response",
     "encode_response",
     "frame",
+    "frame_parts",
     "is_advertised",
     "is_rejected",
     "is_supported",
+    "response_parts",
     "response_type",
     "supported_versions",
 )

@@ -51,13 +51,13 @@ __all__ = (
     "Request",
     "decode_request",
     "encode_response",
+    "response_header",
     "response_type",
     "encode_api_versions_fallback",
     "encode_legacy_produce_rejection",
 )
 
 _REQUEST_HEAD = struct.Struct(">hhi")  # api key, api version, correlation id
-_SIZE_AND_CORRELATION = struct.Struct(">ii")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -152,8 +152,8 @@ def decode_request(frame: bytes) -> Request:
         end = codec.skip_body(frame, codec.skip_header(frame, 0))
     except BoundsError as exc:
         raise MalformedRequest(str(exc), **ids) from None
-    if end != len(frame):
-        raise MalformedRequest(f"{len(frame) - end} bytes after the request", **ids)
+    # Bytes after a fully parsed request are ignored, as Apache Kafka does: librdkafka 2.x
+    # sends three stale bytes after an all-topics Metadata v13 body (librdkafka #5049).
     try:
         # kio readers return (value, bytes consumed), not the new offset.
         header, header_size = codec.read_header(frame, 0)
@@ -191,6 +191,17 @@ def response_type(request: Request) -> type[ResponsePayload]:
     return _version_codec(request.api_key, request.api_version).response_type
 
 
+def _response_header(codec: _VersionCodec, correlation_id: int) -> bytes:
+    header = _I32.pack(correlation_id)
+    return header + _NO_TAGGED_FIELDS if codec.response_header_tagged else header
+
+
+def response_header(request: Request) -> bytes:
+    """The response header for ``request``: its correlation id, plus an empty tagged-field
+    section (header v1) when the response is flexible and not ApiVersions."""
+    return _response_header(_version_codec(request.api_key, request.api_version), request.correlation_id)
+
+
 def encode_response(request: Request, body: ResponsePayload) -> bytes:
     """A complete response frame for ``request``: size, response header, ``body``.
 
@@ -205,9 +216,8 @@ def encode_response(request: Request, body: ResponsePayload) -> bytes:
             f"expected {codec.response_type.__module__}.{codec.response_type.__qualname__}"
         )
     buffer = io.BytesIO()
-    buffer.write(_SIZE_AND_CORRELATION.pack(0, request.correlation_id))
-    if codec.response_header_tagged:
-        buffer.write(_NO_TAGGED_FIELDS)
+    buffer.write(_I32.pack(0))  # size, patched below
+    buffer.write(_response_header(codec, request.correlation_id))
     codec.write_response(buffer, body)
     with buffer.getbuffer() as view:
         _I32.pack_into(view, 0, len(view) - _I32.size)

@@ -1,7 +1,8 @@
 """One module per Kafka API; each exposes API_KEY and ``async handle(ctx, request)``.
 
-A handler returns the kio response entity for the request's version, or None when the
-protocol says no response is sent (Produce with acks=0).
+A handler returns the kio response entity for the request's version, an ``Encoded`` body
+already encoded for it (the hot paths, Produce and Fetch), or None when the protocol says no
+response is sent (Produce with acks=0).
 """
 
 from __future__ import annotations

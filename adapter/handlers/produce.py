@@ -1,9 +1,10 @@
 """Produce (0): validate and append each partition's batches; answer per partition.
 
-acks=0 gets no response at all. With ``--flush sync`` an acks=1/-1 produce is answered only
-after an fsync covering its batches (shared with concurrent producers: group commit). The
-appends happen before this coroutine first awaits, so pipelined requests on one connection
-are appended in the order they arrived.
+acks=0 gets no response at all; if any partition failed, the connection is closed instead.
+With ``--flush sync`` an acks=1/-1 produce is answered only after an fsync covering its
+batches (shared with concurrent producers: group commit). The appends happen before this
+coroutine first awaits, so pipelined requests on one connection are appended in the order
+they arrived.
 """
 
 from __future__ import annotations
@@ -14,10 +15,9 @@ from kio.schema.errors import ErrorCode
 
 from storage.errors import InvalidRecordError
 
-from ..codec import Request, response_type
-from ..codec.entities import make
+from ..codec import Encoded, Request, encode_produce_response
 from ..context import BrokerContext
-from ..errors import error_code_for
+from ..errors import CloseConnection, error_code_for
 from ..topic_configs import effective
 
 API_KEY = 0
@@ -73,8 +73,12 @@ async def handle(ctx: BrokerContext, request: Request):
             partitions.append(result)
         responses.append(dict(name=topic.name, partition_responses=partitions))
     if body.acks == 0:
+        failed = [p for t in responses for p in t["partition_responses"] if p["error_code"]]
+        if failed:
+            # No response may be sent, so closing is how the producer learns (as in Kafka).
+            raise CloseConnection(f"acks=0 produce failed: {failed[0]['error_code'].name}")
         return None
     if ctx.storage_config.flush == "sync" and durable_at:
         await store.wait_durable(durable_at)
-    return make(response_type(request), responses=responses, throttle_time=0, node_endpoints=())
+    return Encoded(encode_produce_response(request.api_version, responses))
 

@@ -175,12 +175,20 @@ def test_every_truncation_is_malformed(api_key: int, version: int) -> None:
 
 
 @pytest.mark.parametrize(("api_key", "version"), SAMPLE_KEYS)
-def test_trailing_garbage_is_malformed(api_key: int, version: int) -> None:
+def test_bytes_after_a_parsed_request_are_ignored(api_key: int, version: int) -> None:
+    # Apache Kafka ignores them too; librdkafka 2.x sends three after an all-topics
+    # Metadata v13 body (librdkafka #5049).
     payload = unframe(client_request_frame(build(load_request_schema(api_key, version), True), 98))
+    expected = decode_request(payload)
     for garbage in (b"\x00", b"\xff" * 10):
-        with pytest.raises(MalformedRequest, match="after the request") as caught:
-            decode_request(payload + garbage)
-        assert caught.value.correlation_id == 98
+        assert decode_request(payload + garbage) == expected
+
+
+def test_librdkafka_all_topics_metadata_v13_with_stale_bytes() -> None:
+    # The exact body librdkafka 2.16 sends for list_topics(): null topics, then 3 stale bytes.
+    header = struct.pack(">hhih", 3, 13, 7, 4) + b"test" + b"\x00"
+    request = decode_request(header + bytes.fromhex("00000000010000"))
+    assert request.body.topics is None
 
 
 def test_kio_value_errors_become_malformed() -> None:

@@ -1,0 +1,18 @@
+"""``python -m adapter ...`` runs the ``rmqk`` command line (the same as the console script).
+
+The CLI is imported inside :func:`_run`, not at module level, so that importing this module
+costs nothing; :class:`adapter.embedded.EmbeddedBroker` starts brokers this way so that it
+needs no installed console script, only the interpreter that runs the tests.
+"""
+
+from __future__ import annotations
+
+
+def _run() -> None:
+    from adapter.cli import main
+
+    main()
+
+
+if __name__ == "__main__":
+    _run()

@@ -1,0 +1,519 @@
+"""Build the broker's configuration from a Kafka ``server.properties`` file and flags.
+
+Kafka users already have a ``server.properties``; accepting its keys verbatim means they can
+point ``rmqk serve --config`` at the file they have. This module reads the Java properties
+format (the subset such files use), picks out the keys the broker understands, and returns
+one frozen :class:`AdapterConfig` and one :class:`StorageConfig`. It does no other I/O and
+never touches the data directory.
+
+Keys understood (everything else is ignored and reported in ``ServerConfig.unknown_keys``):
+
+=================================== ==========================================================
+``listeners``                       ``NAME://HOST:PORT``; ``NAME://:PORT`` binds all interfaces
+                                    (0.0.0.0), ``NAME://[::1]:PORT`` is IPv6. Exactly one
+                                    client listener, PLAINTEXT only. Listeners named in
+                                    ``controller.listener.names`` are dropped (there is no
+                                    controller quorum), so Kafka's stock KRaft file works.
+``advertised.listeners``            what Metadata tells clients; empty host = the bound host
+``listener.security.protocol.map``  ``NAME:PROTOCOL,...``; the listener must map to PLAINTEXT
+``log.dirs`` / ``log.dir``          the data directory (``log.dirs`` wins; first entry only)
+``num.partitions``                  partitions of auto-created topics (>= 1)
+``auto.create.topics.enable``       ``true`` / ``false``
+``message.max.bytes``               largest record batch accepted (> 0)
+``socket.request.max.bytes``        largest request frame accepted (> 0)
+``log.segment.bytes``               commitlog segment size (> 0)
+``log.retention.ms|minutes|hours``  Kafka's precedence ms > minutes > hours; -1 = unlimited
+``log.retention.bytes``             -1 = unlimited
+``log.retention.check.interval.ms`` (> 0)
+``node.id`` / ``broker.id``         (>= 0; if both are given they must agree)
+``flush.policy``                    ``async`` or ``sync``; RocketMQ's ``flushDiskType=
+                                    ASYNC_FLUSH|SYNC_FLUSH`` is accepted too
+``log.flush.interval.ms``           the async policy's fsync interval (> 0)
+=================================== ==========================================================
+
+Precedence, highest first: command-line overrides (host, port, data_dir, flush), the file,
+then built-in defaults. Without a listener the broker binds 127.0.0.1:9092 (not Kafka's
+all-interfaces default: a development broker should not be reachable from the network by
+accident).
+
+Default data directory: ``~/.rmqkafka/data`` (``~`` expanded), or the value of the
+environment variable ``RMQK_DATA_DIR`` when it is set and non-empty. A data directory from
+the file or the command line wins over both.
+
+Every bad value raises :class:`ConfigError` naming the key and the value.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from adapter.config import AdapterConfig
+from storage.config import StorageConfig
+
+DATA_DIR_ENV = "RMQK_DATA_DIR"
+DEFAULT_DATA_DIR = "~/.rmqkafka/data"
+
+KNOWN_KEYS = frozenset(
+    {
+        "listeners",
+        "advertised.listeners",
+        "listener.security.protocol.map",
+        "controller.listener.names",
+        "log.dirs",
+        "log.dir",
+        "num.partitions",
+        "auto.create.topics.enable",
+        "message.max.bytes",
+        "socket.request.max.bytes",
+        "log.segment.bytes",
+        "log.retention.ms",
+        "log.retention.minutes",
+        "log.retention.hours",
+        "log.retention.bytes",
+        "log.retention.check.interval.ms",
+        "node.id",
+        "broker.id",
+        "flush.policy",
+        "flushDiskType",
+        "log.flush.interval.ms",
+    }
+)
+
+_FLUSH_DISK_TYPES = {"ASYNC_FLUSH": "async", "SYNC_FLUSH": "sync"}
+_MS_PER_MINUTE = 60_000
+_MS_PER_HOUR = 3_600_000
+
+
+class ConfigError(ValueError):
+    """A configuration value the broker cannot use; the message names the key and value."""
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """One parsed ``NAME://HOST:PORT`` entry; ``host`` is "" when the URL left it empty."""
+
+    name: str
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """The result of :func:`build_config`: both layers' configs plus what was ignored.
+
+    ``unknown_keys`` are file keys the broker does not understand (sorted); ``warnings`` are
+    other non-fatal remarks (for example extra ``log.dirs`` entries). The CLI logs both.
+    """
+
+    adapter: AdapterConfig
+    storage: StorageConfig
+    unknown_keys: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+# --------------------------------------------------------------------------- properties format
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_WHITESPACE = " \t\f"
+_SIMPLE_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java ``.properties`` text into a dict (a later duplicate key wins, as in Java).
+
+    Supported: ``key=value``, ``key: value`` and ``key value``; ``#`` and ``!`` comment
+    lines; blank lines; a line ending in an odd number of backslashes continues on the next
+    line (whose leading whitespace is dropped); escapes ``\\t \\n \\r \\f \\uXXXX`` and
+    ``\\<char>`` for a literal char. Surrounding whitespace is trimmed (an escaped ``\\ `` stays).
+    """
+    result: dict[str, str] = {}
+    for line_no, logical in _logical_lines(text):
+        key_raw, value_raw = _split_key_value(logical)
+        key = _unescape(key_raw, line_no)
+        result[key] = _unescape(_rstrip_unescaped(value_raw), line_no)
+    return result
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Read and parse a properties file (UTF-8); I/O and decoding problems are ConfigErrors."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"cannot read config file {path}: not UTF-8 text ({exc.reason})") from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
+    try:
+        return parse_properties(text)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """Join continued natural lines; drop comments and blanks. Returns (first line no, line)."""
+    out: list[tuple[int, str]] = []
+    pending: str | None = None
+    start = 0
+    for number, natural in enumerate(_LINE_BREAK.split(text), start=1):
+        if pending is None:
+            stripped = natural.lstrip(_WHITESPACE)
+            if not stripped or stripped[0] in "#!":
+                continue  # comment lines never continue, as in Java
+            start, piece = number, stripped
+        else:
+            piece = pending + natural.lstrip(_WHITESPACE)
+        trailing = len(piece) - len(piece.rstrip("\\"))
+        if trailing % 2 == 1:
+            pending = piece[:-1]
+            continue
+        pending = None
+        out.append((start, piece))
+    if pending is not None and pending.strip(_WHITESPACE):
+        out.append((start, pending))  # a continuation at end of input just ends the line
+    return out
+
+
+def _split_key_value(line: str) -> tuple[str, str]:
+    """Split at the first unescaped '=', ':' or whitespace (Java's rule)."""
+    i, n = 0, len(line)
+    while i < n:
+        ch = line[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch in "=:" or ch in _WHITESPACE:
+            break
+        i += 1
+    key, rest = line[:i], line[i:]
+    rest = rest.lstrip(_WHITESPACE)
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip(_WHITESPACE)
+    return key, rest
+
+
+def _rstrip_unescaped(raw: str) -> str:
+    """Strip trailing whitespace unless the last whitespace char is escaped (``\\ ``)."""
+    stripped = raw.rstrip(_WHITESPACE)
+    if len(stripped) < len(raw):
+        backslashes = len(stripped) - len(stripped.rstrip("\\"))
+        if backslashes % 2 == 1:
+            return raw[: len(stripped) + 1]
+    return stripped
+
+
+def _unescape(raw: str, line_no: int) -> str:
+    if "\\" not in raw:
+        return raw
+    out: list[str] = []
+    i, n = 0, len(raw)
+    while i < n:
+        ch = raw[i]
+        if ch != "\\":
+            out.append(ch)
+            i += 1
+            continue
+        if i + 1 >= n:
+            break  # a lone trailing backslash is dropped, as in Java
+        nxt = raw[i + 1]
+        if nxt == "u":
+            digits = raw[i + 2 : i + 6]
+            if len(digits) != 4 or not all(c in "0123456789abcdefABCDEF" for c in digits):
+                raise ConfigError(f"line {line_no}: malformed \\uXXXX escape in {raw!r}")
+            out.append(chr(int(digits, 16)))
+            i += 6
+        else:
+            out.append(_SIMPLE_ESCAPES.get(nxt, nxt))
+            i += 2
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------- typed values
+
+_INT = re.compile(r"[+-]?[0-9]+")
+_LISTENER = re.compile(
+    r"(?P<name>[A-Za-z0-9_-]+)://"
+    r"(?:\[(?P<ipv6>[0-9A-Za-z:.%]+)\]|(?P<host>[A-Za-z0-9._-]*))"
+    r":(?P<port>[0-9]+)"
+)
+
+
+class _Props:
+    """Typed getters over the raw key/value map; every failure names the key and the value."""
+
+    def __init__(self, props: Mapping[str, str], source: str) -> None:
+        self._props = props
+        self._source = source
+
+    def error(self, key: str, value: str, reason: str) -> ConfigError:
+        return ConfigError(f"{self._source}: invalid value {value!r} for {key}: {reason}")
+
+    def get(self, key: str) -> str | None:
+        value = self._props.get(key)
+        return None if value is None else value.strip()
+
+    def integer(self, key: str, minimum: int | None = None) -> int | None:
+        value = self.get(key)
+        if value is None:
+            return None
+        if not _INT.fullmatch(value):
+            raise self.error(key, value, "expected an integer")
+        number = int(value)
+        if minimum is not None and number < minimum:
+            raise self.error(key, value, f"must be at least {minimum}")
+        return number
+
+    def limit(self, key: str) -> tuple[bool, int | None]:
+        """(given?, value): an integer >= 0, or -1 for "unlimited", returned as None."""
+        number = self.integer(key, minimum=-1)
+        if number is None:
+            return False, None
+        return True, (None if number == -1 else number)
+
+    def boolean(self, key: str) -> bool | None:
+        value = self.get(key)
+        if value is None:
+            return None
+        lowered = value.lower()
+        if lowered not in ("true", "false"):
+            raise self.error(key, value, "expected true or false")
+        return lowered == "true"
+
+    def listeners(self, key: str, drop_names: frozenset[str]) -> list[Listener]:
+        value = self.get(key)
+        if not value:
+            return []
+        found: list[Listener] = []
+        for entry in (part.strip() for part in value.split(",")):
+            if not entry:
+                continue
+            match = _LISTENER.fullmatch(entry)
+            if match is None:
+                hint = "expected NAME://HOST:PORT, e.g. PLAINTEXT://127.0.0.1:9092"
+                raise self.error(key, entry, hint)
+            port = int(match["port"])
+            if port > 65535:
+                raise self.error(key, entry, "port must be 0..65535")
+            name = match["name"].upper()
+            if name in drop_names:
+                continue
+            found.append(Listener(name, match["ipv6"] or match["host"] or "", port))
+        return found
+
+
+# --------------------------------------------------------------------------- building configs
+
+
+def default_data_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """``$RMQK_DATA_DIR`` if set and non-empty, else ``~/.rmqkafka/data``; ``~`` expanded."""
+    env = os.environ if environ is None else environ
+    return Path(env.get(DATA_DIR_ENV) or DEFAULT_DATA_DIR).expanduser()
+
+
+def build_config(
+    props: Mapping[str, str],
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    data_dir: Path | str | None = None,
+    flush: str | None = None,
+    source: str = "config",
+    environ: Mapping[str, str] | None = None,
+) -> ServerConfig:
+    """Build both configs from parsed properties, then apply the command-line overrides.
+
+    ``None`` for an override means "not given". ``source`` prefixes error messages (the CLI
+    passes the file name). ``environ`` defaults to ``os.environ`` (for ``RMQK_DATA_DIR``).
+    """
+    p = _Props(props, source)
+    warnings: list[str] = []
+
+    listener = _client_listener(p)
+    advertised = _advertised_listener(p, listener)
+    bind_host = "127.0.0.1" if listener is None else (listener.host or "0.0.0.0")
+    bind_port = 9092 if listener is None else listener.port
+    if host is not None:
+        bind_host = host or "0.0.0.0"
+    if port is not None:
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"invalid value {port!r} for --port: must be 0..65535")
+        bind_port = port
+
+    node_id = _node_id(p)
+    adapter_kwargs: dict[str, object] = {"host": bind_host, "port": bind_port}
+    if advertised is not None:
+        adapter_kwargs["advertised_host"] = advertised.host or None
+        adapter_kwargs["advertised_port"] = advertised.port
+    optional = {
+        "node_id": node_id,
+        "num_partitions": p.integer("num.partitions", minimum=1),
+        "auto_create_topics": p.boolean("auto.create.topics.enable"),
+        "message_max_bytes": p.integer("message.max.bytes", minimum=1),
+        "socket_request_max_bytes": p.integer("socket.request.max.bytes", minimum=1),
+    }
+    adapter_kwargs.update({k: v for k, v in optional.items() if v is not None})
+
+    storage_kwargs: dict[str, object] = {
+        "data_dir": _data_dir(p, data_dir, environ, warnings),
+        "flush": _flush_policy(p, flush),
+    }
+    given, retention_ms = _retention_ms(p)
+    if given:
+        storage_kwargs["retention_ms"] = retention_ms
+    given, retention_bytes = p.limit("log.retention.bytes")
+    if given:
+        storage_kwargs["retention_bytes"] = retention_bytes
+    optional = {
+        "segment_bytes": p.integer("log.segment.bytes", minimum=1),
+        "flush_interval_ms": p.integer("log.flush.interval.ms", minimum=1),
+        "retention_check_interval_ms": p.integer("log.retention.check.interval.ms", minimum=1),
+    }
+    storage_kwargs.update({k: v for k, v in optional.items() if v is not None})
+
+    unknown = tuple(sorted(k for k in props if k not in KNOWN_KEYS))
+    return ServerConfig(
+        adapter=AdapterConfig(**adapter_kwargs),  # type: ignore[arg-type]
+        storage=StorageConfig(**storage_kwargs),  # type: ignore[arg-type]
+        unknown_keys=unknown,
+        warnings=tuple(warnings),
+    )
+
+
+def load_config(
+    path: Path | str | None,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    data_dir: Path | str | None = None,
+    flush: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ServerConfig:
+    """Read ``path`` (if given) and build the configs; see :func:`build_config`."""
+    props = read_properties(Path(path)) if path is not None else {}
+    source = str(path) if path is not None else "config"
+    return build_config(
+        props, host=host, port=port, data_dir=data_dir, flush=flush, source=source, environ=environ
+    )
+
+
+def _controller_names(p: _Props) -> frozenset[str]:
+    value = p.get("controller.listener.names") or ""
+    return frozenset(n.strip().upper() for n in value.split(",") if n.strip())
+
+
+def _protocol_map(p: _Props) -> dict[str, str]:
+    key = "listener.security.protocol.map"
+    value = p.get(key) or ""
+    mapping: dict[str, str] = {}
+    for entry in (part.strip() for part in value.split(",")):
+        if not entry:
+            continue
+        name, sep, protocol = entry.partition(":")
+        if not sep or not name.strip() or not protocol.strip():
+            raise p.error(key, entry, "expected NAME:PROTOCOL, e.g. PLAINTEXT:PLAINTEXT")
+        mapping[name.strip().upper()] = protocol.strip().upper()
+    return mapping
+
+
+def _client_listener(p: _Props) -> Listener | None:
+    found = p.listeners("listeners", _controller_names(p))
+    if not found:
+        if p.get("listeners") is not None:
+            raise p.error("listeners", p.get("listeners") or "", "no client listener given")
+        return None
+    if len(found) > 1:
+        names = ", ".join(f"{x.name}://{x.host}:{x.port}" for x in found)
+        reason = f"only one listener is supported, got {len(found)} ({names})"
+        raise p.error("listeners", p.get("listeners") or "", reason)
+    listener = found[0]
+    protocol = _protocol_map(p).get(listener.name, listener.name)
+    if protocol != "PLAINTEXT":
+        raise p.error(
+            "listeners", p.get("listeners") or "", f"only PLAINTEXT is supported, not {protocol}"
+        )
+    return listener
+
+
+def _advertised_listener(p: _Props, listener: Listener | None) -> Listener | None:
+    key = "advertised.listeners"
+    found = p.listeners(key, _controller_names(p))
+    if not found:
+        return None
+    raw = p.get(key) or ""
+    if len(found) > 1:
+        raise p.error(key, raw, f"only one advertised listener is supported, got {len(found)}")
+    advertised = found[0]
+    expected = listener.name if listener is not None else "PLAINTEXT"
+    if advertised.name != expected:
+        reason = f"listener name {advertised.name} does not match listeners ({expected})"
+        raise p.error(key, raw, reason)
+    if advertised.host in ("0.0.0.0", "::"):
+        raise p.error(key, raw, "cannot advertise the non-routable address " + advertised.host)
+    if advertised.port == 0:
+        raise p.error(key, raw, "cannot advertise port 0")
+    return advertised
+
+
+def _node_id(p: _Props) -> int | None:
+    node_id = p.integer("node.id", minimum=0)
+    broker_id = p.integer("broker.id", minimum=0)
+    if node_id is not None and broker_id is not None and node_id != broker_id:
+        raise p.error("broker.id", str(broker_id), f"differs from node.id={node_id}")
+    return node_id if node_id is not None else broker_id
+
+
+def _data_dir(
+    p: _Props, override: Path | str | None, environ: Mapping[str, str] | None, warnings: list[str]
+) -> Path:
+    if override is not None:
+        if not str(override).strip():
+            raise ConfigError("invalid value '' for --data-dir: must not be empty")
+        return Path(override).expanduser().absolute()
+    for key in ("log.dirs", "log.dir"):
+        value = p.get(key)
+        if value is None:
+            continue
+        dirs = [d.strip() for d in value.split(",") if d.strip()]
+        if not dirs:
+            raise p.error(key, value, "no directory given")
+        if len(dirs) > 1:
+            ignored = ", ".join(dirs[1:])
+            warnings.append(f"{key}: using only {dirs[0]}; ignoring {ignored}")
+        return Path(dirs[0]).expanduser().absolute()
+    return default_data_dir(environ).absolute()
+
+
+def _flush_policy(p: _Props, override: str | None) -> str:
+    if override is not None:
+        if override not in ("async", "sync"):
+            raise ConfigError(f"invalid value {override!r} for --flush: expected async or sync")
+        return override
+    policy = p.get("flush.policy")
+    if policy is not None:
+        policy = policy.lower()
+        if policy not in ("async", "sync"):
+            raise p.error("flush.policy", p.get("flush.policy") or "", "expected async or sync")
+    disk_type = p.get("flushDiskType")
+    if disk_type is not None:
+        mapped = _FLUSH_DISK_TYPES.get(disk_type.upper())
+        if mapped is None:
+            raise p.error("flushDiskType", disk_type, "expected ASYNC_FLUSH or SYNC_FLUSH")
+        if policy is not None and policy != mapped:
+            raise p.error("flushDiskType", disk_type, f"contradicts flush.policy={policy}")
+        policy = mapped
+    return policy or "async"
+
+
+def _retention_ms(p: _Props) -> tuple[bool, int | None]:
+    """Kafka's precedence: ms, then minutes, then hours; (False, None) when none is given."""
+    for key, scale in (
+        ("log.retention.ms", 1),
+        ("log.retention.minutes", _MS_PER_MINUTE),
+        ("log.retention.hours", _MS_PER_HOUR),
+    ):
+        given, value = p.limit(key)
+        if given:
+            return True, (None if value is None else value * scale)
+    return False, None

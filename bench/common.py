@@ -1,0 +1,69 @@
+"""Shared pieces of the benchmarks: starting our broker and the librdkafka mock cluster."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+STARTED = re.compile(r"rmqk broker started on (\S+):(\d+)")
+
+
+@dataclass
+class BrokerProcess:
+    process: subprocess.Popen
+    bootstrap: str
+    ready_seconds: float
+    data_dir: str
+
+    def rss_mb(self) -> float:
+        import psutil
+
+        return psutil.Process(self.process.pid).memory_info().rss / 2**20
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        self.process.wait(timeout=10)
+
+
+def start_broker(flush: str = "async", extra: list[str] | None = None) -> BrokerProcess:
+    """Start ``rmqk serve`` as a process; ready time = spawn until the started line."""
+    data_dir = tempfile.mkdtemp(prefix="rmqk-bench-")
+    began = time.perf_counter()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "adapter", "serve", "--port", "0", "--data-dir", data_dir,
+         "--flush", flush, "--log-level", "WARNING", *(extra or [])],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])},
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    ready = time.perf_counter() - began
+    match = STARTED.search(line)
+    if not match:
+        process.kill()
+        raise RuntimeError(f"broker did not start: {line!r}")
+    return BrokerProcess(process, f"{match.group(1)}:{match.group(2)}", ready, data_dir)
+
+
+class MockCluster:
+    """librdkafka's in-process mock cluster, reachable by other clients on loopback.
+
+    It has no CreateTopics handler; it auto-creates topics with 4 partitions on first use.
+    """
+
+    def __init__(self) -> None:
+        from confluent_kafka import Producer
+
+        began = time.perf_counter()
+        self._owner = Producer({"test.mock.num.brokers": 1, "bootstrap.servers": ""})
+        brokers = self._owner.list_topics(timeout=10).brokers
+        self.ready_seconds = time.perf_counter() - began
+        broker = next(iter(brokers.values()))
+        self.bootstrap = f"{broker.host}:{broker.port}"

@@ -1,0 +1,523 @@
+"""adapter.properties: the properties format, server.properties keys, precedence, errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from adapter.config import AdapterConfig
+from adapter.properties import (
+    DATA_DIR_ENV,
+    ConfigError,
+    build_config,
+    default_data_dir,
+    load_config,
+    parse_properties,
+    read_properties,
+)
+from storage.config import StorageConfig
+
+NO_ENV: dict[str, str] = {}
+
+
+def build(text: str = "", **overrides):
+    overrides.setdefault("environ", NO_ENV)
+    return build_config(parse_properties(text), **overrides)
+
+
+def error_of(text: str = "", **overrides) -> str:
+    with pytest.raises(ConfigError) as info:
+        build(text, **overrides)
+    return str(info.value)
+
+
+# --------------------------------------------------------------------------- format
+
+
+class TestParseProperties:
+    def test_separators_equals_colon_and_whitespace(self):
+        props = parse_properties("a=1\nb: 2\nc 3\nd\t=\t4\ne   :   5\n")
+        assert props == {"a": "1", "b": "2", "c": "3", "d": "4", "e": "5"}
+
+    def test_surrounding_whitespace_trimmed(self):
+        props = parse_properties("   key =  value with  spaces   \n")
+        assert props == {"key": "value with  spaces"}
+
+    def test_only_the_first_separator_splits(self):
+        props = parse_properties("listeners=PLAINTEXT://h:9092\nx=a=b:c\n")
+        assert props == {"listeners": "PLAINTEXT://h:9092", "x": "a=b:c"}
+
+    def test_comments_and_blank_lines(self):
+        text = "# comment\n  ! also a comment\n\n   \n\t\nkey=value # not a comment\n"
+        assert parse_properties(text) == {"key": "value # not a comment"}
+
+    def test_key_without_value_is_empty(self):
+        assert parse_properties("lonely\nalso=\n") == {"lonely": "", "also": ""}
+
+    def test_later_duplicate_wins(self):
+        assert parse_properties("a=1\na=2\n") == {"a": "2"}
+
+    def test_line_continuation_drops_leading_whitespace(self):
+        text = "log.dirs=/a,\\\n        /b,\\\n\t/c\nnext=1\n"
+        assert parse_properties(text) == {"log.dirs": "/a,/b,/c", "next": "1"}
+
+    def test_continuation_line_that_looks_like_a_comment_is_data(self):
+        assert parse_properties("a=x\\\n#y\n") == {"a": "x#y"}
+
+    def test_even_number_of_backslashes_does_not_continue(self):
+        assert parse_properties("a=x\\\\\nb=y\n") == {"a": "x\\", "b": "y"}
+
+    def test_comment_line_ending_in_backslash_does_not_continue(self):
+        assert parse_properties("# comment \\\na=1\n") == {"a": "1"}
+
+    def test_continuation_at_end_of_input(self):
+        assert parse_properties("a=1\\") == {"a": "1"}
+
+    @pytest.mark.parametrize("eol", ["\n", "\r\n", "\r"])
+    def test_line_endings(self, eol):
+        assert parse_properties(f"a=1{eol}b=2{eol}c=x\\{eol}  y{eol}") == {
+            "a": "1",
+            "b": "2",
+            "c": "xy",
+        }
+
+    def test_escapes(self):
+        text = "tab=a\\tb\nuni=\\u0041\\u00e9\nlit=\\q\\\\\nkey\\=with\\:seps\\ x=v\n"
+        props = parse_properties(text)
+        assert props["tab"] == "a\tb"
+        assert props["uni"] == "Aé"
+        assert props["lit"] == "q\\"
+        assert props["key=with:seps x"] == "v"
+
+    def test_escaped_trailing_space_is_kept(self):
+        assert parse_properties("a=x\\ \n") == {"a": "x "}
+
+    def test_malformed_unicode_escape(self):
+        with pytest.raises(ConfigError, match=r"line 2: malformed \\uXXXX"):
+            parse_properties("ok=1\nbad=\\u12G4\n")
+
+    def test_utf8_values(self):
+        assert parse_properties("name=ĉu é 数据\n") == {"name": "ĉu é 数据"}
+
+
+class TestReadProperties:
+    def test_reads_file(self, tmp_path: Path):
+        path = tmp_path / "server.properties"
+        path.write_text("num.partitions=3\n", encoding="utf-8")
+        assert read_properties(path) == {"num.partitions": "3"}
+
+    def test_missing_file(self, tmp_path: Path):
+        path = tmp_path / "nope.properties"
+        with pytest.raises(ConfigError, match="cannot read config file .*nope.properties"):
+            read_properties(path)
+
+    def test_directory(self, tmp_path: Path):
+        with pytest.raises(ConfigError, match="cannot read config file"):
+            read_properties(tmp_path)
+
+    def test_format_error_names_the_file(self, tmp_path: Path):
+        path = tmp_path / "server.properties"
+        path.write_text("a=1\nb=\\u00\n")
+        with pytest.raises(ConfigError, match=f"^{path}: line 2: malformed"):
+            read_properties(path)
+
+    def test_not_utf8(self, tmp_path: Path):
+        path = tmp_path / "latin1.properties"
+        path.write_bytes(b"name=\xe9t\xe9\n")
+        with pytest.raises(ConfigError, match="not UTF-8"):
+            read_properties(path)
+
+
+# --------------------------------------------------------------------------- defaults
+
+
+class TestDefaults:
+    def test_empty_file_gives_the_dataclass_defaults(self):
+        config = build()
+        assert config.adapter == AdapterConfig()
+        expected = StorageConfig(data_dir=Path("~/.rmqkafka/data").expanduser().absolute())
+        assert config.storage == expected
+        assert config.unknown_keys == ()
+        assert config.warnings == ()
+
+    def test_data_dir_from_environment(self, tmp_path: Path):
+        config = build(environ={DATA_DIR_ENV: str(tmp_path / "env-dir")})
+        assert config.storage.data_dir == tmp_path / "env-dir"
+
+    def test_empty_environment_variable_is_ignored(self):
+        assert default_data_dir({DATA_DIR_ENV: ""}) == Path("~/.rmqkafka/data").expanduser()
+
+    def test_environment_tilde_is_expanded(self):
+        assert default_data_dir({DATA_DIR_ENV: "~/x"}) == Path("~/x").expanduser()
+
+    def test_default_reads_os_environ(self, monkeypatch, tmp_path: Path):
+        monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
+        assert default_data_dir() == tmp_path
+        assert build_config({}).storage.data_dir == tmp_path
+
+
+# --------------------------------------------------------------------------- listeners
+
+
+class TestListeners:
+    def test_host_and_port(self):
+        adapter = build("listeners=PLAINTEXT://10.1.2.3:19092").adapter
+        assert (adapter.host, adapter.port) == ("10.1.2.3", 19092)
+
+    def test_empty_host_means_all_interfaces(self):
+        adapter = build("listeners=PLAINTEXT://:9092").adapter
+        assert (adapter.host, adapter.port) == ("0.0.0.0", 9092)
+
+    def test_hostname_ipv6_and_port_zero(self):
+        assert build("listeners=PLAINTEXT://localhost:0").adapter.host == "localhost"
+        adapter = build("listeners=PLAINTEXT://[::1]:9093").adapter
+        assert (adapter.host, adapter.port) == ("::1", 9093)
+
+    def test_listener_name_is_case_insensitive(self):
+        assert build("listeners=plaintext://h:1").adapter.host == "h"
+
+    def test_kafka_stock_kraft_file(self):
+        text = """
+            process.roles=broker,controller
+            node.id=1
+            controller.quorum.voters=1@localhost:9093
+            listeners=PLAINTEXT://:9092,CONTROLLER://:9093
+            inter.broker.listener.name=PLAINTEXT
+            advertised.listeners=PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093
+            controller.listener.names=CONTROLLER
+            listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL
+            num.network.threads=3
+            log.dirs=/tmp/kraft-combined-logs
+            num.partitions=1
+            log.retention.hours=168
+            log.segment.bytes=1073741824
+            log.retention.check.interval.ms=300000
+        """
+        config = build(text)
+        assert config.adapter == AdapterConfig(
+            host="0.0.0.0", port=9092, advertised_host="localhost", advertised_port=9092, node_id=1
+        )
+        assert config.storage.data_dir == Path("/tmp/kraft-combined-logs")
+        assert config.unknown_keys == (
+            "controller.quorum.voters",
+            "inter.broker.listener.name",
+            "num.network.threads",
+            "process.roles",
+        )
+
+    def test_several_client_listeners_are_refused(self):
+        message = error_of("listeners=PLAINTEXT://:9092,OTHER://:9093")
+        assert "listeners" in message and "PLAINTEXT://:9092,OTHER://:9093" in message
+        assert "only one listener is supported, got 2" in message
+
+    def test_custom_name_mapped_to_plaintext(self):
+        text = "listeners=CLIENT://h:1\nlistener.security.protocol.map=CLIENT:PLAINTEXT"
+        assert build(text).adapter.host == "h"
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            "listeners=SSL://h:9093",
+            "listeners=SASL_PLAINTEXT://h:9093",
+            "listeners=CLIENT://h:1\nlistener.security.protocol.map=CLIENT:SSL",
+            "listeners=CLIENT://h:1",
+        ],
+    )
+    def test_only_plaintext(self, text):
+        message = error_of(text)
+        assert "listeners" in message and "only PLAINTEXT is supported" in message
+
+    @pytest.mark.parametrize(
+        "value",
+        [
+            "127.0.0.1:9092",
+            "PLAINTEXT://127.0.0.1",
+            "PLAINTEXT://h:port",
+            "PLAINTEXT://h:-1",
+            "PLAINTEXT://::1:9092",
+            "PLAINTEXT//h:1",
+            "PLAINTEXT://h:65536",
+        ],
+    )
+    def test_bad_listener_url(self, value):
+        message = error_of(f"listeners={value}")
+        assert "listeners" in message and repr(value) in message
+
+    def test_empty_listeners(self):
+        assert "no client listener" in error_of("listeners=")
+
+    def test_only_controller_listeners(self):
+        message = error_of("listeners=CONTROLLER://:9093\ncontroller.listener.names=CONTROLLER")
+        assert "no client listener" in message
+
+    def test_bad_protocol_map_entry(self):
+        text = "listeners=PLAINTEXT://h:1\nlistener.security.protocol.map=PLAINTEXT"
+        message = error_of(text)
+        assert "listener.security.protocol.map" in message and "'PLAINTEXT'" in message
+
+
+class TestAdvertisedListeners:
+    def test_advertised_host_and_port(self):
+        text = "listeners=PLAINTEXT://:9092\nadvertised.listeners=PLAINTEXT://kafka.example:19092"
+        adapter = build(text).adapter
+        assert (adapter.advertised_host, adapter.advertised_port) == ("kafka.example", 19092)
+
+    def test_without_listeners(self):
+        adapter = build("advertised.listeners=PLAINTEXT://h:1").adapter
+        assert (adapter.host, adapter.port) == ("127.0.0.1", 9092)
+        assert (adapter.advertised_host, adapter.advertised_port) == ("h", 1)
+
+    def test_empty_host_means_the_bound_host(self):
+        adapter = build("advertised.listeners=PLAINTEXT://:9999").adapter
+        assert (adapter.advertised_host, adapter.advertised_port) == (None, 9999)
+
+    def test_empty_value_means_unset(self):
+        adapter = build("advertised.listeners=").adapter
+        assert (adapter.advertised_host, adapter.advertised_port) == (None, None)
+
+    @pytest.mark.parametrize(
+        ("text", "reason"),
+        [
+            ("advertised.listeners=PLAINTEXT://0.0.0.0:9092", "non-routable"),
+            ("advertised.listeners=PLAINTEXT://[::]:9092", "non-routable"),
+            ("advertised.listeners=PLAINTEXT://h:0", "port 0"),
+            ("advertised.listeners=OTHER://h:1", "does not match"),
+            ("advertised.listeners=PLAINTEXT://a:1,B://b:2", "only one advertised listener"),
+            ("advertised.listeners=nonsense", "expected NAME://HOST:PORT"),
+        ],
+    )
+    def test_errors(self, text, reason):
+        message = error_of(text)
+        assert "advertised.listeners" in message and reason in message
+
+
+# --------------------------------------------------------------------------- other keys
+
+
+class TestLogDirs:
+    def test_log_dirs_first_entry_with_a_warning(self):
+        config = build("log.dirs=/data/a, /data/b,/data/c")
+        assert config.storage.data_dir == Path("/data/a")
+        assert len(config.warnings) == 1
+        assert "/data/b" in config.warnings[0] and "/data/c" in config.warnings[0]
+
+    def test_log_dir(self):
+        assert build("log.dir=/data/x").storage.data_dir == Path("/data/x")
+
+    def test_log_dirs_beats_log_dir_and_both_are_known(self):
+        config = build("log.dir=/data/x\nlog.dirs=/data/y")
+        assert config.storage.data_dir == Path("/data/y")
+        assert config.unknown_keys == ()
+
+    def test_file_beats_environment(self, tmp_path: Path):
+        config = build("log.dirs=/data/f", environ={DATA_DIR_ENV: str(tmp_path)})
+        assert config.storage.data_dir == Path("/data/f")
+
+    def test_tilde_and_relative_paths(self, monkeypatch, tmp_path: Path):
+        monkeypatch.chdir(tmp_path)
+        assert build("log.dirs=~/k").storage.data_dir == Path("~/k").expanduser()
+        assert build("log.dirs=rel/d").storage.data_dir == tmp_path / "rel" / "d"
+
+    @pytest.mark.parametrize("key", ["log.dirs", "log.dir"])
+    def test_empty(self, key):
+        message = error_of(f"{key}= , ")
+        assert key in message and "no directory" in message
+
+
+INT_KEYS = {
+    "num.partitions": ("adapter", "num_partitions"),
+    "message.max.bytes": ("adapter", "message_max_bytes"),
+    "socket.request.max.bytes": ("adapter", "socket_request_max_bytes"),
+    "node.id": ("adapter", "node_id"),
+    "broker.id": ("adapter", "node_id"),
+    "log.segment.bytes": ("storage", "segment_bytes"),
+    "log.retention.check.interval.ms": ("storage", "retention_check_interval_ms"),
+    "log.flush.interval.ms": ("storage", "flush_interval_ms"),
+    "log.retention.bytes": ("storage", "retention_bytes"),
+    "log.retention.ms": ("storage", "retention_ms"),
+}
+
+
+class TestIntegers:
+    @pytest.mark.parametrize("key", sorted(INT_KEYS))
+    def test_value_is_used(self, key):
+        layer, field = INT_KEYS[key]
+        config = build(f"{key}=+4242")
+        assert getattr(getattr(config, layer), field) == 4242
+
+    @pytest.mark.parametrize("key", sorted(INT_KEYS))
+    @pytest.mark.parametrize("value", ["abc", "1.5", "1_000", "0x10", "12abc", "1e3", "٣"])
+    def test_non_integer(self, key, value):
+        message = error_of(f"{key}={value}")
+        assert key in message and repr(value) in message and "expected an integer" in message
+
+    @pytest.mark.parametrize(
+        ("key", "value"),
+        [
+            ("num.partitions", "0"),
+            ("message.max.bytes", "0"),
+            ("message.max.bytes", "-1"),
+            ("socket.request.max.bytes", "-5"),
+            ("log.segment.bytes", "0"),
+            ("log.segment.bytes", "-1"),
+            ("log.retention.check.interval.ms", "0"),
+            ("log.flush.interval.ms", "0"),
+            ("log.retention.bytes", "-2"),
+            ("log.retention.ms", "-2"),
+            ("log.retention.minutes", "-2"),
+            ("log.retention.hours", "-100"),
+            ("node.id", "-1"),
+            ("broker.id", "-1"),
+        ],
+    )
+    def test_out_of_range(self, key, value):
+        message = error_of(f"{key}={value}")
+        assert key in message and repr(value) in message and "must be at least" in message
+
+    def test_error_names_the_file(self, tmp_path: Path):
+        path = tmp_path / "server.properties"
+        path.write_text("num.partitions=many\n")
+        with pytest.raises(ConfigError) as info:
+            load_config(path, environ=NO_ENV)
+        assert str(info.value).startswith(f"{path}: ")
+        assert "num.partitions" in str(info.value) and "'many'" in str(info.value)
+
+
+class TestRetention:
+    @pytest.mark.parametrize(
+        ("text", "expected"),
+        [
+            ("", 168 * 3_600_000),
+            ("log.retention.hours=2", 2 * 3_600_000),
+            ("log.retention.minutes=3", 3 * 60_000),
+            ("log.retention.ms=1234", 1234),
+            ("log.retention.hours=2\nlog.retention.minutes=3", 3 * 60_000),
+            ("log.retention.hours=2\nlog.retention.minutes=3\nlog.retention.ms=5", 5),
+            ("log.retention.hours=-1", None),
+            ("log.retention.minutes=-1\nlog.retention.hours=5", None),
+            ("log.retention.ms=-1\nlog.retention.minutes=5", None),
+            ("log.retention.ms=0", 0),
+        ],
+    )
+    def test_time_precedence(self, text, expected):
+        assert build(text).storage.retention_ms == expected
+
+    @pytest.mark.parametrize(("value", "expected"), [("-1", None), ("0", 0), ("1048576", 1048576)])
+    def test_bytes(self, value, expected):
+        assert build(f"log.retention.bytes={value}").storage.retention_bytes == expected
+
+
+class TestNodeId:
+    def test_broker_id_alone(self):
+        assert build("broker.id=7").adapter.node_id == 7
+
+    def test_both_agree(self):
+        assert build("broker.id=7\nnode.id=7").adapter.node_id == 7
+
+    def test_both_differ(self):
+        message = error_of("broker.id=7\nnode.id=8")
+        assert "broker.id" in message and "'7'" in message and "node.id=8" in message
+
+
+class TestBooleans:
+    @pytest.mark.parametrize(
+        ("value", "expected"), [("true", True), ("FALSE", False), ("True", True)]
+    )
+    def test_auto_create(self, value, expected):
+        assert build(f"auto.create.topics.enable={value}").adapter.auto_create_topics is expected
+
+    @pytest.mark.parametrize("value", ["yes", "1", "", "on"])
+    def test_bad(self, value):
+        message = error_of(f"auto.create.topics.enable={value}")
+        assert "auto.create.topics.enable" in message and repr(value) in message
+
+
+class TestFlushPolicy:
+    @pytest.mark.parametrize(
+        ("text", "expected"),
+        [
+            ("", "async"),
+            ("flush.policy=sync", "sync"),
+            ("flush.policy=ASYNC", "async"),
+            ("flushDiskType=SYNC_FLUSH", "sync"),
+            ("flushDiskType=ASYNC_FLUSH", "async"),
+            ("flush.policy=sync\nflushDiskType=SYNC_FLUSH", "sync"),
+        ],
+    )
+    def test_values(self, text, expected):
+        assert build(text).storage.flush == expected
+
+    @pytest.mark.parametrize(
+        ("text", "key", "value"),
+        [
+            ("flush.policy=fsync", "flush.policy", "fsync"),
+            ("flush.policy=", "flush.policy", ""),
+            ("flushDiskType=SYNC", "flushDiskType", "SYNC"),
+            ("flush.policy=async\nflushDiskType=SYNC_FLUSH", "flushDiskType", "SYNC_FLUSH"),
+        ],
+    )
+    def test_errors(self, text, key, value):
+        message = error_of(text)
+        assert key in message and repr(value) in message
+
+
+# --------------------------------------------------------------------------- overrides
+
+
+class TestOverrides:
+    FILE = "listeners=PLAINTEXT://10.0.0.1:9000\nlog.dirs=/file/dir\nflush.policy=sync\n"
+
+    def test_every_override_beats_the_file(self, tmp_path: Path):
+        config = build(self.FILE, host="127.0.0.2", port=0, data_dir=tmp_path, flush="async")
+        assert (config.adapter.host, config.adapter.port) == ("127.0.0.2", 0)
+        assert config.storage.data_dir == tmp_path
+        assert config.storage.flush == "async"
+
+    def test_file_used_where_not_overridden(self):
+        config = build(self.FILE, port=1234)
+        assert (config.adapter.host, config.adapter.port) == ("10.0.0.1", 1234)
+        assert config.storage.data_dir == Path("/file/dir")
+        assert config.storage.flush == "sync"
+
+    def test_override_beats_environment(self, tmp_path: Path):
+        config = build(data_dir=tmp_path / "cli", environ={DATA_DIR_ENV: str(tmp_path / "env")})
+        assert config.storage.data_dir == tmp_path / "cli"
+
+    def test_data_dir_override_is_expanded_and_absolute(self, monkeypatch, tmp_path: Path):
+        monkeypatch.chdir(tmp_path)
+        assert build(data_dir="d").storage.data_dir == tmp_path / "d"
+        assert build(data_dir="~/d").storage.data_dir == Path("~/d").expanduser()
+
+    def test_empty_host_means_all_interfaces(self):
+        assert build(host="").adapter.host == "0.0.0.0"
+
+    @pytest.mark.parametrize("port", [-1, 65536])
+    def test_bad_port(self, port):
+        message = error_of(port=port)
+        assert "--port" in message and str(port) in message
+
+    def test_bad_flush(self):
+        message = error_of(flush="fast")
+        assert "--flush" in message and "'fast'" in message
+
+    def test_empty_data_dir(self):
+        assert "--data-dir" in error_of(data_dir="")
+
+    def test_overrides_do_not_hide_file_errors(self):
+        message = error_of("listeners=junk", host="h", port=1)
+        assert "listeners" in message and "'junk'" in message
+
+    def test_load_config_without_a_file(self, tmp_path: Path):
+        config = load_config(None, port=5, data_dir=tmp_path, environ=NO_ENV)
+        assert config.adapter.port == 5 and config.storage.data_dir == tmp_path
+
+
+class TestUnknownKeys:
+    def test_collected_and_sorted(self):
+        config = build("zeta=1\nnum.partitions=2\nalpha=3\nlog.flush.interval.messages=9")
+        assert config.unknown_keys == ("alpha", "log.flush.interval.messages", "zeta")
+        assert config.adapter.num_partitions == 2
+
+    def test_unknown_values_are_not_validated(self):
+        assert build("num.network.threads=lots").unknown_keys == ("num.network.threads",)
