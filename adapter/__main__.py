@@ -11,7 +11,7 @@ from __future__ import annotations
 def _run() -> None:
     from adapter.cli import main
 
-    main()
+    main(prog_name="rmqk")
 
 
 if __name__ == "__main__":

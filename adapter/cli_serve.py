@@ -20,7 +20,6 @@ failure (logged with its traceback).
 from __future__ import annotations
 
 import asyncio
-import enum
 import fcntl
 import logging
 import os
@@ -28,9 +27,9 @@ import signal
 import sys
 import uuid
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import NoReturn
 
-import typer
+import click
 
 from adapter.properties import ConfigError, ServerConfig, load_config
 
@@ -38,57 +37,44 @@ logger = logging.getLogger("rmqk")
 
 READY_PREFIX = "rmqk broker started on "
 LOCK_NAME = "broker.lock"  # in the data directory; holds the owner's pid
+LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 
 
-class Flush(enum.StrEnum):
-    """Values of ``--flush`` (StorageConfig.flush)."""
-
-    ASYNC = "async"
-    SYNC = "sync"
-
-
-class LogLevel(enum.StrEnum):
-    """Values of ``--log-level``."""
-
-    DEBUG = "DEBUG"
-    INFO = "INFO"
-    WARNING = "WARNING"
-    ERROR = "ERROR"
-
-
+@click.command("serve")
+@click.option("--host", default=None, help="Address to bind; '' = all interfaces. [default: 127.0.0.1]")
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=None,
+    help="Port to bind; 0 = any free port. [default: 9092]",
+)
+@click.option(
+    "--data-dir", type=click.Path(path_type=Path), default=None,
+    help="Data directory. [default: log.dirs, else $RMQK_DATA_DIR, else ~/.rmqkafka/data]",
+)
+@click.option(
+    "--config", type=click.Path(path_type=Path), default=None,
+    help="A Kafka server.properties file; flags override it.",
+)
+@click.option(
+    "--flush", type=click.Choice(["async", "sync"], case_sensitive=False), default=None,
+    help="Flush policy. [default: async]",
+)
+@click.option(
+    "--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="INFO",
+    show_default=True, help="Log level (stderr).",
+)
 def serve(
-    host: Annotated[
-        str | None,
-        typer.Option(help="Address to bind; '' = all interfaces. [default: 127.0.0.1]"),
-    ] = None,
-    port: Annotated[
-        int | None,
-        typer.Option(min=0, max=65535, help="Port to bind; 0 = any free port. [default: 9092]"),
-    ] = None,
-    data_dir: Annotated[
-        Path | None,
-        typer.Option(
-            "--data-dir",
-            help="Data directory. [default: log.dirs, else $RMQK_DATA_DIR, else ~/.rmqkafka/data]",
-        ),
-    ] = None,
-    config: Annotated[
-        Path | None,
-        typer.Option("--config", help="A Kafka server.properties file; flags override it."),
-    ] = None,
-    flush: Annotated[
-        Flush | None,
-        typer.Option(case_sensitive=False, help="Flush policy. [default: async]"),
-    ] = None,
-    log_level: Annotated[
-        LogLevel, typer.Option("--log-level", case_sensitive=False, help="Log level (stderr).")
-    ] = LogLevel.INFO,
+    host: str | None,
+    port: int | None,
+    data_dir: Path | None,
+    config: Path | None,
+    flush: str | None,
+    log_level: str,
 ) -> None:
     """Run the broker in the foreground until SIGTERM or SIGINT."""
-    _configure_logging(log_level.value)
+    _configure_logging(log_level.upper())
     try:
         server_config = load_config(
-            config, host=host, port=port, data_dir=data_dir, flush=flush.value if flush else None
+            config, host=host, port=port, data_dir=data_dir, flush=flush.lower() if flush else None
         )
         lock_fd = prepare_data_dir(server_config.storage.data_dir)
     except ConfigError as exc:
@@ -101,7 +87,7 @@ def serve(
         status = run(server_config)
     finally:
         os.close(lock_fd)
-    raise typer.Exit(status)
+    sys.exit(status)
 
 
 def prepare_data_dir(path: Path) -> int:
@@ -206,4 +192,4 @@ def _one_line(exc: BaseException) -> str:
 def _fail(message: str, status: int = 2) -> NoReturn:
     sys.stderr.write(f"rmqk: error: {' '.join(message.split())}\n")
     sys.stderr.flush()
-    raise typer.Exit(status)
+    sys.exit(status)
