@@ -15,6 +15,7 @@ from storage.store import MessageStore
 from .config import AdapterConfig
 from .connection import KafkaConnection
 from .context import BrokerContext
+from .groups.coordinator import GroupCoordinator, GroupSettings
 from .long_poll import FetchWaiters
 
 log = logging.getLogger(__name__)
@@ -29,6 +30,7 @@ class Broker:
         self.clock = clock or SystemClock()
         self.store = MessageStore(storage_config, self.clock)
         self.context: BrokerContext | None = None
+        self.groups: GroupCoordinator | None = None
         self._server: asyncio.Server | None = None
         self._connections: set[KafkaConnection] = set()
 
@@ -59,12 +61,24 @@ class Broker:
         host, port = self._server.sockets[0].getsockname()[:2]
         waiters = FetchWaiters()
         self.store.add_append_listener(waiters.notify)
+        self.groups = GroupCoordinator(
+            self.store,
+            self.clock,
+            GroupSettings(
+                initial_rebalance_delay_ms=cfg.group_initial_rebalance_delay_ms,
+                min_session_timeout_ms=cfg.group_min_session_timeout_ms,
+                max_session_timeout_ms=cfg.group_max_session_timeout_ms,
+                offset_metadata_max_bytes=cfg.offset_metadata_max_bytes,
+            ),
+        )
+        self.groups.start()
         self.context = BrokerContext(
             config=cfg,
             storage_config=self.storage_config,
             store=self.store,
             clock=self.clock,
             waiters=waiters,
+            groups=self.groups,
             advertised_host=cfg.advertised_host or (host if host not in ("0.0.0.0", "::") else "127.0.0.1"),
             advertised_port=cfg.advertised_port or port,
         )
@@ -85,4 +99,6 @@ class Broker:
                 connection.close()
             await asyncio.sleep(0)
             self._server = None
+        if self.groups is not None:
+            await self.groups.stop()
         await self.store.close()

@@ -18,3 +18,8 @@ class AdapterConfig:
     auto_create_topics: bool = True  # auto.create.topics.enable
     message_max_bytes: int = 1048588  # message.max.bytes
     socket_request_max_bytes: int = 104857600  # socket.request.max.bytes
+    # Kafka's default is 3000; a broker for tests wants the first rebalance at once.
+    group_initial_rebalance_delay_ms: int = 0  # group.initial.rebalance.delay.ms
+    group_min_session_timeout_ms: int = 6000  # group.min.session.timeout.ms
+    group_max_session_timeout_ms: int = 1800000  # group.max.session.timeout.ms
+    offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes

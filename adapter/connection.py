@@ -28,7 +28,7 @@ from .codec import (
     response_parts,
 )
 from .codec.versions import ApiKey
-from .context import BrokerContext
+from .context import CLIENT_HOST, BrokerContext
 from .errors import CloseConnection
 from .handlers import HANDLERS
 
@@ -104,7 +104,10 @@ class KafkaConnection(asyncio.Protocol):
             return [_refusal(exc)]
         except (UnknownApiKey, MalformedRequest) as exc:
             raise CloseConnection(str(exc)) from None
-        handler = HANDLERS[request.api_key]
+        CLIENT_HOST.set(self.peer.rsplit(":", 1)[0])
+        handler = HANDLERS.get(request.api_key)
+        if handler is None:  # advertised, but its handler is not registered
+            raise CloseConnection(f"no handler for api key {request.api_key}")
         try:
             body = await handler(self._ctx, request)
         except (asyncio.CancelledError, CloseConnection):
@@ -123,6 +126,10 @@ class KafkaConnection(asyncio.Protocol):
                 response = await task
             except CloseConnection as exc:
                 log.warning("closing %s: %s", self.peer, exc)
+                self._close_now()
+                return
+            except Exception:  # e.g. a response that does not encode: a bug, never silent
+                log.exception("closing %s: request failed", self.peer)
                 self._close_now()
                 return
             except asyncio.CancelledError:

@@ -1,7 +1,9 @@
-"""What every request handler may use: configs, the store, the clock, the long-poll waiters."""
+"""What every request handler may use: configs, the store, the clock, the long-poll waiters,
+the group coordinator."""
 
 from __future__ import annotations
 
+import contextvars
 from dataclasses import dataclass
 
 from storage.clock import Clock
@@ -9,7 +11,11 @@ from storage.config import StorageConfig
 from storage.store import MessageStore
 
 from .config import AdapterConfig
+from .groups.coordinator import GroupCoordinator
 from .long_poll import FetchWaiters
+
+# The peer address of the connection whose request is being handled (DescribeGroups shows it).
+CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="")
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,5 +25,6 @@ class BrokerContext:
     store: MessageStore
     clock: Clock
     waiters: FetchWaiters
+    groups: GroupCoordinator
     advertised_host: str
     advertised_port: int

@@ -29,6 +29,8 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
 ``flush.policy``                    ``async`` or ``sync``; RocketMQ's ``flushDiskType=
                                     ASYNC_FLUSH|SYNC_FLUSH`` is accepted too
 ``log.flush.interval.ms``           the async policy's fsync interval (> 0)
+``offsets.retention.minutes``       committed offsets of groups without members expire after
+                                    this long (>= 1; Kafka's default 10080 = 7 days)
 =================================== ==========================================================
 
 Precedence, highest first: command-line overrides (host, port, data_dir, flush), the file,
@@ -80,6 +82,7 @@ KNOWN_KEYS = frozenset(
         "flush.policy",
         "flushDiskType",
         "log.flush.interval.ms",
+        "offsets.retention.minutes",
     }
 )
 
@@ -371,6 +374,9 @@ def build_config(
         "retention_check_interval_ms": p.integer("log.retention.check.interval.ms", minimum=1),
     }
     storage_kwargs.update({k: v for k, v in optional.items() if v is not None})
+    offsets_retention_minutes = p.integer("offsets.retention.minutes", minimum=1)
+    if offsets_retention_minutes is not None:
+        storage_kwargs["offsets_retention_ms"] = offsets_retention_minutes * _MS_PER_MINUTE
 
     unknown = tuple(sorted(k for k in props if k not in KNOWN_KEYS))
     return ServerConfig(

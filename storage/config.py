@@ -27,5 +27,8 @@ class StorageConfig:
     retention_bytes: int | None = None
     retention_check_interval_ms: int = 300_000
     consume_queue_entries_per_file: int = 300_000
+    # Kafka's offsets.retention.minutes (default 10080): committed offsets of a group without
+    # live members expire this long after their commit. The group coordinator drives expiry.
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     # The record header whose value's Java String.hashCode goes into the consume queue.
     tag_header: str = "TAGS"

@@ -9,6 +9,8 @@ Files under ``data_dir``::
     consumequeue/<id>/<p>/   consume queue files and time index (derived)
     topics.json              topic names, ids, partition counts, configs
     producer_ids.json        producer id allocation
+    offsets/                 committed consumer-group offsets: journal + snapshot.json
+                             (storage.offset_store; its own crash handling, not derived)
     checkpoint.json          {"position": P, "producers": ..., "log_start": ...,
                              "derived": {"<id>/<p>": [consume queue next offset, time index
                              entries]}}: everything derived is durable and consistent up to
@@ -47,6 +49,7 @@ from .errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
+from .offset_store import CommittedOffset, OffsetStore
 from .partition_log import PartitionLog
 from .producer_ids import ProducerIds
 from .producer_state import ProducerStateTable
@@ -76,6 +79,8 @@ class MessageStore:
         self._tasks: list[asyncio.Task] = []
         self._durable_position = 0
         self._durable_waiters: list[tuple[int, asyncio.Future]] = []
+        # (offsets journal seq, future) of commit_offsets calls waiting for an fsync
+        self._offset_waiters: list[tuple[int, asyncio.Future]] = []
         self._flush_wakeup: asyncio.Event | None = None
         self._checkpoint_lock: asyncio.Lock | None = None
         self.recovered_entries = 0
@@ -91,6 +96,8 @@ class MessageStore:
         self.cluster_id = self._load_cluster_id()
         self.topics = TopicRegistry(self._dir / "topics.json")
         self.producer_ids = ProducerIds(self._dir / "producer_ids.json")
+        self.offsets = OffsetStore(self._dir / "offsets")
+        self.offsets.open()
         self.commitlog = CommitLog(self._dir / "commitlog", self.config.segment_bytes)
         checkpoint = self._load_checkpoint()
         position = max(int(checkpoint.get("position", 0)), self.commitlog.start_position)
@@ -126,6 +133,7 @@ class MessageStore:
         self._durable_position = self.commitlog.flush()
         for plog in self._partitions.values():
             plog.flush()
+        self.offsets.flush()  # journal records a killed process left in the page cache
         self._write_checkpoint(self.commitlog.end_position, self._snapshot())
 
     def _derived_files_lost(self, derived: dict[str, list[int]]) -> bool:
@@ -210,16 +218,19 @@ class MessageStore:
         for plog in self._partitions.values():
             plog.flush()
         self._release_durable(end)  # everything appended is durable now
+        self._release_offsets(self.offsets.flush())
         self._write_checkpoint(end, self._snapshot())
         for plog in self._partitions.values():
             plog.close()
         self.commitlog.close()
+        self.offsets.close()
         (self._dir / CLEAN_SHUTDOWN).touch()
         _fsync_path(self._dir)
-        for _, fut in self._durable_waiters:
+        for _, fut in self._durable_waiters + self._offset_waiters:
             if not fut.done():
                 fut.set_exception(ConnectionAbortedError("store closed"))
         self._durable_waiters.clear()
+        self._offset_waiters.clear()
 
     # -- topics ----------------------------------------------------------------------------
     def _open_partition(self, meta: TopicMeta, p: int) -> PartitionLog:
@@ -241,6 +252,12 @@ class MessageStore:
         return meta
 
     def delete_topic(self, name: str) -> TopicMeta:
+        if self.topics.get(name) is None:
+            raise UnknownTopicError(name)
+        # Offsets go first, durably: a crash in between leaves the topic without committed
+        # offsets (the deletion is retried), never a recreated topic with stale ones.
+        self.offsets.delete_topic(name)
+        self.offsets.flush()
         meta = self.topics.delete(name)
         for p in range(meta.partitions):
             plog = self._partitions.pop((name, p), None)
@@ -327,6 +344,42 @@ class MessageStore:
         assert first_base is not None
         return AppendResult(first_base, end_position, append_time, duplicate)
 
+    # -- committed offsets -----------------------------------------------------------------
+    async def commit_offsets(self, group: str, offsets: dict[tuple[str, int], CommittedOffset]) -> None:
+        """Commit ``group``'s offsets (see OffsetStore.commit; read them from ``self.offsets``).
+
+        The journal record is written before this returns or awaits, so a killed process
+        loses nothing. With flush="sync" it returns only after an fsync covering the record
+        (the group-commit loop's, shared with produce waiters); with flush="async" the next
+        periodic checkpoint fsyncs it.
+        """
+        self.offsets.commit(group, offsets)
+        if self.config.flush != "sync":
+            return
+        seq = self.offsets.last_seq
+        if seq <= self.offsets.flushed_seq:
+            return
+        if self._flush_wakeup is None:  # not started: no group-commit loop to ride on
+            fds, seq = self.offsets.unflushed_fds()
+            await asyncio.get_running_loop().run_in_executor(None, _fdatasync_all, fds)
+            self.offsets.mark_flushed(seq)
+            return
+        fut = asyncio.get_running_loop().create_future()
+        self._offset_waiters.append((seq, fut))
+        self._flush_wakeup.set()
+        await fut
+
+    def _release_offsets(self, seq: int) -> None:
+        """Wake the commit_offsets callers whose journal record is fsynced (<= ``seq``)."""
+        still = []
+        for waited, fut in self._offset_waiters:
+            if waited <= seq:
+                if not fut.done():
+                    fut.set_result(None)
+            else:
+                still.append((waited, fut))
+        self._offset_waiters = still
+
     # -- durability ------------------------------------------------------------------------
     async def wait_durable(self, position: int) -> None:
         """Return once everything before ``position`` is fsynced.
@@ -351,10 +404,13 @@ class MessageStore:
             # Everything appended so far rides on this one fsync; appends made while it runs
             # wait for the next round.
             fds, end = self.commitlog.unflushed()
-            await loop.run_in_executor(None, _fdatasync_all, fds)
+            offset_fds, offset_seq = self.offsets.unflushed_fds()
+            await loop.run_in_executor(None, _fdatasync_all, fds + offset_fds)
             self.commitlog.mark_flushed(end)
+            self.offsets.mark_flushed(offset_seq)
             self._release_durable(end)
-            if self._durable_waiters:
+            self._release_offsets(self.offsets.flushed_seq)
+            if self._durable_waiters or self._offset_waiters:
                 self._flush_wakeup.set()
 
     def _release_durable(self, end: int) -> None:
@@ -379,7 +435,8 @@ class MessageStore:
                 log.exception("checkpoint failed")
 
     async def checkpoint(self) -> None:
-        """Flush the commitlog and derived files, then record position P as consistent.
+        """Flush the commitlog, derived files and offsets journal, then record position P as
+        consistent.
 
         Cancelling the caller does not stop a checkpoint under way (its threads would run on
         regardless); it keeps the lock until done, so close() can wait for it.
@@ -390,6 +447,8 @@ class MessageStore:
         assert self._checkpoint_lock is not None
         async with self._checkpoint_lock:
             fds, end = self.commitlog.unflushed()
+            offset_fds, offset_seq = self.offsets.unflushed_fds()
+            fds.extend(offset_fds)
             snapshot = self._snapshot()
             for plog in self._partitions.values():
                 fds.extend(plog.consume_queue.take_dirty_fds())
@@ -397,7 +456,9 @@ class MessageStore:
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(None, _fdatasync_all, fds)
             self.commitlog.mark_flushed(end)
+            self.offsets.mark_flushed(offset_seq)
             self._release_durable(end)
+            self._release_offsets(self.offsets.flushed_seq)
             await loop.run_in_executor(None, self._write_checkpoint, end, snapshot)
 
     def _snapshot(self) -> dict:

@@ -51,6 +51,7 @@ class StoreFactory:
         for plog in store.partitions().values():
             plog.close()
         store.commitlog.close()
+        store.offsets.close()
 
     def close_all(self) -> None:
         for store in list(self._open):

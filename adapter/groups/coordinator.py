@@ -1,0 +1,490 @@
+"""The group coordinator: every consumer group of this broker, their timers and offsets.
+
+Behaviour follows Kafka's classic GroupCoordinator:
+
+- JoinGroup: a dynamic member without an id gets one back with MEMBER_ID_REQUIRED (v4+) and
+  joins with it; a static member (group.instance.id) keeps its place across restarts and
+  a rejoin with the same id fences the old member id (FENCED_INSTANCE_ID). A join starts a
+  rebalance; it completes when every member has rejoined, or when the largest rebalance
+  timeout passes (members that did not rejoin are dropped). The first member is the
+  leader; only the leader receives the member list.
+- SyncGroup: followers wait for the leader's assignments; then the group is Stable.
+- Heartbeat: REBALANCE_IN_PROGRESS tells members to rejoin; a member silent for its session
+  timeout is removed and the group rebalances. Generations fence stale members
+  (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID).
+- OffsetCommit is accepted from the current generation (also while a rebalance is being
+  prepared, so eager members can commit before rejoining) and from "simple" clients of a
+  group without members; offsets go to the store durably before the answer.
+
+Group membership is not persisted: after a broker restart members get UNKNOWN_MEMBER_ID
+and rejoin, which every client handles; committed offsets are persisted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass
+
+from kio.schema.errors import ErrorCode
+
+from storage.clock import Clock
+from storage.offset_store import CommittedOffset
+from storage.store import MessageStore
+
+from .group import ConsumerGroup, GroupState, Member
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSettings:
+    """Kafka's group.* broker settings, in milliseconds."""
+
+    initial_rebalance_delay_ms: int = 0
+    min_session_timeout_ms: int = 6_000
+    max_session_timeout_ms: int = 1_800_000
+    offset_metadata_max_bytes: int = 4096
+    offsets_check_interval_ms: int = 600_000
+
+
+class GroupError(Exception):
+    def __init__(self, code: ErrorCode) -> None:
+        super().__init__(code.name)
+        self.code = code
+
+
+class GroupCoordinator:
+    def __init__(self, store: MessageStore, clock: Clock, settings: GroupSettings) -> None:
+        self._store = store
+        self._clock = clock
+        self.settings = settings
+        self.groups: dict[str, ConsumerGroup] = {}
+        self._wakeup = asyncio.Event()
+        self._timer: asyncio.Task | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        self._timer = asyncio.create_task(self._run_timers(), name="group-timers")
+
+    async def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            try:
+                await self._timer
+            except asyncio.CancelledError:
+                pass
+        for group in self.groups.values():
+            for member in group.members.values():
+                _fail(member.join_waiter, ErrorCode.coordinator_not_available)
+                _fail(member.sync_waiter, ErrorCode.coordinator_not_available)
+
+    async def _run_timers(self) -> None:
+        """Sleep until the earliest deadline (or a change), then act on what is due."""
+        last_expiry = self._clock.monotonic()
+        while True:
+            timeout = self._next_deadline() - self._clock.monotonic()
+            self._wakeup.clear()
+            if timeout > 0:
+                try:
+                    await asyncio.wait_for(self._wakeup.wait(), timeout)
+                except TimeoutError:
+                    pass
+            self.tick()
+            now = self._clock.monotonic()
+            if now - last_expiry >= self.settings.offsets_check_interval_ms / 1000:
+                last_expiry = now
+                self.expire_offsets()
+
+    def _next_deadline(self) -> float:
+        now = self._clock.monotonic()
+        deadlines = [now + self.settings.offsets_check_interval_ms / 1000]
+        for group in self.groups.values():
+            deadlines.extend(group.pending_members.values())
+            preparing = group.state is GroupState.PREPARING_REBALANCE
+            for member in group.members.values():
+                if not (preparing and member.join_waiter is not None):
+                    deadlines.append(member.last_seen + member.session_timeout_ms / 1000)
+            if preparing:
+                if group.all_rejoined():
+                    deadlines.append(group.join_not_before)
+                else:
+                    deadlines.append(max(group.rebalance_deadline, group.join_not_before))
+        return min(deadlines)
+
+    def _changed(self) -> None:
+        self._wakeup.set()
+
+    def tick(self) -> None:
+        """Act on every deadline that has passed (session and rebalance timeouts)."""
+        now = self._clock.monotonic()
+        for group in list(self.groups.values()):
+            for member_id, deadline in list(group.pending_members.items()):
+                if now >= deadline:
+                    del group.pending_members[member_id]
+            for member in list(group.members.values()):
+                waiting = member.join_waiter is not None and group.state is GroupState.PREPARING_REBALANCE
+                if not waiting and now >= member.last_seen + member.session_timeout_ms / 1000:
+                    log.info("group %s: member %s timed out", group.group_id, member.member_id)
+                    self._remove_member(group, member, ErrorCode.unknown_member_id)
+            if group.state is GroupState.PREPARING_REBALANCE:
+                if now >= group.rebalance_deadline and now >= group.join_not_before:
+                    for member in list(group.members.values()):
+                        if member.join_waiter is None:
+                            log.info("group %s: member %s did not rejoin in time", group.group_id, member.member_id)
+                            self._remove_member(group, member, ErrorCode.unknown_member_id, rebalance=False)
+                    group.pending_members.clear()
+                    self._complete_join(group)
+                else:
+                    self._maybe_complete_join(group)
+
+    # -- membership ------------------------------------------------------------------------
+    async def join(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        client_id: str,
+        client_host: str,
+        require_known_member_id: bool,
+    ) -> dict:
+        """A JoinGroup; returns the response fields (error_code, generation_id, ...)."""
+        if not group_id:
+            return _join_error(ErrorCode.invalid_group_id, member_id)
+        s = self.settings
+        if not s.min_session_timeout_ms <= session_timeout_ms <= s.max_session_timeout_ms:
+            return _join_error(ErrorCode.invalid_session_timeout, member_id)
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = ConsumerGroup(group_id)
+        if group.state is GroupState.DEAD:
+            return _join_error(ErrorCode.coordinator_not_available, member_id)
+        if not group.supports(protocol_type, protocols):
+            return _join_error(ErrorCode.inconsistent_group_protocol, member_id)
+        now = self._clock.monotonic()
+
+        if group_instance_id is not None:
+            known = group.static_members.get(group_instance_id)
+            if member_id and known is not None and member_id != known:
+                return _join_error(ErrorCode.fenced_instance_id, member_id)
+            if not member_id and known is not None:
+                return await self._rejoin_static(group, known, protocols, session_timeout_ms,
+                                                 rebalance_timeout_ms, client_id, client_host)
+        if not member_id:
+            member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
+            if require_known_member_id and group_instance_id is None:
+                group.pending_members[member_id] = now + session_timeout_ms / 1000
+                self._changed()
+                return _join_error(ErrorCode.member_id_required, member_id)
+        elif member_id in group.pending_members:
+            del group.pending_members[member_id]
+        elif member_id not in group.members:
+            return _join_error(ErrorCode.unknown_member_id, member_id)
+
+        member = group.members.get(member_id)
+        if member is None:
+            member = Member(member_id, group_instance_id, client_id, client_host, session_timeout_ms,
+                            rebalance_timeout_ms, protocol_type, protocols, now)
+            group.members[member_id] = member
+            if group_instance_id is not None:
+                group.static_members[group_instance_id] = member_id
+            if group.protocol_type is None:
+                group.protocol_type = protocol_type
+            self._prepare_rebalance(group, f"member {member_id} joined")
+        else:
+            unchanged = member.protocols == protocols
+            member.protocols = protocols
+            member.session_timeout_ms = session_timeout_ms
+            member.rebalance_timeout_ms = rebalance_timeout_ms
+            member.last_seen = now
+            if unchanged and group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE) \
+                    and member_id != group.leader_id:
+                # A follower repeating its join (e.g. it missed the answer): nothing changes.
+                return self._join_answer(group, member)
+            if group.state is not GroupState.PREPARING_REBALANCE:
+                self._prepare_rebalance(group, f"member {member_id} rejoined")
+        _fail(member.join_waiter, ErrorCode.unknown_member_id)  # a duplicate join replaces it
+        member.join_waiter = asyncio.get_running_loop().create_future()
+        return await self._await_join(group, member)
+
+    async def _await_join(self, group: ConsumerGroup, member: Member) -> dict:
+        waiter = member.join_waiter
+        self._maybe_complete_join(group)
+        self._changed()
+        try:
+            return await waiter
+        except GroupError as exc:
+            return _join_error(exc.code, member.member_id)
+
+    async def _rejoin_static(
+        self, group: ConsumerGroup, old_id: str, protocols: list[tuple[str, bytes]],
+        session_timeout_ms: int, rebalance_timeout_ms: int, client_id: str, client_host: str,
+    ) -> dict:
+        """A static member came back without its member id (it restarted): it takes over its
+        old place under a new id, fencing the old id, without a rebalance if nothing changed."""
+        old = group.members.pop(old_id)
+        _fail(old.join_waiter, ErrorCode.fenced_instance_id)
+        _fail(old.sync_waiter, ErrorCode.fenced_instance_id)
+        new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
+        member = Member(new_id, old.group_instance_id, client_id, client_host, session_timeout_ms,
+                        rebalance_timeout_ms, old.protocol_type, protocols, self._clock.monotonic(),
+                        assignment=old.assignment)
+        group.members[new_id] = member
+        group.static_members[old.group_instance_id] = new_id
+        if group.leader_id == old_id:
+            group.leader_id = new_id
+        if group.state is GroupState.STABLE and protocols == old.protocols:
+            self._changed()
+            return self._join_answer(group, member)
+        if group.state is not GroupState.PREPARING_REBALANCE:
+            self._prepare_rebalance(group, f"static member {old.group_instance_id} rejoined")
+        member.join_waiter = asyncio.get_running_loop().create_future()
+        return await self._await_join(group, member)
+
+    def _join_answer(self, group: ConsumerGroup, member: Member) -> dict:
+        is_leader = member.member_id == group.leader_id
+        return dict(
+            error_code=ErrorCode.none,
+            generation_id=group.generation_id,
+            protocol_type=group.protocol_type,
+            protocol_name=group.protocol_name,
+            leader=group.leader_id or "",
+            skip_assignment=False,
+            member_id=member.member_id,
+            members=[
+                dict(member_id=m.member_id, group_instance_id=m.group_instance_id,
+                     metadata=m.metadata_for(group.protocol_name or ""))
+                for m in group.members.values()
+            ] if is_leader else [],
+        )
+
+    def _prepare_rebalance(self, group: ConsumerGroup, reason: str) -> None:
+        log.info("group %s: rebalancing (%s)", group.group_id, reason)
+        if group.state is GroupState.COMPLETING_REBALANCE:
+            for member in group.members.values():
+                _fail(member.sync_waiter, ErrorCode.rebalance_in_progress)
+        now = self._clock.monotonic()
+        if group.state is GroupState.EMPTY:
+            group.join_not_before = now + self.settings.initial_rebalance_delay_ms / 1000
+        group.state = GroupState.PREPARING_REBALANCE
+        group.rebalance_deadline = now + group.rebalance_timeout_ms() / 1000
+        self._changed()
+
+    def _maybe_complete_join(self, group: ConsumerGroup) -> None:
+        if (
+            group.state is GroupState.PREPARING_REBALANCE
+            and group.all_rejoined()
+            and self._clock.monotonic() >= group.join_not_before
+        ):
+            self._complete_join(group)
+
+    def _complete_join(self, group: ConsumerGroup) -> None:
+        group.generation_id += 1
+        for member in group.members.values():
+            member.assignment = b""
+        if not group.members:
+            group.state = GroupState.EMPTY
+            group.protocol_type = group.protocol_name = group.leader_id = None
+            log.info("group %s: empty at generation %d", group.group_id, group.generation_id)
+            return
+        group.protocol_name = group.select_protocol()
+        if group.leader_id not in group.members:
+            group.leader_id = next(iter(group.members))
+        group.state = GroupState.COMPLETING_REBALANCE
+        now = self._clock.monotonic()
+        log.info(
+            "group %s: generation %d with %d member(s), protocol %s",
+            group.group_id, group.generation_id, len(group.members), group.protocol_name,
+        )
+        for member in group.members.values():
+            member.last_seen = now
+            waiter, member.join_waiter = member.join_waiter, None
+            if waiter is not None and not waiter.done():
+                waiter.set_result(self._join_answer(group, member))
+        self._changed()
+
+    def _remove_member(
+        self, group: ConsumerGroup, member: Member, code: ErrorCode, rebalance: bool = True
+    ) -> None:
+        del group.members[member.member_id]
+        if member.group_instance_id is not None and group.static_members.get(member.group_instance_id) == member.member_id:
+            del group.static_members[member.group_instance_id]
+        _fail(member.join_waiter, code)
+        _fail(member.sync_waiter, code)
+        if not rebalance:
+            return
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(group, f"member {member.member_id} left")
+        elif group.state is GroupState.PREPARING_REBALANCE:
+            self._maybe_complete_join(group)
+        self._changed()
+
+    def _member(
+        self, group_id: str, member_id: str, group_instance_id: str | None
+    ) -> tuple[ConsumerGroup, Member]:
+        group = self.groups.get(group_id)
+        if group is None or group.state is GroupState.DEAD:
+            raise GroupError(ErrorCode.unknown_member_id)
+        if group_instance_id is not None:
+            known = group.static_members.get(group_instance_id)
+            if known is not None and known != member_id:
+                raise GroupError(ErrorCode.fenced_instance_id)
+        member = group.members.get(member_id)
+        if member is None:
+            raise GroupError(ErrorCode.unknown_member_id)
+        return group, member
+
+    async def sync(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+    ) -> tuple[ErrorCode, bytes, str | None, str | None]:
+        """A SyncGroup; returns (error, this member's assignment, protocol type, name)."""
+        try:
+            group, member = self._member(group_id, member_id, group_instance_id)
+        except GroupError as exc:
+            return exc.code, b"", None, None
+        if generation_id != group.generation_id:
+            return ErrorCode.illegal_generation, b"", None, None
+        if (protocol_type is not None and protocol_type != group.protocol_type) or (
+            protocol_name is not None and protocol_name != group.protocol_name
+        ):
+            return ErrorCode.inconsistent_group_protocol, b"", None, None
+        member.last_seen = self._clock.monotonic()
+        if group.state is GroupState.PREPARING_REBALANCE:
+            return ErrorCode.rebalance_in_progress, b"", None, None
+        if group.state is GroupState.STABLE:
+            return ErrorCode.none, member.assignment, group.protocol_type, group.protocol_name
+        _fail(member.sync_waiter, ErrorCode.rebalance_in_progress)
+        member.sync_waiter = asyncio.get_running_loop().create_future()
+        waiter = member.sync_waiter
+        if member_id == group.leader_id:
+            for other in group.members.values():
+                other.assignment = assignments.get(other.member_id, b"")
+            group.state = GroupState.STABLE
+            log.info("group %s: stable at generation %d", group.group_id, group.generation_id)
+            for other in group.members.values():
+                w, other.sync_waiter = other.sync_waiter, None
+                if w is not None and not w.done():
+                    w.set_result((ErrorCode.none, other.assignment, group.protocol_type, group.protocol_name))
+            self._changed()
+        try:
+            return await waiter
+        except GroupError as exc:
+            return exc.code, b"", None, None
+
+    def heartbeat(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> ErrorCode:
+        try:
+            group, member = self._member(group_id, member_id, group_instance_id)
+        except GroupError as exc:
+            return exc.code
+        member.last_seen = self._clock.monotonic()
+        if group.state is GroupState.PREPARING_REBALANCE:
+            return ErrorCode.rebalance_in_progress
+        if generation_id != group.generation_id:
+            return ErrorCode.illegal_generation
+        return ErrorCode.none
+
+    def leave(self, group_id: str, member_id: str, group_instance_id: str | None) -> ErrorCode:
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.unknown_member_id
+        if not member_id and group_instance_id is not None:
+            member_id = group.static_members.get(group_instance_id, "")
+        try:
+            group, member = self._member(group_id, member_id, group_instance_id)
+        except GroupError as exc:
+            return exc.code
+        log.info("group %s: member %s left", group_id, member_id)
+        self._remove_member(group, member, ErrorCode.unknown_member_id)
+        return ErrorCode.none
+
+    # -- offsets ---------------------------------------------------------------------------
+    def check_commit(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> ErrorCode:
+        """Whether an OffsetCommit from this member and generation may be applied."""
+        if not group_id:
+            return ErrorCode.invalid_group_id
+        group = self.groups.get(group_id)
+        if group is None or not group.members:
+            # A "simple" consumer (assign + commit) of a group without members.
+            if generation_id < 0 or group is None:
+                return ErrorCode.none
+            return ErrorCode.illegal_generation if member_id else ErrorCode.none
+        try:
+            group, _ = self._member(group_id, member_id, group_instance_id)
+        except GroupError as exc:
+            return exc.code
+        if generation_id != group.generation_id:
+            return ErrorCode.illegal_generation
+        if group.state is GroupState.COMPLETING_REBALANCE:
+            return ErrorCode.rebalance_in_progress
+        group.members[member_id].last_seen = self._clock.monotonic()
+        return ErrorCode.none
+
+    async def commit(self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset]) -> None:
+        if group_id not in self.groups:
+            self.groups[group_id] = ConsumerGroup(group_id)
+        await self._store.commit_offsets(group_id, offsets)
+
+    def committed(self, group_id: str, topic: str, partition: int) -> CommittedOffset | None:
+        return self._store.offsets.fetch(group_id, topic, partition)
+
+    def all_committed(self, group_id: str) -> dict[tuple[str, int], CommittedOffset]:
+        return self._store.offsets.group_offsets(group_id)
+
+    def expire_offsets(self) -> None:
+        live = {g.group_id for g in self.groups.values() if g.members}
+        emptied = self._store.offsets.expire(
+            self._clock.now_ms(), self._store.config.offsets_retention_ms, live
+        )
+        for group_id in emptied:
+            group = self.groups.get(group_id)
+            if group is not None and not group.members:
+                del self.groups[group_id]
+
+    # -- administration --------------------------------------------------------------------
+    def known_group_ids(self) -> list[str]:
+        return sorted(set(self.groups) | set(self._store.offsets.groups()))
+
+    def state_of(self, group_id: str) -> GroupState | None:
+        group = self.groups.get(group_id)
+        if group is not None:
+            return group.state
+        return GroupState.EMPTY if group_id in self._store.offsets.groups() else None
+
+    def delete(self, group_id: str) -> ErrorCode:
+        group = self.groups.get(group_id)
+        if group is not None and group.members:
+            return ErrorCode.non_empty_group
+        if group is None and group_id not in self._store.offsets.groups():
+            return ErrorCode.group_id_not_found
+        self.groups.pop(group_id, None)
+        self._store.offsets.delete_group(group_id)
+        return ErrorCode.none
+
+
+def _join_error(code: ErrorCode, member_id: str) -> dict:
+    return dict(
+        error_code=code, generation_id=-1, protocol_type=None, protocol_name=None, leader="",
+        skip_assignment=False, member_id=member_id, members=[],
+    )
+
+
+def _fail(waiter: asyncio.Future | None, code: ErrorCode) -> None:
+    """Answer a waiting Join/Sync with an error (the shapes differ, so a GroupError)."""
+    if waiter is not None and not waiter.done():
+        waiter.set_exception(GroupError(code))

@@ -1,0 +1,33 @@
+"""JoinGroup (11): join or rejoin a consumer group; answered when the rebalance completes."""
+
+from __future__ import annotations
+
+from ..codec import Request, response_type
+from ..codec.entities import make
+from ..context import CLIENT_HOST, BrokerContext
+
+API_KEY = 11
+
+
+async def handle(ctx: BrokerContext, request: Request):
+    body = request.body
+    session_ms = int(body.session_timeout.total_seconds() * 1000)
+    rebalance = getattr(body, "rebalance_timeout", None)
+    rebalance_ms = int(rebalance.total_seconds() * 1000) if rebalance is not None else session_ms
+    answer = await ctx.groups.join(
+        group_id=body.group_id,
+        member_id=body.member_id,
+        group_instance_id=getattr(body, "group_instance_id", None),
+        protocol_type=body.protocol_type,
+        protocols=[(p.name, p.metadata) for p in body.protocols],
+        session_timeout_ms=session_ms,
+        rebalance_timeout_ms=rebalance_ms,
+        client_id=request.client_id or "",
+        client_host=CLIENT_HOST.get(),
+        # v4+: a member without an id is given one and must join again with it (KIP-394).
+        require_known_member_id=request.api_version >= 4,
+    )
+    if request.api_version < 7:  # protocol name and type became nullable only in v7
+        answer["protocol_name"] = answer["protocol_name"] or ""
+        answer["protocol_type"] = answer["protocol_type"] or ""
+    return make(response_type(request), throttle_time=0, **answer)

@@ -1,0 +1,32 @@
+"""LeaveGroup (13): one member (v0-2) or a batch of members by id or instance id (v3+)."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from ..codec import Request, response_type
+from ..codec.entities import make
+from ..context import BrokerContext
+
+API_KEY = 13
+
+
+async def handle(ctx: BrokerContext, request: Request):
+    body = request.body
+    groups = ctx.groups
+    if request.api_version < 3:
+        error = groups.leave(body.group_id, body.member_id, None)
+        return make(response_type(request), throttle_time=0, error_code=error, members=())
+    members = []
+    for m in body.members:
+        members.append(
+            dict(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                error_code=groups.leave(body.group_id, m.member_id, m.group_instance_id),
+            )
+        )
+    top = ErrorCode.none
+    if body.group_id not in groups.groups:
+        top = ErrorCode.unknown_member_id
+    return make(response_type(request), throttle_time=0, error_code=top, members=members)

@@ -1,0 +1,49 @@
+"""OffsetCommit (8): durable committed offsets, fenced by the group's generation."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from storage.offset_store import CommittedOffset
+
+from ..codec import Request, response_type
+from ..codec.entities import make
+from ..context import BrokerContext
+
+API_KEY = 8
+
+
+async def handle(ctx: BrokerContext, request: Request):
+    body = request.body
+    store = ctx.store
+    generation = getattr(body, "generation_id_or_member_epoch", getattr(body, "generation_id", -1))
+    error = ctx.groups.check_commit(
+        body.group_id, generation, body.member_id, getattr(body, "group_instance_id", None)
+    )
+    now = ctx.clock.now_ms()
+    max_metadata = ctx.groups.settings.offset_metadata_max_bytes
+    accepted: dict[tuple[str, int], CommittedOffset] = {}
+    topics = []
+    for topic in body.topics:
+        meta = store.topics.get(topic.name)
+        partitions = []
+        for p in topic.partitions:
+            code = error
+            if code is ErrorCode.none:
+                metadata = p.committed_metadata or ""
+                if meta is None or not 0 <= p.partition_index < meta.partitions:
+                    code = ErrorCode.unknown_topic_or_partition
+                elif len(metadata.encode()) > max_metadata:
+                    code = ErrorCode.offset_metadata_too_large
+                else:
+                    accepted[(topic.name, p.partition_index)] = CommittedOffset(
+                        offset=p.committed_offset,
+                        leader_epoch=getattr(p, "committed_leader_epoch", -1),
+                        metadata=metadata,
+                        commit_timestamp_ms=now,
+                    )
+            partitions.append(dict(partition_index=p.partition_index, error_code=code))
+        topics.append(dict(name=topic.name, partitions=partitions))
+    if accepted:
+        await ctx.groups.commit(body.group_id, accepted)
+    return make(response_type(request), throttle_time=0, topics=topics)

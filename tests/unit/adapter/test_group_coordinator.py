@@ -1,0 +1,231 @@
+"""The group coordinator's state machine, driven with an injected clock (no sleeping)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from adapter.groups.coordinator import GroupCoordinator, GroupSettings
+from adapter.groups.group import GroupState
+from storage.clock import ManualClock
+from storage.config import StorageConfig
+from storage.offset_store import CommittedOffset
+from storage.store import MessageStore
+
+SESSION = 10_000
+REBALANCE = 30_000
+PROTOCOLS = [("range", b"meta-range"), ("roundrobin", b"meta-rr")]
+
+
+@pytest.fixture
+def clock():
+    return ManualClock()
+
+
+@pytest.fixture
+def store(tmp_path, clock):
+    s = MessageStore(StorageConfig(data_dir=tmp_path), clock)
+    s.open()
+    s.create_topic("t", 6, {})
+    yield s
+    s.close_sync()
+
+
+@pytest.fixture
+def coordinator(store, clock):
+    return GroupCoordinator(store, clock, GroupSettings())
+
+
+def join(c, member_id="", instance=None, protocols=PROTOCOLS, client="c", v4=True, rebalance=REBALANCE):
+    return asyncio.ensure_future(
+        c.join("g", member_id, instance, "consumer", protocols, SESSION, rebalance, client, "h", v4)
+    )
+
+
+async def settle():
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def join_new(c, **kw) -> dict:
+    """A v4+ dynamic member: MEMBER_ID_REQUIRED first, then the real join (not awaited)."""
+    first = await join(c, **kw)
+    assert first["error_code"] is ErrorCode.member_id_required
+    return first["member_id"]
+
+
+async def test_single_member_joins_syncs_and_heartbeats(coordinator):
+    member = await join_new(coordinator)
+    answer = await join(coordinator, member_id=member)
+    assert answer["error_code"] is ErrorCode.none
+    assert answer["generation_id"] == 1 and answer["leader"] == member
+    assert answer["protocol_name"] == "range"
+    assert [m["member_id"] for m in answer["members"]] == [member]
+    error, assignment, ptype, pname = await coordinator.sync("g", 1, member, None, "consumer", "range", {member: b"A"})
+    assert (error, assignment, ptype, pname) == (ErrorCode.none, b"A", "consumer", "range")
+    assert coordinator.groups["g"].state is GroupState.STABLE
+    assert coordinator.heartbeat("g", 1, member, None) is ErrorCode.none
+    assert coordinator.heartbeat("g", 0, member, None) is ErrorCode.illegal_generation
+    assert coordinator.heartbeat("g", 1, "nobody", None) is ErrorCode.unknown_member_id
+
+
+async def test_second_member_triggers_a_rebalance_and_only_the_leader_gets_members(coordinator):
+    a = await join_new(coordinator, client="a")
+    await join(coordinator, member_id=a)
+    await coordinator.sync("g", 1, a, None, None, None, {a: b"all"})
+    b = await join_new(coordinator, client="b")
+    b_join = join(coordinator, member_id=b)
+    await settle()
+    assert not b_join.done()  # waits for a to rejoin
+    assert coordinator.heartbeat("g", 1, a, None) is ErrorCode.rebalance_in_progress
+    a_join = join(coordinator, member_id=a)
+    a_answer, b_answer = await asyncio.gather(a_join, b_join)
+    assert a_answer["generation_id"] == b_answer["generation_id"] == 2
+    assert a_answer["leader"] == b_answer["leader"] == a
+    assert {m["member_id"] for m in a_answer["members"]} == {a, b}
+    assert b_answer["members"] == []
+    b_sync = asyncio.ensure_future(coordinator.sync("g", 2, b, None, None, None, {}))
+    await settle()
+    assert not b_sync.done()  # followers wait for the leader's assignments
+    a_sync = await coordinator.sync("g", 2, a, None, None, None, {a: b"p0-2", b: b"p3-5"})
+    assert a_sync[1] == b"p0-2"
+    assert (await b_sync)[1] == b"p3-5"
+
+
+async def test_a_silent_member_is_removed_after_its_session_timeout(coordinator, clock):
+    a = await join_new(coordinator)
+    b = await join_new(coordinator)
+    answers = await asyncio.gather(join(coordinator, member_id=a), join(coordinator, member_id=b))
+    generation = answers[0]["generation_id"]
+    leader = answers[0]["leader"]
+    await asyncio.gather(
+        coordinator.sync("g", generation, a, None, None, None, {a: b"x", b: b"y"}),
+        coordinator.sync("g", generation, b, None, None, None, {a: b"x", b: b"y"}),
+    )
+    clock.advance(SESSION // 2)
+    survivor = a if leader == a else b
+    crashed = b if survivor == a else a
+    assert coordinator.heartbeat("g", generation, survivor, None) is ErrorCode.none
+    clock.advance(SESSION // 2 + 1)
+    coordinator.tick()
+    group = coordinator.groups["g"]
+    assert crashed not in group.members
+    assert group.state is GroupState.PREPARING_REBALANCE
+    assert coordinator.heartbeat("g", generation, survivor, None) is ErrorCode.rebalance_in_progress
+    answer = await join(coordinator, member_id=survivor)
+    assert answer["generation_id"] == generation + 1
+    assert [m["member_id"] for m in answer["members"]] == [survivor]
+
+
+async def test_members_that_do_not_rejoin_within_the_rebalance_timeout_are_dropped(coordinator, clock):
+    a = await join_new(coordinator, rebalance=5_000)
+    await join(coordinator, member_id=a, rebalance=5_000)
+    await coordinator.sync("g", 1, a, None, None, None, {})
+    c = await join_new(coordinator, rebalance=5_000)
+    c_join = join(coordinator, member_id=c, rebalance=5_000)
+    await settle()
+    clock.advance(4_000)
+    assert coordinator.heartbeat("g", 1, a, None) is ErrorCode.rebalance_in_progress  # a is alive...
+    clock.advance(1_001)  # ...but never rejoins
+    coordinator.tick()
+    answer = await c_join
+    assert answer["error_code"] is ErrorCode.none and answer["generation_id"] == 2
+    assert [m["member_id"] for m in answer["members"]] == [c]
+    assert coordinator.heartbeat("g", 1, a, None) is ErrorCode.unknown_member_id
+
+
+async def test_leave_triggers_a_rebalance_and_the_last_leave_empties_the_group(coordinator):
+    a = await join_new(coordinator)
+    await join(coordinator, member_id=a)
+    await coordinator.sync("g", 1, a, None, None, None, {})
+    assert coordinator.leave("g", a, None) is ErrorCode.none
+    group = coordinator.groups["g"]
+    coordinator.tick()
+    assert group.state is GroupState.EMPTY and not group.members
+    assert coordinator.leave("g", a, None) is ErrorCode.unknown_member_id
+
+
+async def test_a_waiting_join_is_answered_when_the_other_member_leaves(coordinator):
+    a = await join_new(coordinator)
+    b = await join_new(coordinator)
+    await asyncio.gather(join(coordinator, member_id=a), join(coordinator, member_id=b))
+    # A rebalance in which only a rejoins: b leaving completes it.
+    coordinator._prepare_rebalance(coordinator.groups["g"], "test")
+    a_join = join(coordinator, member_id=a)
+    await settle()
+    assert not a_join.done()
+    coordinator.leave("g", b, None)
+    answer = await a_join
+    assert answer["error_code"] is ErrorCode.none and len(answer["members"]) == 1
+
+
+async def test_static_member_restart_keeps_its_assignment_without_a_rebalance(coordinator):
+    first = await join(coordinator, instance="i-1", v4=True)
+    assert first["error_code"] is ErrorCode.none  # static members skip MEMBER_ID_REQUIRED
+    old_id = first["member_id"]
+    await coordinator.sync("g", 1, old_id, "i-1", None, None, {old_id: b"mine"})
+    again = await join(coordinator, instance="i-1")  # restarted: no member id
+    assert again["error_code"] is ErrorCode.none
+    assert again["generation_id"] == 1 and again["member_id"] != old_id
+    error, assignment, *_ = await coordinator.sync("g", 1, again["member_id"], "i-1", None, None, {})
+    assert (error, assignment) == (ErrorCode.none, b"mine")
+    assert coordinator.heartbeat("g", 1, old_id, "i-1") is ErrorCode.fenced_instance_id
+    assert coordinator.groups["g"].state is GroupState.STABLE
+
+
+async def test_protocol_checks(coordinator):
+    a = await join_new(coordinator)
+    await join(coordinator, member_id=a)
+    other = await coordinator.join("g", "", None, "connect", PROTOCOLS, SESSION, REBALANCE, "x", "h", True)
+    assert other["error_code"] is ErrorCode.inconsistent_group_protocol
+    none_common = await coordinator.join("g", "", None, "consumer", [("sticky", b"")], SESSION, REBALANCE, "x", "h", True)
+    assert none_common["error_code"] is ErrorCode.inconsistent_group_protocol
+    bad_session = await coordinator.join("g", "", None, "consumer", PROTOCOLS, 10, REBALANCE, "x", "h", True)
+    assert bad_session["error_code"] is ErrorCode.invalid_session_timeout
+
+
+async def test_protocol_vote_prefers_what_members_list_first(coordinator):
+    a = await join_new(coordinator)
+    b = await join_new(coordinator)
+    answers = await asyncio.gather(
+        join(coordinator, member_id=a, protocols=[("roundrobin", b""), ("range", b"")]),
+        join(coordinator, member_id=b, protocols=[("roundrobin", b""), ("range", b"")]),
+    )
+    assert answers[0]["protocol_name"] == "roundrobin"
+
+
+async def test_commit_rules(coordinator):
+    offsets = {("t", 0): CommittedOffset(5, -1, "m", 0)}
+    # A simple consumer of a group without members may commit.
+    assert coordinator.check_commit("simple", -1, "", None) is ErrorCode.none
+    await coordinator.commit("simple", offsets)
+    assert coordinator.committed("simple", "t", 0).offset == 5
+    a = await join_new(coordinator)
+    await join(coordinator, member_id=a)
+    assert coordinator.check_commit("g", 1, a, None) is ErrorCode.rebalance_in_progress  # completing
+    await coordinator.sync("g", 1, a, None, None, None, {})
+    assert coordinator.check_commit("g", 1, a, None) is ErrorCode.none
+    assert coordinator.check_commit("g", 0, a, None) is ErrorCode.illegal_generation
+    assert coordinator.check_commit("g", 1, "stranger", None) is ErrorCode.unknown_member_id
+    assert coordinator.check_commit("g", -1, "", None) is ErrorCode.unknown_member_id
+
+
+async def test_delete_and_list(coordinator):
+    a = await join_new(coordinator)
+    await join(coordinator, member_id=a)
+    assert coordinator.delete("g") is ErrorCode.non_empty_group
+    assert coordinator.delete("missing") is ErrorCode.group_id_not_found
+    await coordinator.commit("offsets-only", {("t", 1): CommittedOffset(1, -1, "", 0)})
+    assert "offsets-only" in coordinator.known_group_ids()
+    assert coordinator.delete("offsets-only") is ErrorCode.none
+    assert coordinator.committed("offsets-only", "t", 1) is None
+
+
+async def test_pending_member_ids_expire(coordinator, clock):
+    await join_new(coordinator)
+    assert coordinator.groups["g"].pending_members
+    clock.advance(SESSION + 1)
+    coordinator.tick()
+    assert not coordinator.groups["g"].pending_members
