@@ -31,6 +31,11 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
 ``log.flush.interval.ms``           the async policy's fsync interval (> 0)
 ``offsets.retention.minutes``       committed offsets of groups without members expire after
                                     this long (>= 1; Kafka's default 10080 = 7 days)
+``group.initial.rebalance.delay.ms`` wait before a new group's first rebalance completes
+                                    (>= 0; default 0, where Kafka waits 3000)
+``group.min.session.timeout.ms``    smallest session timeout a member may ask for (6000)
+``group.max.session.timeout.ms``    largest session timeout a member may ask for (1800000)
+``offset.metadata.max.bytes``       longest metadata string of a committed offset (4096)
 =================================== ==========================================================
 
 Precedence, highest first: command-line overrides (host, port, data_dir, flush), the file,
@@ -83,6 +88,10 @@ KNOWN_KEYS = frozenset(
         "flushDiskType",
         "log.flush.interval.ms",
         "offsets.retention.minutes",
+        "group.initial.rebalance.delay.ms",
+        "group.min.session.timeout.ms",
+        "group.max.session.timeout.ms",
+        "offset.metadata.max.bytes",
     }
 )
 
@@ -355,6 +364,10 @@ def build_config(
         "auto_create_topics": p.boolean("auto.create.topics.enable"),
         "message_max_bytes": p.integer("message.max.bytes", minimum=1),
         "socket_request_max_bytes": p.integer("socket.request.max.bytes", minimum=1),
+        "group_initial_rebalance_delay_ms": p.integer("group.initial.rebalance.delay.ms", minimum=0),
+        "group_min_session_timeout_ms": p.integer("group.min.session.timeout.ms", minimum=1),
+        "group_max_session_timeout_ms": p.integer("group.max.session.timeout.ms", minimum=1),
+        "offset_metadata_max_bytes": p.integer("offset.metadata.max.bytes", minimum=0),
     }
     adapter_kwargs.update({k: v for k, v in optional.items() if v is not None})
 

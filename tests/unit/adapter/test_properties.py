@@ -521,3 +521,29 @@ class TestUnknownKeys:
 
     def test_unknown_values_are_not_validated(self):
         assert build("num.network.threads=lots").unknown_keys == ("num.network.threads",)
+
+
+class TestGroupSettings:
+    def test_group_keys_reach_the_adapter_config(self):
+        config = build_config(
+            parse_properties(
+                "group.initial.rebalance.delay.ms=3000\n"
+                "group.min.session.timeout.ms=1000\n"
+                "group.max.session.timeout.ms=60000\n"
+                "offset.metadata.max.bytes=100\n"
+            )
+        )
+        assert config.adapter.group_initial_rebalance_delay_ms == 3000
+        assert config.adapter.group_min_session_timeout_ms == 1000
+        assert config.adapter.group_max_session_timeout_ms == 60000
+        assert config.adapter.offset_metadata_max_bytes == 100
+        assert config.unknown_keys == ()
+
+    def test_defaults_suit_test_suites(self):
+        config = build_config(parse_properties(""))
+        assert config.adapter.group_initial_rebalance_delay_ms == 0
+        assert config.adapter.group_min_session_timeout_ms == 6000
+
+    def test_negative_delay_is_refused(self):
+        with pytest.raises(ConfigError, match="group.initial.rebalance.delay.ms"):
+            build_config(parse_properties("group.initial.rebalance.delay.ms=-1\n"))
