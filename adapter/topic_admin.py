@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from storage.errors import InvalidPartitionCountError, TopicExistsError
 from storage.topics import TopicMeta
 
 from .context import BrokerContext
@@ -22,8 +23,6 @@ def check_new_topic(
     reason = invalid_reason(name)
     if reason:
         raise InvalidTopicName(reason)
-    from storage.errors import InvalidPartitionCountError, TopicExistsError
-
     if ctx.store.topics.get(name) is not None:
         raise TopicExistsError(f"topic {name!r} already exists")
     if assignments:

@@ -39,6 +39,7 @@ from uuid import UUID
 from crc32c import crc32c
 
 from . import record_batch
+from .files import fsync_path
 from .record_batch import Buffer
 
 ENTRY_MAGIC = 0x524D4B31  # "RMK1"
@@ -166,7 +167,7 @@ class CommitLog:
         segment = self._create_segment(old.end_position)
         self._segments.append(segment)
         self._bases.append(segment.base_position)
-        _fsync_dir(self._dir)
+        fsync_path(self._dir)
         return segment
 
     def unflushed(self) -> tuple[list[int], int]:
@@ -282,11 +283,3 @@ class CommitLog:
         for segment in self._segments:
             os.close(segment.fd)
         self._segments = []
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

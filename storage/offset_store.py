@@ -87,7 +87,7 @@ from typing import Any
 
 from crc32c import crc32c
 
-from .topics import write_json_atomically
+from .files import fsync_path, write_json_atomically
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +170,7 @@ class OffsetStore:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             if created:
-                _fsync_path(self._dir)
+                fsync_path(self._dir)
             data = _read_all(fd)
             records, end = read_journal(data)
             if end < len(data):
@@ -631,11 +631,3 @@ def _read_all(fd: int) -> bytes:
         chunks.append(chunk)
         at += len(chunk)
     return b"".join(chunks)
-
-
-def _fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

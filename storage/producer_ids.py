@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .topics import write_json_atomically
+from .files import write_json_atomically
 
 BLOCK_SIZE = 1000
 MAX_EPOCH = 32767

@@ -53,7 +53,8 @@ from .offset_store import CommittedOffset, OffsetStore
 from .partition_log import PartitionLog
 from .producer_ids import ProducerIds
 from .producer_state import ProducerStateTable
-from .topics import TopicMeta, TopicRegistry, write_json_atomically
+from .files import fsync_path, write_json_atomically
+from .topics import TopicMeta, TopicRegistry
 
 log = logging.getLogger(__name__)
 
@@ -225,7 +226,7 @@ class MessageStore:
         self.commitlog.close()
         self.offsets.close()
         (self._dir / CLEAN_SHUTDOWN).touch()
-        _fsync_path(self._dir)
+        fsync_path(self._dir)
         for _, fut in self._durable_waiters + self._offset_waiters:
             if not fut.done():
                 fut.set_exception(ConnectionAbortedError("store closed"))
@@ -547,14 +548,6 @@ def _fdatasync_all(fds: list[int]) -> None:
             os.fdatasync(fd)
         except OSError:  # closed meanwhile by retention or a topic deletion: nothing to keep
             pass
-
-
-def _fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _kafka_style_id() -> str:

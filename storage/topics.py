@@ -9,12 +9,12 @@ records, so a deleted-and-recreated topic never sees its predecessor's batches.
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import InvalidPartitionCountError, TopicExistsError, UnknownTopicError
+from .files import write_json_atomically
 
 
 @dataclass(slots=True)
@@ -23,20 +23,6 @@ class TopicMeta:
     topic_id: uuid.UUID
     partitions: int
     configs: dict[str, str] = field(default_factory=dict)
-
-
-def write_json_atomically(path: Path, data: object) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class TopicRegistry:
