@@ -1,0 +1,66 @@
+"""DescribeCluster (60, v0-1): this broker, the cluster id and the "controller".
+
+Choices
+-------
+- The one broker is its own controller (Kafka brokers in KRaft mode also answer with an
+  alive broker id, never a real controller, unless asked for controllers); rack is null.
+- Endpoint types (v1, KIP-919): 1 = brokers is answered; 2 = controllers gets
+  MISMATCHED_ENDPOINT_TYPE (this is a broker endpoint, as a Kafka broker says) and an unknown
+  type UNSUPPORTED_ENDPOINT_TYPE; v0 requests cannot ask for anything but brokers. Kafka's
+  AuthHelper.computeDescribeClusterResponse answers these errors with empty other fields.
+- ``cluster_authorized_operations`` is always -2147483648 ("not provided"), as in our
+  Metadata: there is no authorizer, and claiming a set of granted ACL operations would be
+  invented. Clients then report the operations as unknown (null).
+"""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from ..codec import Request, response_type
+from ..codec.entities import make
+from ..context import BrokerContext
+
+API_KEY = 60
+BROKERS = 1
+CONTROLLERS = 2
+NO_OPERATIONS = -2147483648
+
+
+async def handle(ctx: BrokerContext, request: Request):
+    endpoint_type = getattr(request.body, "endpoint_type", BROKERS)
+    cls = response_type(request)
+    if endpoint_type != BROKERS:
+        known = endpoint_type == CONTROLLERS
+        return make(
+            cls,
+            throttle_time=0,
+            error_code=ErrorCode.mismatched_endpoint_type if known else ErrorCode.unsupported_endpoint_type,
+            error_message=(
+                "this is a broker endpoint; it does not describe controllers"
+                if known
+                else f"unsupported endpoint type {endpoint_type}"
+            ),
+            cluster_id="",
+            controller_id=-1,
+            brokers=(),
+            cluster_authorized_operations=NO_OPERATIONS,
+        )
+    return make(
+        cls,
+        throttle_time=0,
+        error_code=ErrorCode.none,
+        error_message=None,
+        endpoint_type=BROKERS,
+        cluster_id=ctx.store.cluster_id,
+        controller_id=ctx.config.node_id,
+        brokers=[
+            dict(
+                broker_id=ctx.config.node_id,
+                host=ctx.advertised_host,
+                port=ctx.advertised_port,
+                rack=None,
+            )
+        ],
+        cluster_authorized_operations=NO_OPERATIONS,
+    )

@@ -1,0 +1,105 @@
+"""DescribeTopicPartitions (75, v0): paginated topic descriptions (KIP-966).
+
+The Java AdminClient (3.7+) sends this for ``describeTopics(names)`` and falls back to
+Metadata only on UNSUPPORTED_VERSION; Spark's driver uses it through that call.
+
+Choices (following Kafka's DescribeTopicPartitionsRequestHandler and
+KRaftMetadataCache.getTopicMetadataForDescribeTopicResponse)
+-------
+- An empty topic list means every topic; unknown topics are then simply absent. Named
+  topics that do not exist get UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for an
+  illegal name) with the zero topic id, and use up none of the partition limit.
+- Topics are answered in name order, from the cursor's topic on (names sorting before it
+  are skipped), and the cursor's topic starts at the cursor's partition. A named-topic
+  request whose list lacks the cursor's topic, or a negative cursor partition, is
+  INVALID_REQUEST for every requested topic (the response has no top-level error).
+- ``response_partition_limit`` caps the partitions in the response, clamped to 1..2000
+  (Kafka's max.request.partition.size.limit default; at least 1 so a client paging with a
+  zero limit still makes progress). When a topic does not fit, its first partitions are
+  returned and ``next_cursor`` names the next partition; when the limit is used up exactly
+  at a topic boundary, ``next_cursor`` is the next topic at partition 0. No cursor means done.
+- Partitions: leader = this node, leader epoch 0, replicas = ISR = [this node], no offline
+  replicas, empty ELR and last-known ELR (single replica: nothing is ever eligible beyond
+  the ISR). ``topic_authorized_operations`` is -2147483648 ("not provided"), as in Metadata.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from kio.schema.errors import ErrorCode
+
+from ..codec import Request, response_type
+from ..codec.entities import make
+from ..context import BrokerContext
+from ..topic_names import invalid_reason
+
+API_KEY = 75
+MAX_PARTITION_LIMIT = 2000
+NO_OPERATIONS = -2147483648
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def _topic(name: str, code: ErrorCode, topic_id: uuid.UUID = ZERO_UUID, partitions=()) -> dict:
+    return dict(
+        error_code=code,
+        name=name,
+        topic_id=topic_id,
+        is_internal=False,
+        partitions=partitions,
+        topic_authorized_operations=NO_OPERATIONS,
+    )
+
+
+def _partition(node: int, index: int) -> dict:
+    return dict(
+        error_code=ErrorCode.none,
+        partition_index=index,
+        leader_id=node,
+        leader_epoch=0,
+        replica_nodes=(node,),
+        isr_nodes=(node,),
+        eligible_leader_replicas=(),
+        last_known_elr=(),
+        offline_replicas=(),
+    )
+
+
+async def handle(ctx: BrokerContext, request: Request):
+    body = request.body
+    store = ctx.store
+    cls = response_type(request)
+    cursor = body.cursor
+    start_name = cursor.topic_name if cursor is not None else ""
+    every_topic = not body.topics
+    if every_topic:
+        names = {meta.name for meta in store.topics.all() if meta.name >= start_name}
+    else:
+        names = {t.name for t in body.topics if t.name >= start_name}
+    if cursor is not None and (cursor.partition_index < 0 or (not every_topic and start_name not in names)):
+        return make(
+            cls, throttle_time=0, topics=[_topic(t.name, ErrorCode.invalid_request) for t in body.topics]
+        )
+    remaining = max(1, min(MAX_PARTITION_LIMIT, body.response_partition_limit))
+    topics: list[dict] = []
+    next_cursor = None
+    for name in sorted(names):
+        if remaining == 0:
+            next_cursor = dict(topic_name=name, partition_index=0)
+            break
+        meta = store.topics.get(name)
+        if meta is None:
+            if not every_topic:
+                invalid = invalid_reason(name) is not None
+                code = ErrorCode.invalid_topic_exception if invalid else ErrorCode.unknown_topic_or_partition
+                topics.append(_topic(name, code))
+            continue
+        first = cursor.partition_index if cursor is not None and name == start_name else 0
+        upper = min(meta.partitions, first + remaining)
+        partitions = [_partition(ctx.config.node_id, p) for p in range(first, upper)]
+        topics.append(_topic(name, ErrorCode.none, meta.topic_id, partitions))
+        if upper < meta.partitions:
+            next_cursor = dict(topic_name=name, partition_index=upper)
+            break
+        remaining -= len(partitions)
+    return make(cls, throttle_time=0, topics=topics, next_cursor=next_cursor)

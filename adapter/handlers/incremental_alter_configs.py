@@ -1,0 +1,67 @@
+"""IncrementalAlterConfigs (44, v0-1): SET / DELETE / APPEND / SUBTRACT topic configs.
+
+Resource handling (topics, static broker settings, errors, validate_only, persistence) is
+AlterConfigs' (see alter_configs.py); only how the new overrides are computed differs.
+
+Choices (following Kafka's ConfigurationControlManager.incrementalAlterConfigResource)
+-------
+- Operations apply in request order to the current overrides; the result is validated as a
+  whole (adapter/topic_configs.py) and stored only if every operation is valid.
+- SET: the new override. DELETE: back to the default; deleting a name that has no override
+  changes nothing and is not an error, even for a name this broker does not know (Kafka
+  never validates a deletion).
+- APPEND / SUBTRACT: only for LIST-typed configs (else INVALID_CONFIG, "its type is not
+  LIST"); the list is the current override or else the default, split on ",". APPEND adds
+  the values not present yet, SUBTRACT removes them; the result becomes the override and
+  is validated like a SET (here only ``cleanup.policy`` is a list, and only "delete" is
+  valid for it).
+- A null value for anything but DELETE, or an unknown operation, is INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from ..codec import Request
+from ..context import BrokerContext
+from ..topic_configs import SPECS, InvalidConfig, effective, validate_topic_configs
+from .alter_configs import ConfigRefused, alter_resources
+
+API_KEY = 44
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
+
+
+def apply_operations(ctx: BrokerContext, resource, current: dict[str, str]) -> dict[str, str]:
+    configs = dict(current)
+    for op in resource.configs:
+        if op.config_operation not in _NAMES:
+            raise ConfigRefused(ErrorCode.invalid_request, f"unknown config operation {op.config_operation}")
+        if op.value is None and op.config_operation != DELETE:
+            raise ConfigRefused(ErrorCode.invalid_request, f"null value not supported for {op.name}")
+        if op.config_operation == SET:
+            configs[op.name] = op.value
+        elif op.config_operation == DELETE:
+            configs.pop(op.name, None)
+        else:
+            spec = SPECS.get(op.name)
+            if spec is None or spec.kind != "LIST":
+                raise InvalidConfig(
+                    f"can't {_NAMES[op.config_operation]} to key {op.name} because its type is not LIST"
+                )
+            items = _split(effective(op.name, configs, ctx.config, ctx.storage_config))
+            values = _split(op.value)
+            if op.config_operation == APPEND:
+                items += [v for v in dict.fromkeys(values) if v not in items]
+            else:
+                items = [v for v in items if v not in values]
+            configs[op.name] = ",".join(items)
+    return validate_topic_configs(configs)
+
+
+def _split(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+async def handle(ctx: BrokerContext, request: Request):
+    return alter_resources(ctx, request, apply_operations)
