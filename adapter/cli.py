@@ -1,8 +1,9 @@
 """The ``rmqk`` command line: one click group that gathers the sub-commands.
 
 This module only assembles the group; each command lives in its own ``adapter/cli_*.py``
-module (``cli_serve`` today; ``rmqk topics ...`` and ``rmqk groups ...`` are added the same
-way with ``main.add_command``). Plain click rather than typer: typer now imports pydantic,
+module: ``cli_serve``, and the Kafka-client commands ``topics``, ``produce``, ``consume``
+and ``groups`` (``cli_topics`` ... ``cli_groups``, registered lazily, see ``_Lazy``; their
+conventions are in ``cli_common``). Plain click rather than typer: typer now imports pydantic,
 which alone would add ~0.1 s to every broker start, and start-up time is a feature here.
 The broker itself is imported only when ``serve`` actually starts it, so ``rmqk --help`` and
 configuration errors are fast.
@@ -13,6 +14,8 @@ to stderr; an error the user can fix prints one line ``rmqk: error: ...`` and ex
 """
 
 from __future__ import annotations
+
+import importlib
 
 import click
 
@@ -28,4 +31,27 @@ def main() -> None:
     """rmqkafka: a Kafka-protocol broker with Apache RocketMQ message semantics."""
 
 
+class _Lazy(click.Command):
+    """A sub-command whose module is imported only when it runs (or shows its help).
+
+    The client commands are large modules; importing them eagerly would add ~25 ms to every
+    ``rmqk serve`` start. Group.invoke runs ``sub_ctx.command``, i.e. the real command.
+    """
+
+    def __init__(self, name: str, target: str, short_help: str) -> None:
+        super().__init__(name, short_help=short_help)
+        self._target = target
+
+    def real(self) -> click.Command:
+        module, _, attr = self._target.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def make_context(self, info_name, args, parent=None, **extra):  # type: ignore[no-untyped-def]
+        return self.real().make_context(info_name, args, parent=parent, **extra)
+
+
 main.add_command(serve)
+main.add_command(_Lazy("topics", "adapter.cli_topics:topics", "Create, list, describe, alter and delete topics."))
+main.add_command(_Lazy("produce", "adapter.cli_produce:produce", "Send lines of stdin (or a file) as records."))
+main.add_command(_Lazy("consume", "adapter.cli_consume:consume", "Print records of a topic."))
+main.add_command(_Lazy("groups", "adapter.cli_groups:groups", "List, describe, reset offsets of and delete consumer groups."))

@@ -193,7 +193,7 @@ class GroupCoordinator:
             group.members[member_id] = member
             if group_instance_id is not None:
                 group.static_members[group_instance_id] = member_id
-            if group.protocol_type is None:
+            if len(group.members) == 1:  # the first member decides the group's protocol type
                 group.protocol_type = protocol_type
             self._prepare_rebalance(group, f"member {member_id} joined")
         else:
@@ -289,7 +289,7 @@ class GroupCoordinator:
             member.assignment = b""
         if not group.members:
             group.state = GroupState.EMPTY
-            group.protocol_type = group.protocol_name = group.leader_id = None
+            group.protocol_name = group.leader_id = None  # the type stays, as Kafka reports it
             log.info("group %s: empty at generation %d", group.group_id, group.generation_id)
             return
         group.protocol_name = group.select_protocol()
@@ -320,8 +320,7 @@ class GroupCoordinator:
             return
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             self._prepare_rebalance(group, f"member {member.member_id} left")
-        elif group.state is GroupState.PREPARING_REBALANCE:
-            self._maybe_complete_join(group)
+        self._maybe_complete_join(group)  # at once if every remaining member (or none) waits
         self._changed()
 
     def _member(

@@ -229,3 +229,14 @@ async def test_pending_member_ids_expire(coordinator, clock):
     clock.advance(SESSION + 1)
     coordinator.tick()
     assert not coordinator.groups["g"].pending_members
+
+
+async def test_an_emptied_group_keeps_its_protocol_type(coordinator):
+    a = await join_new(coordinator)
+    await join(coordinator, member_id=a)
+    coordinator.leave("g", a, None)
+    group = coordinator.groups["g"]
+    assert group.state is GroupState.EMPTY and group.protocol_type == "consumer"
+    # ...and any protocol type may start the group again.
+    again = await coordinator.join("g", "", None, "connect", PROTOCOLS, SESSION, REBALANCE, "x", "h", False)
+    assert again["error_code"] is ErrorCode.none and group.protocol_type == "connect"

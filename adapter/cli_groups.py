@@ -1,0 +1,437 @@
+"""``rmqk groups list|describe|reset-offsets|delete``: consumer groups, like kafka-consumer-groups.sh.
+
+AdminClient calls: ListGroups, DescribeGroups, OffsetFetch (committed offsets), ListOffsets
+(log end offsets, earliest, by timestamp), OffsetCommit (``reset-offsets --execute``) and
+DeleteGroups. LAG = log end offset - committed offset, per partition.
+
+``reset-offsets`` is a dry run unless ``--execute`` is given (as in Kafka), and refuses
+groups that have active members: their consumers would overwrite the new offsets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from adapter.cli_common import (
+    ClientOptions,
+    CliError,
+    CliUsageError,
+    Command,
+    Group,
+    admin_client,
+    client_options,
+    echo,
+    echo_json,
+    echo_table,
+    error_code,
+    error_from_exception,
+    future_result,
+    handle_errors,
+    json_option,
+    kafka_error_text,
+    parse_timestamp,
+    report_error,
+    request_kwargs,
+    topic_error,
+    warn,
+)
+
+_STATE_NAMES = {
+    "UNKNOWN": "Unknown",
+    "PREPARING_REBALANCING": "PreparingRebalance",
+    "COMPLETING_REBALANCING": "CompletingRebalance",
+    "STABLE": "Stable",
+    "DEAD": "Dead",
+    "EMPTY": "Empty",
+}
+_INACTIVE = {"Empty", "Dead", "Unknown"}
+
+
+@click.group("groups", cls=Group, no_args_is_help=True)
+def groups() -> None:
+    """List, describe, reset offsets of and delete consumer groups (like kafka-consumer-groups.sh)."""
+
+
+def _state(value: Any) -> str:
+    name = getattr(value, "name", str(value))
+    return _STATE_NAMES.get(name, name.title())
+
+
+# ---------------------------------------------------------------------------------------------
+# list
+
+
+@groups.command("list", cls=Command)
+@json_option
+@client_options
+@handle_errors
+def list_groups(as_json: bool, client: ClientOptions) -> None:
+    """List groups with their state and protocol type."""
+    admin, _ = admin_client(client)
+    result = future_result(admin.list_consumer_groups(**request_kwargs(client)), "cannot list groups")
+    for err in result.errors or []:
+        report_error(f"a broker could not list its groups: {kafka_error_text(err)}")
+    listings = sorted(result.valid or [], key=lambda g: g.group_id)
+    rows = [
+        {
+            "group": g.group_id,
+            "state": _state(g.state),
+            "protocol_type": "" if g.is_simple_consumer_group else "consumer",
+            "type": getattr(getattr(g, "type", None), "name", "UNKNOWN").lower(),
+        }
+        for g in listings
+    ]
+    if as_json:
+        echo_json(rows)
+    else:
+        echo_table(["GROUP", "STATE", "PROTOCOL-TYPE"], [(r["group"], r["state"], r["protocol_type"] or None) for r in rows])
+    if result.errors:
+        raise click.exceptions.Exit(1)
+
+
+# ---------------------------------------------------------------------------------------------
+# describe
+
+
+def _describe_group(admin: Any, client: ClientOptions, group: str) -> Any:
+    futures = admin.describe_consumer_groups([group], **request_kwargs(client))
+    try:
+        return futures[group].result()
+    except Exception as exc:  # noqa: BLE001
+        if error_code(exc) == "GROUP_ID_NOT_FOUND":
+            return None
+        raise error_from_exception(exc, f"cannot describe group {group!r}") from None
+
+
+def _committed(admin: Any, client: ClientOptions, group: str, partitions: list[Any] | None = None) -> dict[tuple[str, int], int]:
+    """Committed offsets of ``group`` (all, or for ``partitions``): (topic, partition) -> offset."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    request = ConsumerGroupTopicPartitions(group, partitions) if partitions else ConsumerGroupTopicPartitions(group)
+    futures = admin.list_consumer_group_offsets([request], **request_kwargs(client))
+    try:
+        result = futures[group].result()
+    except Exception as exc:  # noqa: BLE001
+        if error_code(exc) == "GROUP_ID_NOT_FOUND":
+            return {}
+        raise error_from_exception(exc, f"cannot fetch the committed offsets of group {group!r}") from None
+    return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.error is None and tp.offset >= 0}
+
+
+def _offsets(admin: Any, client: ClientOptions, partitions: list[tuple[str, int]], spec: Any) -> dict[tuple[str, int], int]:
+    """ListOffsets for ``spec`` per partition; partitions that fail are left out."""
+    from confluent_kafka import TopicPartition
+
+    if not partitions:
+        return {}
+    futures = admin.list_offsets({TopicPartition(t, p): spec for t, p in partitions}, **request_kwargs(client))
+    found = {}
+    for tp, future in futures.items():
+        try:
+            found[(tp.topic, tp.partition)] = future.result().offset
+        except Exception:  # noqa: BLE001, S110 - shown as '-'
+            pass
+    return found
+
+
+@groups.command("describe", cls=Command)
+@click.argument("names", metavar="GROUP...", nargs=-1, required=True)
+@json_option
+@client_options
+@handle_errors
+def describe(names: tuple[str, ...], as_json: bool, client: ClientOptions) -> None:
+    """Members and per-partition committed offset, log end offset and LAG of groups."""
+    from confluent_kafka.admin import OffsetSpec
+
+    admin, _ = admin_client(client)
+    documents, missing = [], []
+    for group in dict.fromkeys(names):
+        desc = _describe_group(admin, client, group)
+        committed = _committed(admin, client, group)
+        members = list(desc.members) if desc is not None else []
+        state = _state(desc.state) if desc is not None else "Dead"
+        if state in ("Dead", "Unknown") and not members and not committed:
+            missing.append(group)
+            continue
+        owner: dict[tuple[str, int], Any] = {}
+        for m in members:
+            for tp in m.assignment.topic_partitions if m.assignment else []:
+                owner[(tp.topic, tp.partition)] = m
+        keys = sorted(set(committed) | set(owner))
+        ends = _offsets(admin, client, keys, OffsetSpec.latest())
+        partitions = []
+        for key in keys:
+            current, end, member = committed.get(key), ends.get(key), owner.get(key)
+            partitions.append(
+                {
+                    "topic": key[0],
+                    "partition": key[1],
+                    "current_offset": current,
+                    "log_end_offset": end,
+                    "lag": max(0, end - current) if current is not None and end is not None else None,
+                    "consumer_id": member.member_id if member else None,
+                    "host": member.host if member else None,
+                    "client_id": member.client_id if member else None,
+                }
+            )
+        coordinator = getattr(desc, "coordinator", None)
+        documents.append(
+            {
+                "group": group,
+                "state": state,
+                "protocol_type": "" if desc is None or desc.is_simple_consumer_group else "consumer",
+                "assignor": (desc.partition_assignor or None) if desc is not None else None,
+                "coordinator": {"id": coordinator.id, "host": coordinator.host, "port": coordinator.port} if coordinator is not None else None,
+                "members": [
+                    {
+                        "consumer_id": m.member_id,
+                        "group_instance_id": m.group_instance_id,
+                        "client_id": m.client_id,
+                        "host": m.host,
+                        "assignment": [
+                            {"topic": tp.topic, "partition": tp.partition}
+                            for tp in sorted(m.assignment.topic_partitions if m.assignment else [], key=lambda t: (t.topic, t.partition))
+                        ],
+                    }
+                    for m in sorted(members, key=lambda m: m.member_id)
+                ],
+                "total_lag": sum(p["lag"] or 0 for p in partitions),
+                "partitions": partitions,
+            }
+        )
+    if as_json:
+        echo_json(documents)
+    else:
+        for i, doc in enumerate(documents):
+            if i:
+                echo()
+            _print_group(doc)
+    if missing:
+        raise CliError("; ".join(f"group {g!r} does not exist" for g in missing))
+
+
+def _print_group(doc: dict[str, Any]) -> None:
+    coordinator = doc["coordinator"]
+    echo_table(
+        ["GROUP", "STATE", "PROTOCOL-TYPE", "ASSIGNOR", "MEMBERS", "TOTAL-LAG", "COORDINATOR"],
+        [
+            (
+                doc["group"],
+                doc["state"],
+                doc["protocol_type"] or None,
+                doc["assignor"],
+                len(doc["members"]),
+                doc["total_lag"],
+                f"{coordinator['id']} ({coordinator['host']}:{coordinator['port']})" if coordinator else None,
+            )
+        ],
+    )
+    if doc["members"]:
+        echo()
+        echo_table(
+            ["CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"],
+            [
+                (m["consumer_id"], m["host"], m["client_id"], len(m["assignment"]), _assignment_text(m["assignment"]))
+                for m in doc["members"]
+            ],
+        )
+    echo()
+    if doc["partitions"]:
+        echo_table(
+            ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"],
+            [
+                (doc["group"], p["topic"], p["partition"], p["current_offset"], p["log_end_offset"], p["lag"], p["consumer_id"], p["host"], p["client_id"])
+                for p in doc["partitions"]
+            ],
+        )
+    else:
+        echo(f"group {doc['group']} has no committed offsets and no assigned partitions")
+
+
+def _assignment_text(assignment: list[dict[str, Any]]) -> str | None:
+    by_topic: dict[str, list[int]] = {}
+    for tp in assignment:
+        by_topic.setdefault(tp["topic"], []).append(tp["partition"])
+    return " ".join(f"{t}:{','.join(map(str, ps))}" for t, ps in by_topic.items()) or None
+
+
+# ---------------------------------------------------------------------------------------------
+# reset-offsets
+
+
+@groups.command("reset-offsets", cls=Command)
+@click.argument("group")
+@click.option("-t", "--topic", "topic_specs", multiple=True, metavar="TOPIC[:P,P...]", help="Topic (optionally only some partitions); repeatable.")
+@click.option("--all-topics", is_flag=True, help="Every topic the group has committed offsets for.")
+@click.option("--to-earliest", is_flag=True, help="Reset to the earliest offset.")
+@click.option("--to-latest", is_flag=True, help="Reset to the log end offset.")
+@click.option("--to-offset", type=click.IntRange(min=0), default=None, help="Reset to this offset (clamped to the partition's range).")
+@click.option("--to-datetime", metavar="ISO8601|MS", help="Reset to the first offset at or after this time (no zone = local time).")
+@click.option("--shift-by", type=int, default=None, help="Move the committed offset by N (negative: back), clamped.")
+@click.option("--execute/--dry-run", default=False, help="Commit the new offsets; the default only shows them.")
+@json_option
+@client_options
+@handle_errors
+def reset_offsets(
+    group: str,
+    topic_specs: tuple[str, ...],
+    all_topics: bool,
+    to_earliest: bool,
+    to_latest: bool,
+    to_offset: int | None,
+    to_datetime: str | None,
+    shift_by: int | None,
+    execute: bool,
+    as_json: bool,
+    client: ClientOptions,
+) -> None:
+    """Reset a group's committed offsets (dry run unless --execute)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    strategies = [
+        name
+        for name, given in (
+            ("--to-earliest", to_earliest),
+            ("--to-latest", to_latest),
+            ("--to-offset", to_offset is not None),
+            ("--to-datetime", to_datetime is not None),
+            ("--shift-by", shift_by is not None),
+        )
+        if given
+    ]
+    if len(strategies) != 1:
+        raise CliUsageError(
+            "give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, --shift-by"
+            + (f" (got {', '.join(strategies)})" if strategies else "")
+        )
+    if bool(topic_specs) == all_topics:
+        raise CliUsageError("give --topic (repeatable) or --all-topics")
+    wanted = [_parse_topic_spec(spec) for spec in topic_specs]
+    timestamp = parse_timestamp(to_datetime, "--to-datetime") if to_datetime is not None else None
+
+    admin, metadata = admin_client(client)
+    desc = _describe_group(admin, client, group)
+    if desc is not None:
+        state, members = _state(desc.state), list(desc.members)
+        if members or state not in _INACTIVE:
+            raise CliError(
+                f"group {group!r} has {len(members)} active member{'s' if len(members) != 1 else ''} "
+                f"(state {state}); stop its consumers before resetting offsets"
+            )
+
+    committed_all = _committed(admin, client, group)
+    keys: list[tuple[str, int]] = []
+    if all_topics:
+        keys = sorted(committed_all)
+        if not keys:
+            raise CliError(f"group {group!r} has no committed offsets; name the topics with --topic")
+    for topic, parts in wanted:
+        problem = topic_error(metadata, topic)
+        if problem:
+            raise CliError(problem)
+        available = sorted(metadata.topics[topic].partitions)
+        for p in parts or []:
+            if p not in available:
+                raise CliError(f"topic {topic!r} has no partition {p} (it has {len(available)})")
+        keys += [(topic, p) for p in (parts or available)]
+    keys = sorted(dict.fromkeys(keys))
+
+    earliest = _offsets(admin, client, keys, OffsetSpec.earliest())
+    latest = _offsets(admin, client, keys, OffsetSpec.latest())
+    by_time = _offsets(admin, client, keys, OffsetSpec.for_timestamp(timestamp)) if timestamp is not None else {}
+    plan = []
+    for key in keys:
+        if key not in earliest or key not in latest:
+            raise CliError(f"cannot get the offsets of {key[0]}-{key[1]}")
+        low, high, current = earliest[key], latest[key], committed_all.get(key)
+        if to_earliest:
+            target = low
+        elif to_latest:
+            target = high
+        elif to_offset is not None:
+            target = to_offset
+        elif timestamp is not None:
+            found = by_time.get(key, -1)
+            target = found if found >= 0 else high
+        else:
+            if current is None:
+                raise CliError(f"group {group!r} has no committed offset for {key[0]}-{key[1]} to shift from")
+            target = current + shift_by  # type: ignore[operator]
+        clamped = min(max(target, low), high)
+        if clamped != target and not as_json:
+            warn(f"{key[0]}-{key[1]}: offset {target} is outside {low}..{high}; using {clamped}")
+        plan.append({"topic": key[0], "partition": key[1], "current_offset": current, "new_offset": clamped})
+
+    if execute:
+        request = ConsumerGroupTopicPartitions(group, [TopicPartition(p["topic"], p["partition"], p["new_offset"]) for p in plan])
+        futures = admin.alter_consumer_group_offsets([request], **request_kwargs(client))
+        result = future_result(futures[group], f"cannot commit offsets of group {group!r}")
+        errors = [tp for tp in result.topic_partitions if tp.error is not None]
+        if errors:
+            tp = errors[0]
+            raise CliError(f"cannot commit offset of {tp.topic}-{tp.partition} for group {group!r}: {kafka_error_text(tp.error)}")
+
+    if as_json:
+        echo_json({"group": group, "executed": execute, "partitions": plan})
+    else:
+        echo_table(
+            ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET"],
+            [(group, p["topic"], p["partition"], p["current_offset"], p["new_offset"]) for p in plan],
+        )
+    if not execute:
+        warn("dry run: no offsets were changed; add --execute to commit them")
+
+
+def _parse_topic_spec(spec: str) -> tuple[str, list[int] | None]:
+    topic, sep, rest = spec.partition(":")
+    topic = topic.strip()
+    if not topic:
+        raise CliUsageError(f"invalid --topic {spec!r}: expected TOPIC or TOPIC:P,P")
+    if not sep:
+        return topic, None
+    try:
+        parts = [int(p) for p in rest.split(",") if p.strip()]
+    except ValueError:
+        raise CliUsageError(f"invalid --topic {spec!r}: partitions must be numbers, e.g. {topic}:0,1") from None
+    if not parts or any(p < 0 for p in parts):
+        raise CliUsageError(f"invalid --topic {spec!r}: expected TOPIC:P,P with partitions >= 0")
+    return topic, sorted(set(parts))
+
+
+# ---------------------------------------------------------------------------------------------
+# delete
+
+
+@groups.command("delete", cls=Command)
+@click.argument("names", metavar="GROUP...", nargs=-1, required=True)
+@json_option
+@client_options
+@handle_errors
+def delete(names: tuple[str, ...], as_json: bool, client: ClientOptions) -> None:
+    """Delete groups (they must have no active members)."""
+    admin, _ = admin_client(client)
+    futures = admin.delete_consumer_groups(list(dict.fromkeys(names)), **request_kwargs(client))
+    results, failed = [], 0
+    for group, future in futures.items():
+        try:
+            future.result()
+            results.append({"group": group, "deleted": True})
+        except Exception as exc:  # noqa: BLE001
+            failed += 1
+            code = error_code(exc)
+            if code == "GROUP_ID_NOT_FOUND":
+                report_error(f"cannot delete group {group!r}: it does not exist")
+            elif code == "NON_EMPTY_GROUP":
+                report_error(f"cannot delete group {group!r}: it has active members")
+            else:
+                report_error(error_from_exception(exc, f"cannot delete group {group!r}").message)
+    if as_json:
+        echo_json(results)
+    else:
+        for r in results:
+            echo(f"deleted group {r['group']}")
+    if failed:
+        raise click.exceptions.Exit(1)

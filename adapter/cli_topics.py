@@ -1,0 +1,387 @@
+"""``rmqk topics create|list|describe|delete|alter``: topic administration over the Kafka protocol.
+
+The counterpart of ``kafka-topics.sh`` (AdminClient: CreateTopics, Metadata, DescribeConfigs,
+ListOffsets, DeleteTopics, CreatePartitions, IncrementalAlterConfigs). confluent_kafka is
+imported inside the commands (see ``adapter.cli_common``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from adapter.cli_common import (
+    ClientOptions,
+    CliError,
+    CliUsageError,
+    Command,
+    Group,
+    admin_client,
+    client_options,
+    echo,
+    echo_json,
+    echo_table,
+    error_code,
+    error_from_exception,
+    future_result,
+    handle_errors,
+    json_option,
+    kafka_uuid,
+    parse_key_values,
+    report_error,
+    request_kwargs,
+    topic_error,
+)
+
+DYNAMIC_TOPIC_CONFIG = 1  # ConfigSource of a per-topic override
+
+
+@click.group("topics", cls=Group, no_args_is_help=True)
+def topics() -> None:
+    """Create, list, describe, alter and delete topics (like kafka-topics.sh)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# create
+
+
+@topics.command("create", cls=Command)
+@click.argument("names", metavar="TOPIC...", nargs=-1, required=True)
+@click.option("-p", "--partitions", type=click.IntRange(min=1), default=None, help="Number of partitions. [default: the broker's num.partitions]")
+@click.option("-r", "--replication-factor", type=click.IntRange(min=1), default=None, help="Replication factor. [default: the broker's default]")
+@click.option("-c", "--config", "configs", multiple=True, metavar="KEY=VALUE", help="Topic config (repeatable), e.g. retention.ms=86400000.")
+@click.option("--if-not-exists", is_flag=True, help="Succeed when the topic already exists.")
+@click.option("--dry-run", is_flag=True, help="Only validate the request (validate_only); create nothing.")
+@json_option
+@client_options
+@handle_errors
+def create(
+    names: tuple[str, ...],
+    partitions: int | None,
+    replication_factor: int | None,
+    configs: tuple[str, ...],
+    if_not_exists: bool,
+    dry_run: bool,
+    as_json: bool,
+    client: ClientOptions,
+) -> None:
+    """Create one or more topics."""
+    from confluent_kafka.admin import NewTopic
+
+    config = dict(parse_key_values(configs, "--config"))
+    admin, _ = admin_client(client)
+    new = [
+        NewTopic(name, num_partitions=partitions or -1, replication_factor=replication_factor or -1, config=config)
+        for name in dict.fromkeys(names)
+    ]
+    futures = admin.create_topics(new, validate_only=dry_run, operation_timeout=client.timeout, **request_kwargs(client))
+    results, failed = [], 0
+    for name, future in futures.items():
+        try:
+            future.result()
+            results.append({"topic": name, "created": not dry_run, "validated": dry_run, "existed": False})
+        except Exception as exc:  # noqa: BLE001
+            if if_not_exists and error_code(exc) == "TOPIC_ALREADY_EXISTS":
+                results.append({"topic": name, "created": False, "validated": False, "existed": True})
+                continue
+            failed += 1
+            report_error(error_from_exception(exc, f"cannot create topic {name!r}").message)
+    if not dry_run:
+        counts = _partition_counts(admin, client, [r["topic"] for r in results])
+        for result in results:
+            result["partitions"] = counts.get(result["topic"])
+    if as_json:
+        echo_json(results)
+    else:
+        for r in results:
+            if r["existed"]:
+                echo(f"topic {r['topic']} already exists")
+            elif dry_run:
+                echo(f"topic {r['topic']} can be created (dry run, nothing changed)")
+            else:
+                shown = f" with {r['partitions']} partition{'s' if r['partitions'] != 1 else ''}" if r.get("partitions") else ""
+                echo(f"created topic {r['topic']}{shown}")
+    if failed:
+        raise click.exceptions.Exit(1)
+
+
+def _partition_counts(admin: Any, client: ClientOptions, names: list[str]) -> dict[str, int]:
+    if not names:
+        return {}
+    try:
+        metadata = admin.list_topics(timeout=client.timeout)
+    except Exception:  # noqa: BLE001 - the counts are cosmetic
+        return {}
+    return {n: len(metadata.topics[n].partitions) for n in names if n in metadata.topics and metadata.topics[n].error is None}
+
+
+# ---------------------------------------------------------------------------------------------
+# list
+
+
+@topics.command("list", cls=Command)
+@json_option
+@client_options
+@handle_errors
+def list_topics(as_json: bool, client: ClientOptions) -> None:
+    """List topic names, one per line (--json adds partition counts)."""
+    _, metadata = admin_client(client)
+    names = sorted(n for n, t in metadata.topics.items() if t.error is None)
+    if as_json:
+        echo_json([{"topic": n, "partitions": len(metadata.topics[n].partitions)} for n in names])
+    else:
+        for name in names:
+            echo(name)
+
+
+# ---------------------------------------------------------------------------------------------
+# describe
+
+
+@topics.command("describe", cls=Command)
+@click.argument("names", metavar="[TOPIC...]", nargs=-1)
+@click.option("--all-configs", is_flag=True, help="Show every config, not only those that differ from the defaults.")
+@json_option
+@client_options
+@handle_errors
+def describe(names: tuple[str, ...], all_configs: bool, as_json: bool, client: ClientOptions) -> None:
+    """Partitions (leader, replicas, ISR, offsets), topic id and configs of topics (default: all)."""
+    from confluent_kafka import TopicCollection
+
+    admin, metadata = admin_client(client)
+    wanted = list(dict.fromkeys(names)) or sorted(n for n, t in metadata.topics.items() if t.error is None)
+    missing = [n for n in wanted if topic_error(metadata, n)]
+    present = [n for n in wanted if n not in missing]
+    descriptions: dict[str, Any] = {}
+    if present:
+        futures = admin.describe_topics(TopicCollection(present), **request_kwargs(client))
+        for name, future in futures.items():
+            try:
+                descriptions[name] = future.result()
+            except Exception as exc:  # noqa: BLE001
+                if error_code(exc) == "UNKNOWN_TOPIC_OR_PART":
+                    missing.append(name)
+                else:
+                    raise error_from_exception(exc, f"cannot describe topic {name!r}") from None
+    present = [n for n in present if n in descriptions]
+    configs = _configs(admin, client, present, all_configs)
+    earliest, latest = _watermarks(admin, client, [(n, p.id) for n in present for p in descriptions[n].partitions])
+
+    documents = []
+    for name in present:
+        desc = descriptions[name]
+        parts = sorted(desc.partitions, key=lambda p: p.id)
+        documents.append(
+            {
+                "topic": name,
+                "topic_id": kafka_uuid(desc.topic_id),
+                "internal": bool(getattr(desc, "is_internal", False)),
+                "partition_count": len(parts),
+                "replication_factor": max((len(p.replicas) for p in parts), default=0),
+                "configs": configs.get(name, {}),
+                "partitions": [
+                    {
+                        "partition": p.id,
+                        "leader": p.leader.id if p.leader is not None else None,
+                        "replicas": [r.id for r in p.replicas],
+                        "isr": [r.id for r in p.isr],
+                        "earliest_offset": earliest.get((name, p.id)),
+                        "latest_offset": latest.get((name, p.id)),
+                    }
+                    for p in parts
+                ],
+            }
+        )
+    if as_json:
+        echo_json(documents)
+    else:
+        for i, doc in enumerate(documents):
+            if i:
+                echo()
+            shown_configs = ",".join(f"{k}={v}" for k, v in doc["configs"].items()) or "-"
+            echo(
+                f"Topic: {doc['topic']}  TopicId: {doc['topic_id'] or '-'}  Partitions: {doc['partition_count']}  "
+                f"ReplicationFactor: {doc['replication_factor']}  Configs: {shown_configs}"
+            )
+            echo_table(
+                ["PARTITION", "LEADER", "REPLICAS", "ISR", "EARLIEST-OFFSET", "LATEST-OFFSET", "RECORDS"],
+                [
+                    (
+                        p["partition"],
+                        p["leader"],
+                        ",".join(map(str, p["replicas"])),
+                        ",".join(map(str, p["isr"])),
+                        p["earliest_offset"],
+                        p["latest_offset"],
+                        _difference(p["latest_offset"], p["earliest_offset"]),
+                    )
+                    for p in doc["partitions"]
+                ],
+            )
+    if missing:
+        raise CliError("; ".join(f"topic {n!r} does not exist" for n in missing))
+
+
+def _difference(high: int | None, low: int | None) -> int | None:
+    return None if high is None or low is None else max(0, high - low)
+
+
+def _configs(admin: Any, client: ClientOptions, names: list[str], all_configs: bool) -> dict[str, dict[str, str]]:
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    if not names:
+        return {}
+    out: dict[str, dict[str, str]] = {}
+    futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, n) for n in names], **request_kwargs(client))
+    for resource, future in futures.items():
+        entries = future_result(future, f"cannot describe configs of topic {resource.name!r}")
+        out[resource.name] = {
+            name: entry.value
+            for name, entry in sorted(entries.items())
+            if all_configs or _source(entry) == DYNAMIC_TOPIC_CONFIG
+        }
+    return out
+
+
+def _source(entry: Any) -> int:
+    source = entry.source
+    return int(getattr(source, "value", source))
+
+
+def _watermarks(
+    admin: Any, client: ClientOptions, partitions: list[tuple[str, int]]
+) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
+    """(earliest, latest) offsets per (topic, partition) via ListOffsets; failures are left out."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    results: list[dict[tuple[str, int], int]] = []
+    for spec in (OffsetSpec.earliest(), OffsetSpec.latest()):
+        found: dict[tuple[str, int], int] = {}
+        if partitions:
+            futures = admin.list_offsets({TopicPartition(t, p): spec for t, p in partitions}, **request_kwargs(client))
+            for tp, future in futures.items():
+                try:
+                    found[(tp.topic, tp.partition)] = future.result().offset
+                except Exception:  # noqa: BLE001, S110 - shown as '-'
+                    pass
+        results.append(found)
+    return results[0], results[1]
+
+
+# ---------------------------------------------------------------------------------------------
+# delete
+
+
+@topics.command("delete", cls=Command)
+@click.argument("names", metavar="TOPIC...", nargs=-1, required=True)
+@click.option("--if-exists", is_flag=True, help="Succeed when the topic does not exist.")
+@json_option
+@client_options
+@handle_errors
+def delete(names: tuple[str, ...], if_exists: bool, as_json: bool, client: ClientOptions) -> None:
+    """Delete one or more topics."""
+    admin, _ = admin_client(client)
+    futures = admin.delete_topics(list(dict.fromkeys(names)), operation_timeout=client.timeout, **request_kwargs(client))
+    results, failed = [], 0
+    for name, future in futures.items():
+        try:
+            future.result()
+            results.append({"topic": name, "deleted": True})
+        except Exception as exc:  # noqa: BLE001
+            if if_exists and error_code(exc) == "UNKNOWN_TOPIC_OR_PART":
+                results.append({"topic": name, "deleted": False})
+                continue
+            failed += 1
+            if error_code(exc) == "UNKNOWN_TOPIC_OR_PART":
+                report_error(f"cannot delete topic {name!r}: it does not exist")
+            else:
+                report_error(error_from_exception(exc, f"cannot delete topic {name!r}").message)
+    if as_json:
+        echo_json(results)
+    else:
+        for r in results:
+            echo(f"deleted topic {r['topic']}" if r["deleted"] else f"topic {r['topic']} does not exist")
+    if failed:
+        raise click.exceptions.Exit(1)
+
+
+# ---------------------------------------------------------------------------------------------
+# alter
+
+
+@topics.command("alter", cls=Command)
+@click.argument("name", metavar="TOPIC")
+@click.option("-p", "--partitions", type=click.IntRange(min=1), default=None, help="Grow the topic to this many partitions.")
+@click.option("-c", "--config", "configs", multiple=True, metavar="KEY=VALUE", help="Set a topic config (repeatable).")
+@click.option("-d", "--delete-config", "deleted", multiple=True, metavar="KEY", help="Remove a topic config override (repeatable).")
+@click.option("--dry-run", is_flag=True, help="Only validate the changes; change nothing.")
+@json_option
+@client_options
+@handle_errors
+def alter(
+    name: str,
+    partitions: int | None,
+    configs: tuple[str, ...],
+    deleted: tuple[str, ...],
+    dry_run: bool,
+    as_json: bool,
+    client: ClientOptions,
+) -> None:
+    """Grow partitions and set or remove configs (incremental alter configs)."""
+    from confluent_kafka.admin import (
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewPartitions,
+        ResourceType,
+    )
+
+    to_set = dict(parse_key_values(configs, "--config"))
+    to_delete = list(dict.fromkeys(k.strip() for k in deleted))
+    if partitions is None and not to_set and not to_delete:
+        raise CliUsageError("nothing to alter: give --partitions, --config or --delete-config")
+    if any(not k for k in to_delete):
+        raise CliUsageError("invalid --delete-config '': expected a config name")
+    both = sorted(set(to_set) & set(to_delete))
+    if both:
+        raise CliUsageError(f"config {both[0]!r} is both set and deleted")
+
+    admin, metadata = admin_client(client)
+    problem = topic_error(metadata, name)
+    if problem:
+        raise CliError(problem)
+    current = len(metadata.topics[name].partitions)
+    if partitions is not None and partitions < current:
+        raise CliError(f"topic {name!r} has {current} partitions; the count can only grow")
+
+    result: dict[str, Any] = {"topic": name, "dry_run": dry_run}
+    if to_set or to_delete:
+        entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in to_set.items()]
+        entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in to_delete]
+        resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries)
+        futures = admin.incremental_alter_configs([resource], validate_only=dry_run, **request_kwargs(client))
+        for future in futures.values():
+            future_result(future, f"cannot alter configs of topic {name!r}")
+        result["set"] = to_set
+        result["deleted"] = to_delete
+    if partitions is not None and partitions != current:
+        futures = admin.create_partitions(
+            [NewPartitions(name, partitions)], validate_only=dry_run, operation_timeout=client.timeout, **request_kwargs(client)
+        )
+        for future in futures.values():
+            future_result(future, f"cannot grow topic {name!r} to {partitions} partitions")
+    if partitions is not None:
+        result["partitions"] = {"before": current, "after": partitions}
+
+    if as_json:
+        echo_json(result)
+        return
+    changes = []
+    if partitions is not None:
+        changes.append(f"partitions {current} -> {partitions}" if partitions != current else f"partitions unchanged ({current})")
+    changes += [f"set {k}={v}" for k, v in to_set.items()]
+    changes += [f"deleted {k}" for k in to_delete]
+    prefix = "dry run, nothing changed: " if dry_run else ""
+    echo(f"{'validated' if dry_run else 'altered'} topic {name}: {prefix}{'; '.join(changes)}")
