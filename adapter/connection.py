@@ -134,6 +134,10 @@ class KafkaConnection(asyncio.Protocol):
                 return
             except asyncio.CancelledError:
                 return
+            if self._closed:
+                # The connection went away while the request ran; a handler may still finish
+                # (a long poll can swallow its cancellation), but nothing is left to answer.
+                return
             self._pending.popleft()
             if self._reading_paused and len(self._pending) < MAX_OUTSTANDING // 2:
                 self._reading_paused = False

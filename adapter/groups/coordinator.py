@@ -152,6 +152,7 @@ class GroupCoordinator:
         client_id: str,
         client_host: str,
         require_known_member_id: bool,
+        can_skip_assignment: bool = False,
     ) -> dict:
         """A JoinGroup; returns the response fields (error_code, generation_id, ...)."""
         if not group_id:
@@ -174,7 +175,8 @@ class GroupCoordinator:
                 return _join_error(ErrorCode.fenced_instance_id, member_id)
             if not member_id and known is not None:
                 return await self._rejoin_static(group, known, protocols, session_timeout_ms,
-                                                 rebalance_timeout_ms, client_id, client_host)
+                                                 rebalance_timeout_ms, client_id, client_host,
+                                                 can_skip_assignment)
         if not member_id:
             member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
             if require_known_member_id and group_instance_id is None:
@@ -224,6 +226,7 @@ class GroupCoordinator:
     async def _rejoin_static(
         self, group: ConsumerGroup, old_id: str, protocols: list[tuple[str, bytes]],
         session_timeout_ms: int, rebalance_timeout_ms: int, client_id: str, client_host: str,
+        can_skip_assignment: bool = False,
     ) -> dict:
         """A static member came back without its member id (it restarted): it takes over its
         old place under a new id, fencing the old id, without a rebalance if nothing changed."""
@@ -236,11 +239,24 @@ class GroupCoordinator:
                         assignment=old.assignment)
         group.members[new_id] = member
         group.static_members[old.group_instance_id] = new_id
+        previous_leader = group.leader_id
         if group.leader_id == old_id:
             group.leader_id = new_id
-        if group.state is GroupState.STABLE and protocols == old.protocols:
+        # Kafka (updateStaticMemberAndRebalance): in a Stable group, no rebalance unless the
+        # group's protocol would change; the member's metadata bytes may differ (owned
+        # partitions of cooperative-sticky), they are simply stored.
+        if group.state is GroupState.STABLE and group.select_protocol() == group.protocol_name:
             self._changed()
-            return self._join_answer(group, member)
+            answer = self._join_answer(group, member)
+            if new_id == group.leader_id:
+                # A rejoining leader must not run an assignment the Stable group would ignore:
+                # v9+ says so (KIP-814); older versions get the previous leader id, no members.
+                if can_skip_assignment:
+                    answer["skip_assignment"] = True
+                else:
+                    answer["leader"] = previous_leader or ""
+                    answer["members"] = []
+            return answer
         if group.state is not GroupState.PREPARING_REBALANCE:
             self._prepare_rebalance(group, f"static member {old.group_instance_id} rejoined")
         member.join_waiter = asyncio.get_running_loop().create_future()
@@ -389,11 +405,11 @@ class GroupCoordinator:
             group, member = self._member(group_id, member_id, group_instance_id)
         except GroupError as exc:
             return exc.code
+        if generation_id != group.generation_id:
+            return ErrorCode.illegal_generation
         member.last_seen = self._clock.monotonic()
         if group.state is GroupState.PREPARING_REBALANCE:
             return ErrorCode.rebalance_in_progress
-        if generation_id != group.generation_id:
-            return ErrorCode.illegal_generation
         return ErrorCode.none
 
     def leave(self, group_id: str, member_id: str, group_instance_id: str | None) -> ErrorCode:

@@ -26,6 +26,7 @@ async def handle(ctx: BrokerContext, request: Request):
         client_host=CLIENT_HOST.get(),
         # v4+: a member without an id is given one and must join again with it (KIP-394).
         require_known_member_id=request.api_version >= 4,
+        can_skip_assignment=request.api_version >= 9,  # KIP-814
     )
     if request.api_version < 7:  # protocol name and type became nullable only in v7
         answer["protocol_name"] = answer["protocol_name"] or ""
