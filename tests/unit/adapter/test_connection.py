@@ -1,0 +1,62 @@
+"""KafkaConnection's request pipeline, with a fake transport (no sockets)."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+from adapter.connection import KafkaConnection
+
+
+class FakeTransport(asyncio.Transport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.written: list[bytes] = []
+        self.closed = False
+
+    def get_extra_info(self, name, default=None):
+        return ("127.0.0.1", 5555) if name == "peername" else default
+
+    def writelines(self, data) -> None:
+        self.written.append(b"".join(data))
+
+    def write(self, data) -> None:
+        self.written.append(bytes(data))
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+async def test_an_answer_that_outlives_its_closed_connection_is_dropped(caplog):
+    # A handler may swallow its cancellation (asyncio.wait_for in a long poll can, when data
+    # arrives at the same moment) and finish after connection_lost cleared the queue; the
+    # writer then resumes with a result for a connection that no longer exists.
+    ctx = SimpleNamespace(config=SimpleNamespace(socket_request_max_bytes=1 << 20))
+    connection = KafkaConnection(ctx, set())
+    transport = FakeTransport()
+    connection.connection_made(transport)
+
+    async def stubborn() -> list[bytes]:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            pass
+        return [b"late answer"]
+
+    connection._pending.append(asyncio.ensure_future(stubborn()))
+    connection._writer = asyncio.ensure_future(connection._write_in_order())
+    await asyncio.sleep(0)
+    connection.connection_lost(None)
+    await asyncio.gather(connection._writer, return_exceptions=True)
+    assert connection._writer.exception() is None  # no IndexError from an emptied queue
+    assert transport.written == []
+    assert "Traceback" not in caplog.text
