@@ -1,0 +1,58 @@
+"""PySpark side of rmqkafka: a Python data source (Spark 4 ``pyspark.sql.datasource`` API).
+
+    import spark_connector
+    spark_connector.register(spark)          # once per SparkSession
+    df = (spark.read.format("rmqkafka")
+          .option("kafka.bootstrap.servers", "127.0.0.1:9092")
+          .option("subscribe", "orders")
+          .load())
+
+The short name is ``rmqkafka``, not ``kafka``: Spark's built-in sources win name clashes.
+Options, schema and semantics follow Spark's built-in Kafka source; see the README section
+"PySpark data source" for the option table and what is not (yet) supported.
+
+Modules: :mod:`.options` (parsing), :mod:`.offsets` (offset maps, ranges, rate limit,
+splitting), :mod:`.planning` (driver-side offset resolution), :mod:`.reader` (batch),
+:mod:`.stream_reader` (streaming), :mod:`.writer` (batch and streaming sink),
+:mod:`.client` (confluent-kafka wrapper), :mod:`.schema`, :mod:`.errors`.
+Executors need this package importable (installed, or shipped with ``addPyFile``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .errors import (
+    BrokerUnreachableError,
+    DataLossError,
+    KafkaClientError,
+    KafkaOptionError,
+    KafkaSourceError,
+    UnknownTopicError,
+    UnsupportedOptionError,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+SHORT_NAME = "rmqkafka"
+
+__all__ = [
+    "SHORT_NAME",
+    "BrokerUnreachableError",
+    "DataLossError",
+    "KafkaClientError",
+    "KafkaOptionError",
+    "KafkaSourceError",
+    "UnknownTopicError",
+    "UnsupportedOptionError",
+    "register",
+]
+
+
+def register(spark: SparkSession) -> str:
+    """Register the data source with ``spark`` under ``rmqkafka``; returns that name."""
+    from .source import KafkaDataSource
+
+    spark.dataSource.register(KafkaDataSource)
+    return KafkaDataSource.name()
