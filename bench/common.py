@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -29,6 +30,7 @@ class BrokerProcess:
     def stop(self) -> None:
         self.process.send_signal(signal.SIGTERM)
         self.process.wait(timeout=10)
+        shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
 def start_broker(flush: str = "async", extra: list[str] | None = None) -> BrokerProcess:
