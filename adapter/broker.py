@@ -31,34 +31,32 @@ class Broker:
         self.store = MessageStore(storage_config, self.clock)
         self.context: BrokerContext | None = None
         self.groups: GroupCoordinator | None = None
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []  # the primary listener first
+        self._contexts: list[BrokerContext] = []  # one per listener, same order
         self._connections: set[KafkaConnection] = set()
 
     async def start(self) -> tuple[str, int]:
-        """Bind the listener, recover the store, start serving; returns the bound (host, port).
+        """Bind the listeners, recover the store, start serving; returns the primary
+        listener's bound (host, port).
 
-        The socket is bound before the store is opened, so a port conflict fails before any
-        recovery work touches the data directory.
+        The sockets are bound before the store is opened, so a port conflict fails before any
+        recovery work touches the data directory. Each listener has its own context, which
+        differs only in the advertised address Metadata and FindCoordinator answer with.
         """
         cfg = self.adapter_config
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: KafkaConnection(self.context, self._connections),
-            host=cfg.host,
-            port=cfg.port,
-            reuse_address=True,
-            start_serving=False,
-        )
+        endpoints = [(cfg.host, cfg.port, cfg.advertised_host, cfg.advertised_port)] + [
+            (x.host, x.port, x.advertised_host, x.advertised_port) for x in cfg.extra_listeners
+        ]
         try:
+            for host, port, _, _ in endpoints:
+                self._servers.append(await self._bind(host, port, len(self._servers)))
             self.store.open()
             await self.store.start()
         except BaseException:
-            self._server.close()
-            self._server = None
+            for server in self._servers:
+                server.close()
+            self._servers = []
             raise
-        for sock in self._server.sockets:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        host, port = self._server.sockets[0].getsockname()[:2]
         waiters = FetchWaiters()
         self.store.add_append_listener(waiters.notify)
         self.groups = GroupCoordinator(
@@ -72,33 +70,57 @@ class Broker:
             ),
         )
         self.groups.start()
-        self.context = BrokerContext(
-            config=cfg,
-            storage_config=self.storage_config,
-            store=self.store,
-            clock=self.clock,
-            waiters=waiters,
-            groups=self.groups,
-            advertised_host=cfg.advertised_host or (host if host not in ("0.0.0.0", "::") else "127.0.0.1"),
-            advertised_port=cfg.advertised_port or port,
-        )
-        await self._server.start_serving()
+        bound = []
+        for server, (_, _, advertised_host, advertised_port) in zip(self._servers, endpoints):
+            host, port = server.sockets[0].getsockname()[:2]
+            bound.append((host, port))
+            self._contexts.append(
+                BrokerContext(
+                    config=cfg,
+                    storage_config=self.storage_config,
+                    store=self.store,
+                    clock=self.clock,
+                    waiters=waiters,
+                    groups=self.groups,
+                    advertised_host=advertised_host or (host if host not in ("0.0.0.0", "::") else "127.0.0.1"),
+                    advertised_port=advertised_port or port,
+                )
+            )
+        self.context = self._contexts[0]
+        for server in self._servers:
+            await server.start_serving()
         threading.Thread(target=record_batch.warm_up, name="warm-up", daemon=True).start()
         log.info(
-            "serving on %s:%d (advertised %s:%d), data in %s, flush %s, recovered %d batches",
-            host, port, self.context.advertised_host, self.context.advertised_port,
+            "serving on %s, data in %s, flush %s, recovered %d batches",
+            ", ".join(
+                f"{h}:{p} (advertised {c.advertised_host}:{c.advertised_port})"
+                for (h, p), c in zip(bound, self._contexts)
+            ),
             self.storage_config.data_dir, self.storage_config.flush, self.store.recovered_entries,
         )
-        return host, port
+        return bound[0]
+
+    async def _bind(self, host: str, port: int, index: int) -> asyncio.Server:
+        server = await asyncio.get_running_loop().create_server(
+            lambda: KafkaConnection(self._contexts[index], self._connections),
+            host=host,
+            port=port,
+            reuse_address=True,
+            start_serving=False,
+        )
+        for sock in server.sockets:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return server
 
     async def stop(self) -> None:
         """Stop accepting, close connections, flush, checkpoint, mark the shutdown clean."""
-        if self._server is not None:
-            self._server.close()
+        if self._servers:
+            for server in self._servers:
+                server.close()
             for connection in list(self._connections):
                 connection.close()
             await asyncio.sleep(0)
-            self._server = None
+            self._servers = []
         if self.groups is not None:
             await self.groups.stop()
         await self.store.close()

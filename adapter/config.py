@@ -6,6 +6,19 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True, slots=True)
+class ExtraListener:
+    """A further listener besides the primary one (server.properties ``listeners``), e.g. an
+    EXTERNAL one for clients outside a container network; Metadata and FindCoordinator
+    answer a connection with the advertised address of the listener it came in on."""
+
+    name: str
+    host: str
+    port: int
+    advertised_host: str | None = None  # None = the bound host (127.0.0.1 for 0.0.0.0)
+    advertised_port: int | None = None  # None = the bound port
+
+
+@dataclass(frozen=True, slots=True)
 class AdapterConfig:
     """Listener and Kafka-protocol settings (server.properties names in comments)."""
 
@@ -13,6 +26,7 @@ class AdapterConfig:
     port: int = 9092  # listeners; 0 picks an ephemeral port
     advertised_host: str | None = None  # advertised.listeners; None = the bound host
     advertised_port: int | None = None  # advertised.listeners; None = the bound port
+    extra_listeners: tuple[ExtraListener, ...] = ()  # the other entries of listeners
     node_id: int = 0  # node.id / broker.id
     num_partitions: int = 1  # num.partitions
     auto_create_topics: bool = True  # auto.create.topics.enable

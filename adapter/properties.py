@@ -10,11 +10,14 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
 
 =================================== ==========================================================
 ``listeners``                       ``NAME://HOST:PORT``; ``NAME://:PORT`` binds all interfaces
-                                    (0.0.0.0), ``NAME://[::1]:PORT`` is IPv6. Exactly one
-                                    client listener, PLAINTEXT only. Listeners named in
-                                    ``controller.listener.names`` are dropped (there is no
-                                    controller quorum), so Kafka's stock KRaft file works.
-``advertised.listeners``            what Metadata tells clients; empty host = the bound host
+                                    (0.0.0.0), ``NAME://[::1]:PORT`` is IPv6. One or more
+                                    client listeners with distinct names, PLAINTEXT only;
+                                    the first is the primary (``--host``/``--port`` override
+                                    it). Listeners named in ``controller.listener.names``
+                                    are dropped (there is no controller quorum), so Kafka's
+                                    stock KRaft file works.
+``advertised.listeners``            per listener name, what Metadata tells the clients that
+                                    connected to that listener; empty host = the bound host
 ``listener.security.protocol.map``  ``NAME:PROTOCOL,...``; the listener must map to PLAINTEXT
 ``log.dirs`` / ``log.dir``          the data directory (``log.dirs`` wins; first entry only)
 ``num.partitions``                  partitions of auto-created topics (>= 1)
@@ -58,7 +61,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapter.config import AdapterConfig
+from adapter.config import AdapterConfig, ExtraListener
 from storage.config import StorageConfig
 
 DATA_DIR_ENV = "RMQK_DATA_DIR"
@@ -342,8 +345,10 @@ def build_config(
     p = _Props(props, source)
     warnings: list[str] = []
 
-    listener = _client_listener(p)
-    advertised = _advertised_listener(p, listener)
+    listeners = _client_listeners(p)
+    advertised_by_name = _advertised_listeners(p, listeners)
+    listener = listeners[0] if listeners else None
+    advertised = advertised_by_name.get(listener.name if listener else "PLAINTEXT")
     bind_host = "127.0.0.1" if listener is None else (listener.host or "0.0.0.0")
     bind_port = 9092 if listener is None else listener.port
     if host is not None:
@@ -358,6 +363,20 @@ def build_config(
     if advertised is not None:
         adapter_kwargs["advertised_host"] = advertised.host or None
         adapter_kwargs["advertised_port"] = advertised.port
+    extras = []
+    for extra in listeners[1:]:
+        shown = advertised_by_name.get(extra.name)
+        extras.append(
+            ExtraListener(
+                extra.name,
+                extra.host or "0.0.0.0",
+                extra.port,
+                (shown.host or None) if shown else None,
+                shown.port if shown else None,
+            )
+        )
+    if extras:
+        adapter_kwargs["extra_listeners"] = tuple(extras)
     optional = {
         "node_id": node_id,
         "num_partitions": p.integer("num.partitions", minimum=1),
@@ -436,42 +455,44 @@ def _protocol_map(p: _Props) -> dict[str, str]:
     return mapping
 
 
-def _client_listener(p: _Props) -> Listener | None:
+def _client_listeners(p: _Props) -> list[Listener]:
+    """Every client listener, the primary one first; all must be PLAINTEXT, names distinct."""
     found = p.listeners("listeners", _controller_names(p))
+    raw = p.get("listeners") or ""
     if not found:
         if p.get("listeners") is not None:
-            raise p.error("listeners", p.get("listeners") or "", "no client listener given")
-        return None
-    if len(found) > 1:
-        names = ", ".join(f"{x.name}://{x.host}:{x.port}" for x in found)
-        reason = f"only one listener is supported, got {len(found)} ({names})"
-        raise p.error("listeners", p.get("listeners") or "", reason)
-    listener = found[0]
-    protocol = _protocol_map(p).get(listener.name, listener.name)
-    if protocol != "PLAINTEXT":
-        raise p.error(
-            "listeners", p.get("listeners") or "", f"only PLAINTEXT is supported, not {protocol}"
-        )
-    return listener
+            raise p.error("listeners", raw, "no client listener given")
+        return []
+    names = [listener.name for listener in found]
+    if len(set(names)) != len(names):
+        raise p.error("listeners", raw, "each listener needs its own name")
+    protocols = _protocol_map(p)
+    for listener in found:
+        protocol = protocols.get(listener.name, listener.name)
+        if protocol != "PLAINTEXT":
+            raise p.error("listeners", raw, f"only PLAINTEXT is supported, not {protocol}")
+    return found
 
 
-def _advertised_listener(p: _Props, listener: Listener | None) -> Listener | None:
+def _advertised_listeners(p: _Props, listeners: list[Listener]) -> dict[str, Listener]:
+    """Advertised address by listener name (names absent from the result advertise the
+    bound address)."""
     key = "advertised.listeners"
     found = p.listeners(key, _controller_names(p))
-    if not found:
-        return None
     raw = p.get(key) or ""
-    if len(found) > 1:
-        raise p.error(key, raw, f"only one advertised listener is supported, got {len(found)}")
-    advertised = found[0]
-    expected = listener.name if listener is not None else "PLAINTEXT"
-    if advertised.name != expected:
-        reason = f"listener name {advertised.name} does not match listeners ({expected})"
-        raise p.error(key, raw, reason)
-    if advertised.host in ("0.0.0.0", "::"):
-        raise p.error(key, raw, "cannot advertise the non-routable address " + advertised.host)
-    if advertised.port == 0:
-        raise p.error(key, raw, "cannot advertise port 0")
+    expected = [listener.name for listener in listeners] or ["PLAINTEXT"]
+    advertised: dict[str, Listener] = {}
+    for entry in found:
+        if entry.name not in expected:
+            reason = f"listener name {entry.name} does not match listeners ({', '.join(expected)})"
+            raise p.error(key, raw, reason)
+        if entry.name in advertised:
+            raise p.error(key, raw, f"listener {entry.name} is advertised twice")
+        if entry.host in ("0.0.0.0", "::"):
+            raise p.error(key, raw, "cannot advertise the non-routable address " + entry.host)
+        if entry.port == 0:
+            raise p.error(key, raw, "cannot advertise port 0")
+        advertised[entry.name] = entry
     return advertised
 
 

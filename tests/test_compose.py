@@ -131,11 +131,12 @@ def test_server_properties_is_accepted_and_consistent(services: dict[str, Any]) 
     assert cfg.adapter.host == "0.0.0.0"
     assert cfg.adapter.advertised_host in {"broker", broker.get("hostname")}
     assert cfg.adapter.advertised_host == "broker"
-    # host clients ("127.0.0.1 broker" in /etc/hosts): the bound port is published on the
-    # same host port that Metadata advertises
+    # host clients: a second listener advertises localhost on a port published as itself
+    (external,) = cfg.adapter.extra_listeners
+    assert external.advertised_host == "localhost"
     ports = _ports(broker)
-    assert cfg.adapter.port in ports, f"container port {cfg.adapter.port} is not published"
-    assert ports[cfg.adapter.port] == cfg.adapter.advertised_port
+    assert external.port in ports, f"container port {external.port} is not published"
+    assert ports[external.port] == external.advertised_port
     # the data directory lives on the named volume
     named = {str(v).split(":")[1] for v in broker.get("volumes", [])
              if not str(v).startswith((".", "/"))}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from adapter.config import AdapterConfig
+from adapter.config import AdapterConfig, ExtraListener
 from adapter.properties import (
     DATA_DIR_ENV,
     ConfigError,
@@ -206,10 +206,25 @@ class TestListeners:
             "process.roles",
         )
 
-    def test_several_client_listeners_are_refused(self):
-        message = error_of("listeners=PLAINTEXT://:9092,OTHER://:9093")
-        assert "listeners" in message and "PLAINTEXT://:9092,OTHER://:9093" in message
-        assert "only one listener is supported, got 2" in message
+    def test_several_client_listeners_the_first_is_primary(self):
+        config = build_config(
+            parse_properties(
+                "listeners=INTERNAL://:9092,EXTERNAL://127.0.0.1:19092\n"
+                "advertised.listeners=INTERNAL://broker:9092,EXTERNAL://localhost:19092\n"
+                "listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT\n"
+            )
+        )
+        a = config.adapter
+        assert (a.host, a.port, a.advertised_host, a.advertised_port) == ("0.0.0.0", 9092, "broker", 9092)
+        assert a.extra_listeners == (ExtraListener("EXTERNAL", "127.0.0.1", 19092, "localhost", 19092),)
+
+    def test_an_extra_listener_without_advertised_address_advertises_where_it_binds(self):
+        config = build_config(parse_properties("listeners=PLAINTEXT://:9092,OTHER://:9093\nlistener.security.protocol.map=OTHER:PLAINTEXT"))
+        assert config.adapter.extra_listeners == (ExtraListener("OTHER", "0.0.0.0", 9093, None, None),)
+
+    def test_listener_names_must_differ_and_be_plaintext(self):
+        assert "its own name" in error_of("listeners=PLAINTEXT://:9092,PLAINTEXT://:9093")
+        assert "only PLAINTEXT" in error_of("listeners=PLAINTEXT://:9092,SSL://:9093")
 
     def test_custom_name_mapped_to_plaintext(self):
         text = "listeners=CLIENT://h:1\nlistener.security.protocol.map=CLIENT:PLAINTEXT"
@@ -283,7 +298,8 @@ class TestAdvertisedListeners:
             ("advertised.listeners=PLAINTEXT://[::]:9092", "non-routable"),
             ("advertised.listeners=PLAINTEXT://h:0", "port 0"),
             ("advertised.listeners=OTHER://h:1", "does not match"),
-            ("advertised.listeners=PLAINTEXT://a:1,B://b:2", "only one advertised listener"),
+            ("advertised.listeners=PLAINTEXT://a:1,B://b:2", "does not match"),
+            ("advertised.listeners=PLAINTEXT://a:1,PLAINTEXT://b:2", "advertised twice"),
             ("advertised.listeners=nonsense", "expected NAME://HOST:PORT"),
         ],
     )
