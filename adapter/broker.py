@@ -7,10 +7,10 @@ import logging
 import socket
 import threading
 
-from storage import record_batch
-from storage.clock import Clock, SystemClock
-from storage.config import StorageConfig
-from storage.store import MessageStore
+from rmqkafka.storage import record_batch
+from rmqkafka.storage.clock import Clock, SystemClock
+from rmqkafka.storage.config import StorageConfig
+from rmqkafka.storage.store import MessageStore
 
 from .config import AdapterConfig
 from .connection import KafkaConnection

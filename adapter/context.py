@@ -6,9 +6,9 @@ from __future__ import annotations
 import contextvars
 from dataclasses import dataclass
 
-from storage.clock import Clock
-from storage.config import StorageConfig
-from storage.store import MessageStore
+from rmqkafka.storage.clock import Clock
+from rmqkafka.storage.config import StorageConfig
+from rmqkafka.storage.store import MessageStore
 
 from .config import AdapterConfig
 from .groups.coordinator import GroupCoordinator

@@ -42,8 +42,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, NoReturn
 
-READY_PREFIX = "rmqk broker started on "  # must match adapter.cli_serve.READY_PREFIX
-_SOURCE_ROOT = Path(__file__).resolve().parent.parent
+READY_PREFIX = "rmqk broker started on "  # must match rmqkafka.cli.serve.READY_PREFIX
 _STDERR_TAIL_LINES = 40
 
 
@@ -202,7 +201,7 @@ class EmbeddedBroker:
 
     def command(self, port: int = 0) -> list[str]:
         """The child's command line."""
-        cmd = [sys.executable, "-m", "adapter", "serve", "--host", self._bind_host]
+        cmd = [sys.executable, "-m", "rmqkafka", "serve", "--host", self._bind_host]
         cmd += ["--port", str(port), "--data-dir", str(self.data_dir)]
         if self._flush is not None:
             cmd += ["--flush", self._flush]
@@ -325,10 +324,6 @@ class EmbeddedBroker:
     def _child_env(self) -> dict[str, str]:
         env = dict(os.environ)
         env.update(self._env)
-        if (_SOURCE_ROOT / "pyproject.toml").is_file():
-            # A source checkout: make the child import the same code as this process.
-            inherited = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-            env["PYTHONPATH"] = os.pathsep.join([str(_SOURCE_ROOT), *inherited])
         return env
 
     def _abort(self, reason: str) -> NoReturn:

@@ -6,7 +6,7 @@ import logging
 
 from kio.schema.errors import ErrorCode
 
-from storage import errors as storage_errors
+from rmqkafka.storage import errors as storage_errors
 
 from .topic_configs import InvalidConfig
 

@@ -61,8 +61,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapter.config import AdapterConfig, ExtraListener
-from storage.config import StorageConfig
+from rmqkafka.adapter.config import AdapterConfig, ExtraListener
+from rmqkafka.storage.config import StorageConfig
 
 DATA_DIR_ENV = "RMQK_DATA_DIR"
 DEFAULT_DATA_DIR = "~/.rmqkafka/data"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from storage.errors import InvalidPartitionCountError, TopicExistsError
-from storage.topics import TopicMeta
+from rmqkafka.storage.errors import InvalidPartitionCountError, TopicExistsError
+from rmqkafka.storage.topics import TopicMeta
 
 from .context import BrokerContext
 from .errors import InvalidReplicaAssignment, InvalidReplication, InvalidTopicName

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from storage.config import StorageConfig
+from rmqkafka.storage.config import StorageConfig
 
 from .config import AdapterConfig
 

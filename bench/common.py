@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import signal
@@ -38,11 +37,10 @@ def start_broker(flush: str = "async", extra: list[str] | None = None) -> Broker
     data_dir = tempfile.mkdtemp(prefix="rmqk-bench-")
     began = time.perf_counter()
     process = subprocess.Popen(
-        [sys.executable, "-m", "adapter", "serve", "--port", "0", "--data-dir", data_dir,
+        [sys.executable, "-m", "rmqkafka", "serve", "--port", "0", "--data-dir", data_dir,
          "--flush", flush, "--log-level", "WARNING", *(extra or [])],
         stdout=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])},
     )
     assert process.stdout is not None
     line = process.stdout.readline()

@@ -54,8 +54,9 @@ def main() -> None:
 
     from pyspark.sql import SparkSession
 
-    import spark_connector
+    import rmqkafka.spark_connector as spark_connector
 
+    spark_connector.use_this_python_for_workers()
     jars = [j for j in re.split(r"[:,]", os.environ.get("SPARK_KAFKA_JARS", "")) if j]
     builder = (SparkSession.builder.master("local[2]").appName("rmqk-bench")
                .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2"))

@@ -1,6 +1,6 @@
 """PySpark side of rmqkafka: a Python data source (Spark 4 ``pyspark.sql.datasource`` API).
 
-    import spark_connector
+    import rmqkafka.spark_connector as spark_connector
     spark_connector.register(spark)          # once per SparkSession
     df = (spark.read.format("rmqkafka")
           .option("kafka.bootstrap.servers", "127.0.0.1:9092")
@@ -20,6 +20,8 @@ Executors need this package importable (installed, or shipped with ``addPyFile``
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import TYPE_CHECKING
 
 from .errors import (
@@ -47,6 +49,7 @@ __all__ = [
     "UnknownTopicError",
     "UnsupportedOptionError",
     "register",
+    "use_this_python_for_workers",
 ]
 
 
@@ -56,3 +59,14 @@ def register(spark: SparkSession) -> str:
 
     spark.dataSource.register(KafkaDataSource)
     return KafkaDataSource.name()
+
+
+def use_this_python_for_workers() -> str:
+    """Make Spark's Python workers run this interpreter, unless ``PYSPARK_PYTHON`` is set.
+
+    Without it Spark starts workers with ``python3`` from PATH, which from a virtual environment
+    that was not activated lacks pyarrow and this package (every read then fails inside the
+    workers with ``No module named ...``). For local masters, and clusters whose workers share
+    this machine's paths. Call it before the SparkSession starts; returns the workers' python.
+    """
+    return os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

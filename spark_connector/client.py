@@ -1,6 +1,6 @@
 """The Kafka client wrapper: confluent-kafka (librdkafka) for metadata, reads and writes.
 
-Why confluent-kafka: ``python -m spark_connector.client_bench`` times the executor's job
+Why confluent-kafka: ``python -m rmqkafka.spark_connector.client_bench`` times the executor's job
 (assign + seek + poll one partition until an end offset, collecting every column) with
 confluent-kafka, aiokafka and kafka-python; librdkafka with a deep prefetch
 (``queued.min.messages``) is the fastest (README, "PySpark data source").
@@ -9,7 +9,7 @@ confluent-kafka, aiokafka and kafka-python; librdkafka with a deep prefetch
   (earliest / latest / by timestamp) through one ``AdminClient``, as Spark's
   ``KafkaOffsetReaderAdmin`` does. Created lazily, closed by :meth:`Metadata.close`,
   never pickled.
-* :mod:`spark_connector.range_read` (executor) builds its consumer from the helpers here.
+* :mod:`rmqkafka.spark_connector.range_read` (executor) builds its consumer from the helpers here.
 * :class:`Writer` (executor): a producer that raises on any failed delivery.
 
 Before the first request every client probes ``kafka.bootstrap.servers`` with a plain TCP

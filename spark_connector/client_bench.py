@@ -1,14 +1,14 @@
-"""Which Kafka client should executors read with?  ``python -m spark_connector.client_bench``
+"""Which Kafka client should executors read with?  ``python -m rmqkafka.spark_connector.client_bench``
 
 The executor's job (what ``read()`` does for one Spark partition): assign one
 topic-partition, seek to ``start``, poll until ``end``, and collect every record's key,
 value, offset, timestamp and headers into columns. This script produces ``--records``
 (default 200000) records of ``--size`` (default 100) bytes to a one-partition topic on a
-fresh :class:`adapter.embedded.EmbeddedBroker` and times exactly that job with
+fresh :class:`rmqkafka.adapter.embedded.EmbeddedBroker` and times exactly that job with
 confluent-kafka (librdkafka), aiokafka and kafka-python, best of ``--rounds`` runs each.
 
 The last line, "rmqkafka task", is the data source's own executor read
-(:func:`spark_connector.range_read.read_range`: confluent-kafka plus building Arrow
+(:func:`rmqkafka.spark_connector.range_read.read_range`: confluent-kafka plus building Arrow
 record batches with headers). It is a measurement, not a test: numbers vary by 10-20 % on a shared machine.
 """
 
@@ -181,7 +181,7 @@ CLIENTS: dict[str, Callable[[str, int, int], int]] = {
 
 
 def main(argv: list[str] | None = None) -> None:
-    from adapter.embedded import EmbeddedBroker
+    from rmqkafka.adapter.embedded import EmbeddedBroker
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=200_000)

@@ -1,7 +1,7 @@
 """Exceptions the data source raises, each with a message a Spark user can act on.
 
 Spark shows a Python data source's exception as the last line of a ``PythonException`` or
-``AnalysisException`` (``[PYTHON_DATA_SOURCE_ERROR] ... spark_connector.errors.X: message``),
+``AnalysisException`` (``[PYTHON_DATA_SOURCE_ERROR] ... rmqkafka.spark_connector.errors.X: message``),
 so every message names the option or the topic-partition and says what to change.
 """
 

@@ -3,7 +3,7 @@
 Spark hands a Python data source its options with lower-cased keys; every lookup here is
 lower-case too, so ``startingOffsets`` and ``startingoffsets`` are the same option, as with
 the built-in source. Everything is validated up front (``load()`` time for reads), and
-every problem raises :class:`~spark_connector.errors.KafkaOptionError` naming the option.
+every problem raises :class:`~rmqkafka.spark_connector.errors.KafkaOptionError` naming the option.
 
 Parsed options are frozen dataclasses of plain values, so they pickle to the executors.
 """

@@ -4,7 +4,7 @@
 ``partitions()`` resolves ``startingOffsets`` / ``endingOffsets`` (or the timestamp forms)
 to concrete offsets once, with ListOffsets, so every task of the query reads a fixed range
 ``[start, end)``; ``minPartitions`` / ``maxRecordsPerPartition`` split large ranges.
-``read()`` yields ``pyarrow.RecordBatch`` es (see :func:`spark_connector.client.read_range`).
+``read()`` yields ``pyarrow.RecordBatch`` es (see :func:`rmqkafka.spark_connector.client.read_range`).
 """
 
 from __future__ import annotations

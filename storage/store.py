@@ -10,7 +10,7 @@ Files under ``data_dir``::
     topics.json              topic names, ids, partition counts, configs
     producer_ids.json        producer id allocation
     offsets/                 committed consumer-group offsets: journal + snapshot.json
-                             (storage.offset_store; its own crash handling, not derived)
+                             (rmqkafka.storage.offset_store; its own crash handling, not derived)
     checkpoint.json          {"position": P, "producers": ..., "log_start": ...,
                              "derived": {"<id>/<p>": [consume queue next offset, time index
                              entries]}}: everything derived is durable and consistent up to

@@ -1,13 +1,13 @@
 """Fixtures shared by all test kinds: real broker processes on ``tmp_path`` data directories.
 
-``broker``          one started :class:`adapter.embedded.EmbeddedBroker` per test.
+``broker``          one started :class:`rmqkafka.adapter.embedded.EmbeddedBroker` per test.
 ``broker_factory``  a callable ``make(start=True, **options)`` creating EmbeddedBrokers with
                     any constructor options (``flush="sync"``, ``config_file=...``, ``args=``);
                     each gets its own ``tmp_path`` data directory unless ``data_dir=`` is given;
                     all are closed at teardown.
 
 At teardown each broker's stderr is written to the test's captured stderr, so pytest shows
-the broker's log next to a failing test. ``adapter.embedded`` is imported inside the fixtures,
+the broker's log next to a failing test. ``rmqkafka.adapter.embedded`` is imported inside the fixtures,
 so collecting tests that need no broker never depends on it.
 """
 
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from adapter.embedded import EmbeddedBroker
+    from rmqkafka.adapter.embedded import EmbeddedBroker
 
 
 def _report(broker: EmbeddedBroker) -> None:
@@ -33,7 +33,7 @@ def _report(broker: EmbeddedBroker) -> None:
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
     """A started broker with a fresh data directory; stopped (SIGTERM) after the test."""
-    from adapter.embedded import EmbeddedBroker
+    from rmqkafka.adapter.embedded import EmbeddedBroker
 
     instance = EmbeddedBroker(data_dir=tmp_path / "broker-data")
     try:
@@ -46,7 +46,7 @@ def broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
 @pytest.fixture
 def broker_factory(tmp_path: Path) -> Iterator[Callable[..., EmbeddedBroker]]:
     """``make(start=True, **options) -> EmbeddedBroker``; all are closed at teardown."""
-    from adapter.embedded import EmbeddedBroker
+    from rmqkafka.adapter.embedded import EmbeddedBroker
 
     created: list[EmbeddedBroker] = []
 

@@ -3,7 +3,7 @@
 No Docker engine is available where these tests run, so nothing is started. What is checked:
 the YAML parses; the services exist and are wired (pipeline waits for a healthy broker, the
 broker has a healthcheck); compose/server.properties is accepted by the broker's own config
-builder (adapter.properties) and its advertised listener agrees with the service name, the
+builder (rmqkafka.adapter.properties) and its advertised listener agrees with the service name, the
 published port and the clients' bootstrap address; the Dockerfile has the targets the
 services build and installs the package with the spark extra; every referenced file exists;
 the pipeline's command line is accepted by the example's argument parser. With a docker CLI
@@ -23,7 +23,7 @@ import pytest
 
 yaml = pytest.importorskip("yaml", reason="PyYAML is not installed: pip install -e '.[test]'")
 
-from adapter.properties import load_config
+from rmqkafka.adapter.properties import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_DIR = ROOT / "compose"
@@ -153,12 +153,12 @@ def test_spark_services_and_pipeline_command(services: dict[str, Any]) -> None:
     assert master_url in _command(services["spark-worker"])
     assert _ports(services["spark-master"]).get(int(_flag(master, "--port")))
     pipeline = _command(services["pipeline"])
-    assert pipeline[:3] == ["python", "-m", "spark_connector.examples.order_pipeline"]
+    assert pipeline[:3] == ["python", "-m", "rmqkafka.spark_connector.examples.order_pipeline"]
     assert _flag(pipeline, "--master") == master_url
     assert "spark.driver.host=pipeline" in pipeline
     assert services["pipeline"].get("hostname") == "pipeline"
 
-    from spark_connector.examples.order_pipeline import parse_args
+    from rmqkafka.spark_connector.examples.order_pipeline import parse_args
 
     args = parse_args(pipeline[3:])  # exits (SystemExit) if the example would refuse them
     assert args.master == master_url and not args.streaming

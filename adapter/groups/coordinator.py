@@ -29,9 +29,9 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from storage.clock import Clock
-from storage.offset_store import CommittedOffset
-from storage.store import MessageStore
+from rmqkafka.storage.clock import Clock
+from rmqkafka.storage.offset_store import CommittedOffset
+from rmqkafka.storage.store import MessageStore
 
 from .group import ConsumerGroup, GroupState, Member
 

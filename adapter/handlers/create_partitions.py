@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from storage.errors import InvalidPartitionCountError, UnknownTopicError
+from rmqkafka.storage.errors import InvalidPartitionCountError, UnknownTopicError
 
 from ..codec import Request, response_type
 from ..codec.entities import make

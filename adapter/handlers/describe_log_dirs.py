@@ -29,8 +29,8 @@ from operator import itemgetter
 
 from kio.schema.errors import ErrorCode
 
-from storage import record_batch
-from storage.consume_queue import ENTRY
+from rmqkafka.storage import record_batch
+from rmqkafka.storage.consume_queue import ENTRY
 
 from ..codec import Request, response_type
 from ..codec.entities import make

@@ -17,7 +17,7 @@ import uuid
 
 from kio.schema.errors import ErrorCode
 
-from storage.errors import OffsetOutOfRangeError
+from rmqkafka.storage.errors import OffsetOutOfRangeError
 
 from ..codec import Encoded, Request, encode_fetch_response
 from ..context import BrokerContext

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from storage.producer_ids import MAX_EPOCH
+from rmqkafka.storage.producer_ids import MAX_EPOCH
 
 from ..codec import Request, response_type
 from ..codec.entities import make

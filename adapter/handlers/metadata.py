@@ -6,7 +6,7 @@ import uuid
 
 from kio.schema.errors import ErrorCode
 
-from storage.topics import TopicMeta
+from rmqkafka.storage.topics import TopicMeta
 
 from ..codec import Request, response_type
 from ..codec.entities import make

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from storage.offset_store import CommittedOffset
+from rmqkafka.storage.offset_store import CommittedOffset
 
 from ..codec import Request, response_type
 from ..codec.entities import make

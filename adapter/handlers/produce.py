@@ -13,7 +13,7 @@ import datetime
 
 from kio.schema.errors import ErrorCode
 
-from storage.errors import InvalidRecordError
+from rmqkafka.storage.errors import InvalidRecordError
 
 from ..codec import Encoded, Request, encode_produce_response
 from ..context import BrokerContext

@@ -1,5 +1,5 @@
 """Runnable examples of the ``rmqkafka`` PySpark data source.
 
-``python -m spark_connector.examples.order_pipeline --help`` — tagged order events in,
+``python -m rmqkafka.spark_connector.examples.order_pipeline --help`` — tagged order events in,
 per-tag, per-window statistics out; see that module's docstring.
 """

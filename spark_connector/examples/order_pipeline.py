@@ -1,8 +1,8 @@
 """Example pipeline: tagged order events -> Spark (``rmqkafka`` source) -> per-tag window stats.
 
-    python -m spark_connector.examples.order_pipeline                  # zero set-up
-    python -m spark_connector.examples.order_pipeline --bootstrap-servers 127.0.0.1:9092
-    python -m spark_connector.examples.order_pipeline --master spark://spark-master:7077 \\
+    python -m rmqkafka.spark_connector.examples.order_pipeline                  # zero set-up
+    python -m rmqkafka.spark_connector.examples.order_pipeline --bootstrap-servers 127.0.0.1:9092
+    python -m rmqkafka.spark_connector.examples.order_pipeline --master spark://spark-master:7077 \\
         --bootstrap-servers broker:9092                                 # a Spark cluster
 
 Steps:
@@ -29,7 +29,7 @@ Steps:
    summary table per tag, then the check line: the totals read back must equal what was
    produced (``check: OK``; exit status 0), else ``check: FAILED`` and exit status 1.
 
-Broker: ``--bootstrap-servers`` if given; otherwise an :class:`adapter.embedded.EmbeddedBroker`
+Broker: ``--bootstrap-servers`` if given; otherwise an :class:`rmqkafka.adapter.embedded.EmbeddedBroker`
 is started (and stopped) by this script on 127.0.0.1 with a temporary data directory, so it
 runs with nothing but ``pip install -e ".[spark]"`` and Java 17. The embedded broker is only
 reachable from this machine, so a ``spark://`` master requires ``--bootstrap-servers``.
@@ -47,7 +47,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import random
 import shutil
 import sys
@@ -60,6 +59,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+
+import rmqkafka
+from rmqkafka import spark_connector
 
 DEFAULT_CATEGORIES = "book,food,toy"
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: fixed, so windows are reproducible
@@ -78,7 +80,7 @@ class Produced:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
-        prog="python -m spark_connector.examples.order_pipeline",
+        prog="python -m rmqkafka.spark_connector.examples.order_pipeline",
         description="Tagged order events -> Spark (rmqkafka source) -> per-tag window stats.",
     )
     ap.add_argument("--bootstrap-servers", metavar="HOST:PORT",
@@ -131,7 +133,7 @@ def broker_address(bootstrap: str | None) -> Iterator[str]:
     if bootstrap:
         yield bootstrap
         return
-    from adapter.embedded import EmbeddedBroker
+    from rmqkafka.adapter.embedded import EmbeddedBroker
 
     with EmbeddedBroker() as broker:
         print(f"started an embedded broker on {broker.bootstrap_servers}", flush=True)
@@ -217,20 +219,18 @@ def produce_orders(args: argparse.Namespace, bootstrap: str) -> Produced:
 
 
 def zip_package(dest_dir: Path) -> Path:
-    import spark_connector
-
-    pkg = Path(spark_connector.__file__).resolve().parent
-    out = dest_dir / "spark_connector.zip"
+    """``rmqkafka/__init__.py`` and ``rmqkafka/spark_connector/``: what executors import."""
+    out = dest_dir / "rmqkafka-spark-connector.zip"
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.write(rmqkafka.__file__, "rmqkafka/__init__.py")
+        pkg = Path(spark_connector.__file__).resolve().parent
         for path in sorted(pkg.rglob("*.py")):
-            zf.write(path, Path("spark_connector") / path.relative_to(pkg))
+            zf.write(path, Path("rmqkafka/spark_connector") / path.relative_to(pkg))
     return out
 
 
 def spark_session(args: argparse.Namespace, workdir: Path) -> Any:
     from pyspark.sql import SparkSession
-
-    import spark_connector
 
     builder = (
         SparkSession.builder.appName("rmqkafka-order-pipeline").master(args.master)
@@ -396,7 +396,7 @@ def summarize(args: argparse.Namespace, produced: Produced, stats: list[dict[str
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.master.startswith("local"):
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers = this interpreter
+        spark_connector.use_this_python_for_workers()
     workdir = Path(tempfile.mkdtemp(prefix="rmqk-order-pipeline-"))
     spark = None
     try:

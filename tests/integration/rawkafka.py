@@ -641,9 +641,9 @@ def legacy_message(magic: int = 1, values: Iterable[bytes] = (b"old",)) -> bytes
 
 
 def start_broker(data_dir=None, flush: str | None = None):
-    """An ``adapter.embedded.EmbeddedBroker`` (use it as a context manager) on ``data_dir``,
+    """An ``rmqkafka.adapter.embedded.EmbeddedBroker`` (use it as a context manager) on ``data_dir``,
     for module-scoped brokers (tests/conftest.py's ``broker`` is per test)."""
-    from adapter.embedded import EmbeddedBroker
+    from rmqkafka.adapter.embedded import EmbeddedBroker
 
     return EmbeddedBroker(data_dir=data_dir, flush=flush)
 

@@ -1,11 +1,11 @@
 """Issue #3: the admin command line (``rmqk topics|produce|consume|groups``) against a real broker.
 
 The commands are Kafka clients (confluent-kafka), so every test here drives a real broker
-process (:class:`adapter.embedded.EmbeddedBroker`, one for the module; each test uses its
+process (:class:`rmqkafka.adapter.embedded.EmbeddedBroker`, one for the module; each test uses its
 own topics and groups). Most commands run in-process through click's CliRunner (a
 subprocess costs ~0.5 s of interpreter and librdkafka start-up); the contract that needs a
 real process (exit status and timing of an unreachable broker, progress on stderr, a group
-member that keeps running, the lazy imports) runs ``python -m adapter`` as a subprocess.
+member that keeps running, the lazy imports) runs ``python -m rmqkafka`` as a subprocess.
 
 What is checked: tables and ``--json`` of each command; one-line ``rmqk: error: ...`` with
 status 2 for bad command lines and status 1 for broker-side refusals and unreachable
@@ -37,7 +37,6 @@ from click.testing import CliRunner, Result
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -46,7 +45,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from adapter.embedded import EmbeddedBroker
+    from rmqkafka.adapter.embedded import EmbeddedBroker
 
     broker = EmbeddedBroker(data_dir=tmp_path_factory.mktemp("cli-admin-broker"))
     with broker:
@@ -66,7 +65,7 @@ def unique(prefix: str) -> str:
 
 def rmqk(*args: str, input: bytes | str | None = None) -> Result:
     """Run ``rmqk ARGS`` in-process (click's CliRunner); stdout and stderr are kept apart."""
-    from adapter.cli import main
+    from rmqkafka.cli import main
 
     return CliRunner().invoke(main, list(args), input=input, catch_exceptions=False, prog_name="rmqk")
 
@@ -87,20 +86,15 @@ def fails(status: int, *args: str, input: bytes | str | None = None) -> str:
     return errors[0]
 
 
-def env() -> dict[str, str]:
-    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), *inherited])}
-
-
 def run_process(*args: str, input: bytes | None = None, timeout: float = 30) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "adapter", *args],
+        [sys.executable, "-m", "rmqkafka", *args],
         check=False,
         input=input.decode() if input is not None else None,
         stdin=None if input is not None else subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        env=env(),
+        env=os.environ.copy(),
         timeout=timeout,
     )
 
@@ -142,9 +136,9 @@ def consume_json(bootstrap: str, topic: str, *extra: str) -> list[dict[str, Any]
 
 
 def test_cli_module_does_not_import_clients() -> None:
-    code = "import sys, adapter.cli; print(sorted(m for m in sys.modules if m.startswith(('confluent_kafka', 'adapter.cli_'))))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env(), check=True).stdout
-    assert out.strip() == "['adapter.cli_serve']"
+    code = "import sys, rmqkafka.cli; print(sorted(m for m in sys.modules if m.startswith(('confluent_kafka', 'rmqkafka.cli.'))))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ.copy(), check=True).stdout
+    assert out.strip() == "['rmqkafka.cli.serve']"
 
 
 def test_help_lists_client_commands() -> None:
@@ -452,7 +446,7 @@ def test_progress_on_stderr_only_when_asked(bootstrap: str) -> None:
 
 
 def test_progress_meter_redraws_in_place_on_a_terminal() -> None:
-    from adapter.cli_common import Progress
+    from rmqkafka.cli.common import Progress
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:
@@ -575,8 +569,8 @@ def test_groups_with_an_active_member(bootstrap: str) -> None:
     ok("topics", "create", topic, "--partitions", "2", "-b", bootstrap)
     produce_lines(bootstrap, topic, ["x", "y", "z"])
     member = subprocess.Popen(
-        [sys.executable, "-m", "adapter", "consume", topic, "-g", group, "--from-beginning", "-b", bootstrap],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(),
+        [sys.executable, "-m", "rmqkafka", "consume", topic, "-g", group, "--from-beginning", "-b", bootstrap],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy(),
         start_new_session=True,
     )
     try:

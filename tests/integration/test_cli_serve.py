@@ -1,4 +1,4 @@
-"""``python -m adapter serve`` as a real process: the ready line, signals, exit codes.
+"""``python -m rmqkafka serve`` as a real process: the ready line, signals, exit codes.
 
 The contract scripts and ``EmbeddedBroker`` rely on: stdout carries exactly one line,
 ``rmqk broker started on HOST:PORT`` with the bound port; SIGTERM or SIGINT stops the broker
@@ -22,35 +22,29 @@ import pytest
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
 READY = re.compile(r"rmqk broker started on 127\.0\.0\.1:(\d+)\n")
 MARKER = "clean_shutdown"
 
 
-def env() -> dict[str, str]:
-    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), *inherited])}
-
-
 def spawn(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "adapter", *args],
+        [sys.executable, "-m", "rmqkafka", *args],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env(),
+        env=os.environ.copy(),
         start_new_session=True,
     )
 
 
 def run(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "adapter", *args],
+        [sys.executable, "-m", "rmqkafka", *args],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        env=env(),
+        env=os.environ.copy(),
         timeout=timeout,
     )
 

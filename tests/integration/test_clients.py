@@ -37,7 +37,7 @@ import pytest
 from kio.index import load_response_schema
 from kio.serial import entity_reader, entity_writer
 
-from adapter.embedded import EmbeddedBroker
+from rmqkafka.adapter.embedded import EmbeddedBroker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -1,4 +1,4 @@
-"""adapter.embedded.EmbeddedBroker: lifecycle, real clients against it, crash and restart.
+"""rmqkafka.adapter.embedded.EmbeddedBroker: lifecycle, real clients against it, crash and restart.
 
 Also measures the time from ``start()`` to the ready line and prints it (shown even when
 pytest captures output), since "starts in well under a second" is a design goal.
@@ -18,7 +18,7 @@ from aiokafka import AIOKafkaClient
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from adapter.embedded import EmbeddedBroker, EmbeddedBrokerError
+from rmqkafka.adapter.embedded import EmbeddedBroker, EmbeddedBrokerError
 
 pytestmark = pytest.mark.integration
 

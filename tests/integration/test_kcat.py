@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from adapter.embedded import EmbeddedBroker
+from rmqkafka.adapter.embedded import EmbeddedBroker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

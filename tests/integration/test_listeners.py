@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from adapter.embedded import EmbeddedBroker
+from rmqkafka.adapter.embedded import EmbeddedBroker
 
 pytestmark = pytest.mark.integration
 

@@ -373,7 +373,7 @@ def rows_from(
 
 @pytest.fixture(scope="module")
 def bootstrap() -> Iterator[str]:
-    from adapter.embedded import EmbeddedBroker
+    from rmqkafka.adapter.embedded import EmbeddedBroker
 
     broker = EmbeddedBroker()
     with broker:

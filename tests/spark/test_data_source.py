@@ -60,7 +60,7 @@ class Rec:
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[Any]:
-    from adapter.embedded import EmbeddedBroker
+    from rmqkafka.adapter.embedded import EmbeddedBroker
 
     with EmbeddedBroker() as instance:
         yield instance
@@ -70,7 +70,7 @@ def broker() -> Iterator[Any]:
 def spark() -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
-    import spark_connector
+    import rmqkafka.spark_connector as spark_connector
 
     session = (
         SparkSession.builder.master("local[2]")

@@ -17,15 +17,15 @@ import pytest
 pytest.importorskip("pyspark", reason="pyspark is not importable; pip install -e '.[test]'")
 pytest.importorskip("pyarrow", reason="pyarrow is not importable; pip install -e '.[test]'")
 
-from spark_connector import errors
-from spark_connector.offsets import (
+from rmqkafka.spark_connector import errors
+from rmqkafka.spark_connector.offsets import (
     OffsetRange,
     offsets_from_json,
     offsets_to_json,
     rate_limit,
     split_ranges,
 )
-from spark_connector.options import parse_read_options, parse_write_options
+from rmqkafka.spark_connector.options import parse_read_options, parse_write_options
 
 BS = {"kafka.bootstrap.servers": "127.0.0.1:9"}
 
@@ -162,11 +162,11 @@ def test_kafka_passthrough() -> None:
 def test_every_class_pickles() -> None:
     from pyspark.sql.datasource import CaseInsensitiveDict
 
-    from spark_connector.reader import KafkaBatchReader, KafkaInputPartition
-    from spark_connector.schema import spark_schema
-    from spark_connector.source import KafkaDataSource
-    from spark_connector.stream_reader import KafkaStreamReader
-    from spark_connector.writer import (
+    from rmqkafka.spark_connector.reader import KafkaBatchReader, KafkaInputPartition
+    from rmqkafka.spark_connector.schema import spark_schema
+    from rmqkafka.spark_connector.source import KafkaDataSource
+    from rmqkafka.spark_connector.stream_reader import KafkaStreamReader
+    from rmqkafka.spark_connector.writer import (
         KafkaBatchWriter,
         KafkaCommitMessage,
         KafkaStreamWriter,
@@ -207,7 +207,7 @@ def loaded_broker():
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from adapter.embedded import EmbeddedBroker
+    from rmqkafka.adapter.embedded import EmbeddedBroker
 
     with EmbeddedBroker() as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
@@ -222,9 +222,9 @@ def loaded_broker():
 
 
 def _read(broker, start: int, end: int, fail: bool = True, headers: bool = True):
-    from spark_connector.options import ClientOptions
-    from spark_connector.range_read import read_range
-    from spark_connector.schema import arrow_schema, spark_schema
+    from rmqkafka.spark_connector.options import ClientOptions
+    from rmqkafka.spark_connector.range_read import read_range
+    from rmqkafka.spark_connector.schema import arrow_schema, spark_schema
 
     return list(
         read_range(
@@ -242,7 +242,7 @@ def _read(broker, start: int, end: int, fail: bool = True, headers: bool = True)
 def test_read_range_yields_arrow_batches_of_exactly_the_range(loaded_broker) -> None:
     import pyarrow as pa
 
-    from spark_connector.schema import arrow_schema, spark_schema
+    from rmqkafka.spark_connector.schema import arrow_schema, spark_schema
 
     broker, _ = loaded_broker
     batches = _read(broker, 37, 251)  # starts and ends inside compressed batches
@@ -279,8 +279,8 @@ def test_unreachable_broker_fails_fast() -> None:
     import socket
     import time
 
-    from spark_connector.client import Metadata
-    from spark_connector.options import ClientOptions
+    from rmqkafka.spark_connector.client import Metadata
+    from rmqkafka.spark_connector.options import ClientOptions
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -339,9 +339,9 @@ def test_gaps_are_not_data_loss(monkeypatch, batches, hwm, start, end, expected)
     import confluent_kafka
     import pyarrow as pa
 
-    from spark_connector import range_read
-    from spark_connector.options import ClientOptions
-    from spark_connector.schema import arrow_schema, spark_schema
+    from rmqkafka.spark_connector import range_read
+    from rmqkafka.spark_connector.options import ClientOptions
+    from rmqkafka.spark_connector.schema import arrow_schema, spark_schema
 
     monkeypatch.setattr(_FakeConsumer, "batches", batches)
     monkeypatch.setattr(_FakeConsumer, "hwm", hwm)

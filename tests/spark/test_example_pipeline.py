@@ -1,7 +1,7 @@
-"""The example pipeline (``python -m spark_connector.examples.order_pipeline``) end to end.
+"""The example pipeline (``python -m rmqkafka.spark_connector.examples.order_pipeline``) end to end.
 
 Each run is a fresh subprocess (its own JVM and SparkSession, nothing shared with the other
-Spark test modules) against an :class:`adapter.embedded.EmbeddedBroker` started by this
+Spark test modules) against an :class:`rmqkafka.adapter.embedded.EmbeddedBroker` started by this
 module; it must exit 0 and print totals equal to what it produced.
 """
 
@@ -31,19 +31,20 @@ if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 ROOT = Path(__file__).resolve().parents[2]
-MODULE = "spark_connector.examples.order_pipeline"
+MODULE = "rmqkafka.spark_connector.examples.order_pipeline"
 
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[Any]:
-    from adapter.embedded import EmbeddedBroker
+    from rmqkafka.adapter.embedded import EmbeddedBroker
 
     with EmbeddedBroker() as instance:
         yield instance
 
 
 def run_pipeline(*args: str, timeout: float = 180) -> tuple[subprocess.CompletedProcess[str], float]:
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=str(ROOT))
+    # No PYSPARK_PYTHON: the pipeline must give Spark's workers its own interpreter.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
     started = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", MODULE, "--master", "local[2]", *args],
@@ -130,7 +131,7 @@ def test_streaming_run_over_several_micro_batches_counts_only_its_own_records(
 
 
 def test_cluster_master_without_bootstrap_servers_is_refused() -> None:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ)
     proc = subprocess.run(
         [sys.executable, "-m", MODULE, "--master", "spark://nowhere:7077"],
         cwd=ROOT, env=env, check=False, capture_output=True, text=True, timeout=60,

@@ -28,7 +28,7 @@ from kio.static.primitive import TZAware
 from kio.static.primitive import i32Timedelta
 from kio.static.primitive import i64Timedelta
 
-from adapter.codec.framing import FrameDecoder
+from rmqkafka.adapter.codec.framing import FrameDecoder
 
 
 

@@ -22,21 +22,21 @@ from kio.schema.describe_topic_partitions.v0.request import (
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
-from adapter.codec import Request
-from adapter.config import AdapterConfig
-from adapter.handlers import describe_log_dirs, describe_topic_partitions
-from adapter.handlers.alter_configs import ConfigRefused
-from adapter.handlers.incremental_alter_configs import (
+from rmqkafka.adapter.codec import Request
+from rmqkafka.adapter.config import AdapterConfig
+from rmqkafka.adapter.handlers import describe_log_dirs, describe_topic_partitions
+from rmqkafka.adapter.handlers.alter_configs import ConfigRefused
+from rmqkafka.adapter.handlers.incremental_alter_configs import (
     APPEND,
     DELETE,
     SET,
     SUBTRACT,
     apply_operations,
 )
-from adapter.handlers.offset_for_leader_epoch import end_offset_for, fencing_error
-from adapter.topic_configs import InvalidConfig
-from storage.config import StorageConfig
-from storage.store import MessageStore
+from rmqkafka.adapter.handlers.offset_for_leader_epoch import end_offset_for, fencing_error
+from rmqkafka.adapter.topic_configs import InvalidConfig
+from rmqkafka.storage.config import StorageConfig
+from rmqkafka.storage.store import MessageStore
 
 
 def batch(count: int, value_size: int = 10) -> bytes:

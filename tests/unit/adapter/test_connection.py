@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from adapter.connection import KafkaConnection
+from rmqkafka.adapter.connection import KafkaConnection
 
 
 class FakeTransport(asyncio.Transport):

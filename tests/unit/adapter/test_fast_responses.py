@@ -25,16 +25,16 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 from kio_builders import build
 
-from adapter.codec import Encoded
-from adapter.codec import Request
-from adapter.codec import encode_fetch_response
-from adapter.codec import encode_produce_response
-from adapter.codec import encode_response
-from adapter.codec import frame_parts
-from adapter.codec import response_parts
-from adapter.codec import response_type
-from adapter.codec.entities import make
-from adapter.codec.versions import ApiKey
+from rmqkafka.adapter.codec import Encoded
+from rmqkafka.adapter.codec import Request
+from rmqkafka.adapter.codec import encode_fetch_response
+from rmqkafka.adapter.codec import encode_produce_response
+from rmqkafka.adapter.codec import encode_response
+from rmqkafka.adapter.codec import frame_parts
+from rmqkafka.adapter.codec import response_parts
+from rmqkafka.adapter.codec import response_type
+from rmqkafka.adapter.codec.entities import make
+from rmqkafka.adapter.codec.versions import ApiKey
 
 PRODUCE_VERSIONS = list(range(3, 12))
 FETCH_VERSIONS = list(range(4, 18))

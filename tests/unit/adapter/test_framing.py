@@ -10,11 +10,11 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from adapter.codec.errors import FrameError
-from adapter.codec.errors import FrameTooLarge
-from adapter.codec.errors import InvalidFrameSize
-from adapter.codec.framing import FrameDecoder
-from adapter.codec.framing import frame
+from rmqkafka.adapter.codec.errors import FrameError
+from rmqkafka.adapter.codec.errors import FrameTooLarge
+from rmqkafka.adapter.codec.errors import InvalidFrameSize
+from rmqkafka.adapter.codec.framing import FrameDecoder
+from rmqkafka.adapter.codec.framing import frame
 
 MAX = 1 << 16
 

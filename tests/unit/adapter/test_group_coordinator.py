@@ -7,12 +7,12 @@ import asyncio
 import pytest
 from kio.schema.errors import ErrorCode
 
-from adapter.groups.coordinator import GroupCoordinator, GroupSettings
-from adapter.groups.group import GroupState
-from storage.clock import ManualClock
-from storage.config import StorageConfig
-from storage.offset_store import CommittedOffset
-from storage.store import MessageStore
+from rmqkafka.adapter.groups.coordinator import GroupCoordinator, GroupSettings
+from rmqkafka.adapter.groups.group import GroupState
+from rmqkafka.storage.clock import ManualClock
+from rmqkafka.storage.config import StorageConfig
+from rmqkafka.storage.offset_store import CommittedOffset
+from rmqkafka.storage.store import MessageStore
 
 SESSION = 10_000
 REBALANCE = 30_000

@@ -30,20 +30,20 @@ from kio_builders import read_response_frame
 from kio_builders import record_batch
 from kio_builders import unframe
 
-from adapter.codec.errors import CodecError
-from adapter.codec.errors import MalformedRequest
-from adapter.codec.errors import RequestError
-from adapter.codec.errors import UnknownApiKey
-from adapter.codec.errors import UnsupportedVersion
-from adapter.codec.messages import Request
-from adapter.codec.messages import decode_request
-from adapter.codec.messages import encode_api_versions_fallback
-from adapter.codec.messages import encode_legacy_produce_rejection
-from adapter.codec.messages import encode_response
-from adapter.codec.messages import response_type
-from adapter.codec.versions import ADVERTISED_VERSIONS
-from adapter.codec.versions import ApiKey
-from adapter.codec.versions import supported_versions
+from rmqkafka.adapter.codec.errors import CodecError
+from rmqkafka.adapter.codec.errors import MalformedRequest
+from rmqkafka.adapter.codec.errors import RequestError
+from rmqkafka.adapter.codec.errors import UnknownApiKey
+from rmqkafka.adapter.codec.errors import UnsupportedVersion
+from rmqkafka.adapter.codec.messages import Request
+from rmqkafka.adapter.codec.messages import decode_request
+from rmqkafka.adapter.codec.messages import encode_api_versions_fallback
+from rmqkafka.adapter.codec.messages import encode_legacy_produce_rejection
+from rmqkafka.adapter.codec.messages import encode_response
+from rmqkafka.adapter.codec.messages import response_type
+from rmqkafka.adapter.codec.versions import ADVERTISED_VERSIONS
+from rmqkafka.adapter.codec.versions import ApiKey
+from rmqkafka.adapter.codec.versions import supported_versions
 
 # kafka-python 3.0.12 loads its JSON schemas with deprecated importlib.resources calls.
 pytestmark = pytest.mark.filterwarnings(

@@ -13,12 +13,12 @@ from kio.serial import entity_reader
 from kio.serial import entity_writer
 from kio_builders import build
 
-from adapter.codec.errors import MalformedRequest
-from adapter.codec.messages import decode_request
-from adapter.codec.preflight import BoundsError
-from adapter.codec.preflight import entity_skipper
-from adapter.codec.versions import ADVERTISED_VERSIONS
-from adapter.codec.versions import supported_versions
+from rmqkafka.adapter.codec.errors import MalformedRequest
+from rmqkafka.adapter.codec.messages import decode_request
+from rmqkafka.adapter.codec.preflight import BoundsError
+from rmqkafka.adapter.codec.preflight import entity_skipper
+from rmqkafka.adapter.codec.versions import ADVERTISED_VERSIONS
+from rmqkafka.adapter.codec.versions import supported_versions
 
 ALL_SCHEMAS = [
     loader(key, version)

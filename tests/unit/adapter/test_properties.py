@@ -1,4 +1,4 @@
-"""adapter.properties: the properties format, server.properties keys, precedence, errors."""
+"""rmqkafka.adapter.properties: the properties format, server.properties keys, precedence, errors."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from adapter.config import AdapterConfig, ExtraListener
-from adapter.properties import (
+from rmqkafka.adapter.config import AdapterConfig, ExtraListener
+from rmqkafka.adapter.properties import (
     DATA_DIR_ENV,
     ConfigError,
     build_config,
@@ -16,7 +16,7 @@ from adapter.properties import (
     parse_properties,
     read_properties,
 )
-from storage.config import StorageConfig
+from rmqkafka.storage.config import StorageConfig
 
 NO_ENV: dict[str, str] = {}
 

@@ -7,15 +7,15 @@ import pytest
 from kio.index import load_request_schema
 from kio.index import load_response_schema
 
-from adapter.codec.versions import ADVERTISED_VERSIONS
-from adapter.codec.versions import REJECTED_VERSIONS
-from adapter.codec.versions import ApiKey
-from adapter.codec.versions import VersionRange
-from adapter.codec.versions import advertised_range
-from adapter.codec.versions import is_advertised
-from adapter.codec.versions import is_rejected
-from adapter.codec.versions import is_supported
-from adapter.codec.versions import supported_versions
+from rmqkafka.adapter.codec.versions import ADVERTISED_VERSIONS
+from rmqkafka.adapter.codec.versions import REJECTED_VERSIONS
+from rmqkafka.adapter.codec.versions import ApiKey
+from rmqkafka.adapter.codec.versions import VersionRange
+from rmqkafka.adapter.codec.versions import advertised_range
+from rmqkafka.adapter.codec.versions import is_advertised
+from rmqkafka.adapter.codec.versions import is_rejected
+from rmqkafka.adapter.codec.versions import is_supported
+from rmqkafka.adapter.codec.versions import supported_versions
 
 
 def test_table_is_exactly_the_agreed_one() -> None:

@@ -8,7 +8,7 @@ import pytest
 # The helper modules sit next to the tests; make them importable whatever pytest's import mode.
 sys.path.insert(0, str(Path(__file__).parent))
 
-from storage.clock import ManualClock  # noqa: E402
+from rmqkafka.storage.clock import ManualClock  # noqa: E402
 from storage_helpers import StoreFactory  # noqa: E402
 
 

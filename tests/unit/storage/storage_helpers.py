@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from storage.clock import ManualClock
-from storage.config import StorageConfig
-from storage.store import MessageStore
+from rmqkafka.storage.clock import ManualClock
+from rmqkafka.storage.config import StorageConfig
+from rmqkafka.storage.store import MessageStore
 
 MAX_BATCH = 1 << 20
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from batches import flip, make_batch
-from storage.commitlog import ENTRY_HEADER_SIZE, CommitLog, Entry
+from rmqkafka.storage.commitlog import ENTRY_HEADER_SIZE, CommitLog, Entry
 
 TOPIC = uuid.UUID("00000000-0000-0000-0000-0000000000aa")
 OTHER = uuid.UUID("00000000-0000-0000-0000-0000000000bb")

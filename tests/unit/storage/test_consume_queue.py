@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from storage.consume_queue import ENTRY, ENTRY_SIZE, ConsumeQueue
+from rmqkafka.storage.consume_queue import ENTRY, ENTRY_SIZE, ConsumeQueue
 
 PER_FILE = 4
 

@@ -1,4 +1,4 @@
-"""Committed consumer-group offsets (storage.offset_store) and their MessageStore integration.
+"""Committed consumer-group offsets (rmqkafka.storage.offset_store) and their MessageStore integration.
 
 A process crash is simulated by copying the offsets directory while the store is open (what
 a killed process leaves is what it wrote: the page cache survives it) and opening the copy;
@@ -20,11 +20,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import storage.offset_store as os_module
-import storage.store as store_module
-from storage.clock import ManualClock
-from storage.errors import UnknownTopicError
-from storage.offset_store import (
+import rmqkafka.storage.offset_store as os_module
+import rmqkafka.storage.store as store_module
+from rmqkafka.storage.clock import ManualClock
+from rmqkafka.storage.errors import UnknownTopicError
+from rmqkafka.storage.offset_store import (
     COMMIT,
     DELETE_GROUP,
     JOURNAL,
@@ -274,7 +274,7 @@ def test_torn_or_damaged_tail_is_dropped(tmp_path, caplog, damage):
     store, ends = _three_commits(directory)
     store.close()
     damage(directory / JOURNAL, ends)
-    with caplog.at_level(logging.WARNING, logger="storage.offset_store"):
+    with caplog.at_level(logging.WARNING, logger="rmqkafka.storage.offset_store"):
         store = open_store(directory)
     assert any("torn or damaged tail" in r.getMessage() for r in caplog.records)
     assert store.groups() == ["g0", "g1"]
@@ -333,7 +333,7 @@ def test_unreadable_snapshot_is_moved_aside_and_the_journal_replayed(tmp_path, c
     store.commit("g", {("t", 0): co(1)})
     store.close()
     (directory / SNAPSHOT).write_bytes(content)
-    with caplog.at_level(logging.WARNING, logger="storage.offset_store"):
+    with caplog.at_level(logging.WARNING, logger="rmqkafka.storage.offset_store"):
         store = open_store(directory)
     assert any("unreadable offsets snapshot" in r.getMessage() for r in caplog.records)
     assert (directory / (SNAPSHOT + ".corrupt")).read_bytes() == content
@@ -421,7 +421,7 @@ def test_failed_compaction_keeps_the_commit_and_retries(tmp_path, monkeypatch, c
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os_module, "write_json_atomically", full)
-    with caplog.at_level(logging.ERROR, logger="storage.offset_store"):
+    with caplog.at_level(logging.ERROR, logger="rmqkafka.storage.offset_store"):
         for i in range(50):
             store.commit("g", {("t", i): co(i)})  # the 50th triggers a failing compaction
     assert len(calls) == 1 and store.fetch("g", "t", 49) == co(49)

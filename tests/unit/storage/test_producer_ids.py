@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 
-from storage.producer_ids import BLOCK_SIZE, MAX_EPOCH, ProducerIds
+from rmqkafka.storage.producer_ids import BLOCK_SIZE, MAX_EPOCH, ProducerIds
 
 
 def test_ids_unique_and_block_recorded_before_use(tmp_path):

@@ -5,9 +5,9 @@ import json
 import pytest
 
 from batches import idempotent
-from storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
-from storage.producer_state import RECENT_BATCHES, ProducerStateTable
-from storage.record_batch import BatchInfo, read_info
+from rmqkafka.storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from rmqkafka.storage.producer_state import RECENT_BATCHES, ProducerStateTable
+from rmqkafka.storage.record_batch import BatchInfo, read_info
 
 MAX_SEQ = 2**31 - 1
 

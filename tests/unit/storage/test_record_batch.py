@@ -16,8 +16,8 @@ from batches import (
     records,
     with_field,
 )
-from storage import record_batch as rb
-from storage.errors import CorruptRecordError, InvalidRecordError
+from rmqkafka.storage import record_batch as rb
+from rmqkafka.storage.errors import CorruptRecordError, InvalidRecordError
 
 codecs = pytest.mark.parametrize("codec", CODECS, ids=lambda c: CODEC_NAMES[c])
 

@@ -15,10 +15,10 @@ import random
 import pytest
 
 from batches import GZIP, flip, idempotent, make_batch, values_of
-from storage import record_batch as rb
-from storage.commitlog import ENTRY_HEADER_SIZE
-from storage.errors import OutOfOrderSequenceError
-from storage.tag_code import java_string_hash
+from rmqkafka.storage import record_batch as rb
+from rmqkafka.storage.commitlog import ENTRY_HEADER_SIZE
+from rmqkafka.storage.errors import OutOfOrderSequenceError
+from rmqkafka.storage.tag_code import java_string_hash
 from storage_helpers import append, read_all, sync_checkpoint
 
 

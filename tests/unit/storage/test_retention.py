@@ -5,7 +5,7 @@ import os
 import pytest
 
 from batches import make_batch, values_of
-from storage.errors import OffsetOutOfRangeError
+from rmqkafka.storage.errors import OffsetOutOfRangeError
 from storage_helpers import append, read_all
 
 HOUR = 3_600_000

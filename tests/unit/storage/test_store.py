@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-import storage.store as store_module
+import rmqkafka.storage.store as store_module
 from batches import (
     CODEC_NAMES,
     CODECS,
@@ -17,8 +17,8 @@ from batches import (
     values_of,
     with_field,
 )
-from storage import record_batch as rb
-from storage.errors import (
+from rmqkafka.storage import record_batch as rb
+from rmqkafka.storage.errors import (
     CorruptRecordError,
     InvalidProducerEpochError,
     InvalidRecordError,
@@ -30,7 +30,7 @@ from storage.errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
-from storage.tag_code import java_string_hash
+from rmqkafka.storage.tag_code import java_string_hash
 from storage_helpers import append, read_all
 
 

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
-from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-import storage
-from storage.tag_code import java_string_hash, tag_code
+from rmqkafka.storage.tag_code import java_string_hash, tag_code
 
 INT_MIN = -(2**31)
 
@@ -82,11 +81,11 @@ def test_tag_code_of_header_bytes():
 
 def test_stable_across_processes():
     """Unlike hash(), the code must not depend on the per-process hash seed."""
-    code = "from storage.tag_code import java_string_hash; print(java_string_hash('TagA|x'))"
+    code = "from rmqkafka.storage.tag_code import java_string_hash; print(java_string_hash('TagA|x'))"
     outs = {
         subprocess.run(
             [sys.executable, "-c", code],
-            env={"PYTHONHASHSEED": seed, "PYTHONPATH": str(Path(storage.__file__).parents[1])},
+            env={**os.environ, "PYTHONHASHSEED": seed},
             capture_output=True,
             text=True,
             check=True,

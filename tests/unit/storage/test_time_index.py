@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from storage.time_index import ENTRY_SIZE, NO_TIMESTAMP, TimeIndex
+from rmqkafka.storage.time_index import ENTRY_SIZE, NO_TIMESTAMP, TimeIndex
 
 
 def build(path: Path) -> TimeIndex:

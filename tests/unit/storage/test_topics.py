@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from storage.errors import InvalidPartitionCountError, TopicExistsError, UnknownTopicError
-from storage.topics import TopicRegistry, write_json_atomically
+from rmqkafka.storage.errors import InvalidPartitionCountError, TopicExistsError, UnknownTopicError
+from rmqkafka.storage.topics import TopicRegistry, write_json_atomically
 
 
 def test_create_get_and_persist(tmp_path):

@@ -21,7 +21,7 @@ from typing import IO, Any
 
 import click
 
-from adapter.cli_common import (
+from rmqkafka.cli.common import (
     ClientOptions,
     CliError,
     CliUsageError,

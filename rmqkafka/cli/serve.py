@@ -2,12 +2,12 @@
 
 Sequence: configure logging (stderr only), build the configs (file, then flags), create the
 data directory, check it is writable and lock it (``broker.lock``, so that two brokers can
-never share one commitlog), start :class:`adapter.broker.Broker` on a fresh asyncio loop, print
+never share one commitlog), start :class:`rmqkafka.adapter.broker.Broker` on a fresh asyncio loop, print
 exactly one line ``rmqk broker started on HOST:PORT`` to stdout (the *bound* port, so
 ``--port 0`` is usable; IPv6 hosts are bracketed), wait for a signal, stop the broker (which
 flushes and writes the clean-shutdown marker) and exit 0.
 
-Scripts and :class:`adapter.embedded.EmbeddedBroker` wait for that stdout line, so nothing
+Scripts and :class:`rmqkafka.adapter.embedded.EmbeddedBroker` wait for that stdout line, so nothing
 else is ever written to stdout. A second signal during shutdown exits at once with status 1
 and no clean-shutdown marker (the next start runs crash recovery).
 
@@ -31,7 +31,7 @@ from typing import NoReturn
 
 import click
 
-from adapter.properties import ConfigError, ServerConfig, load_config
+from rmqkafka.adapter.properties import ConfigError, ServerConfig, load_config
 
 logger = logging.getLogger("rmqk")
 
@@ -138,7 +138,7 @@ async def _serve(server_config: ServerConfig) -> int:
     # kio registers hypothesis strategies whenever hypothesis is importable (it is, wherever
     # the test extra is installed), which costs ~0.2 s of start-up; the broker never needs it.
     sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
-    from adapter.broker import Broker  # imported late: config errors and --help stay fast
+    from rmqkafka.adapter.broker import Broker  # imported late: config errors and --help stay fast
 
     loop = asyncio.get_running_loop()
     stop_requested = asyncio.Event()

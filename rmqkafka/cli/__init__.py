@@ -1,9 +1,9 @@
 """The ``rmqk`` command line: one click group that gathers the sub-commands.
 
-This module only assembles the group; each command lives in its own ``adapter/cli_*.py``
-module: ``cli_serve``, and the Kafka-client commands ``topics``, ``produce``, ``consume``
-and ``groups`` (``cli_topics`` ... ``cli_groups``, registered lazily, see ``_Lazy``; their
-conventions are in ``cli_common``). Plain click rather than typer: typer now imports pydantic,
+This module only assembles the group; each command lives in its own module of this package:
+``serve``, and the Kafka-client commands ``topics``, ``produce``, ``consume`` and ``groups``
+(registered lazily, see ``_Lazy``; their conventions are in ``common``). The command line is a
+Kafka admin client and the broker's launcher, not protocol code, hence a package of its own. Plain click rather than typer: typer now imports pydantic,
 which alone would add ~0.1 s to every broker start, and start-up time is a feature here.
 The broker itself is imported only when ``serve`` actually starts it, so ``rmqk --help`` and
 configuration errors are fast.
@@ -19,7 +19,7 @@ import importlib
 
 import click
 
-from adapter.cli_serve import serve
+from rmqkafka.cli.serve import serve
 
 
 @click.group(
@@ -51,7 +51,7 @@ class _Lazy(click.Command):
 
 
 main.add_command(serve)
-main.add_command(_Lazy("topics", "adapter.cli_topics:topics", "Create, list, describe, alter and delete topics."))
-main.add_command(_Lazy("produce", "adapter.cli_produce:produce", "Send lines of stdin (or a file) as records."))
-main.add_command(_Lazy("consume", "adapter.cli_consume:consume", "Print records of a topic."))
-main.add_command(_Lazy("groups", "adapter.cli_groups:groups", "List, describe, reset offsets of and delete consumer groups."))
+main.add_command(_Lazy("topics", "rmqkafka.cli.topics:topics", "Create, list, describe, alter and delete topics."))
+main.add_command(_Lazy("produce", "rmqkafka.cli.produce:produce", "Send lines of stdin (or a file) as records."))
+main.add_command(_Lazy("consume", "rmqkafka.cli.consume:consume", "Print records of a topic."))
+main.add_command(_Lazy("groups", "rmqkafka.cli.groups:groups", "List, describe, reset offsets of and delete consumer groups."))

@@ -2,7 +2,7 @@
 
 The counterpart of ``kafka-topics.sh`` (AdminClient: CreateTopics, Metadata, DescribeConfigs,
 ListOffsets, DeleteTopics, CreatePartitions, IncrementalAlterConfigs). confluent_kafka is
-imported inside the commands (see ``adapter.cli_common``).
+imported inside the commands (see ``rmqkafka.cli.common``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from adapter.cli_common import (
+from rmqkafka.cli.common import (
     ClientOptions,
     CliError,
     CliUsageError,

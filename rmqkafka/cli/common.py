@@ -3,10 +3,10 @@
 These commands are Kafka clients: they speak the Kafka protocol through confluent-kafka
 (librdkafka) to whatever ``--bootstrap-server`` names, so they work against a real Kafka too.
 confluent_kafka is imported only inside functions here and in the command modules, never at
-module level: ``adapter.cli`` imports every command module to register it, and ``rmqk serve``
+module level: ``rmqkafka.cli`` imports every command module to register it, and ``rmqk serve``
 start-up must not pay for librdkafka.
 
-Conventions (see also ``adapter.cli``):
+Conventions (see also ``rmqkafka.cli``):
 
 - stdout carries results only: readable tables (plain, left-aligned columns separated by two
   spaces, upper-case headers) or, with ``--json``, one JSON document (``consume --json``

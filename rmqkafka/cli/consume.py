@@ -29,7 +29,7 @@ from typing import Any
 
 import click
 
-from adapter.cli_common import (
+from rmqkafka.cli.common import (
     ClientOptions,
     CliError,
     CliUsageError,
