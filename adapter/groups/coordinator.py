@@ -8,9 +8,12 @@ Behaviour follows Kafka's classic GroupCoordinator:
   rebalance; it completes when every member has rejoined, or when the largest rebalance
   timeout passes (members that did not rejoin are dropped). The first member is the
   leader; only the leader receives the member list.
-- SyncGroup: followers wait for the leader's assignments; then the group is Stable.
+- SyncGroup: followers wait for the leader's assignments; then the group is Stable. A member
+  that has not sent SyncGroup within the rebalance timeout after the join completed is
+  removed (Kafka's pending-sync timeout), so a leader that never syncs cannot hang the group.
 - Heartbeat: REBALANCE_IN_PROGRESS tells members to rejoin; a member silent for its session
-  timeout is removed and the group rebalances. Generations fence stale members
+  timeout is removed and the group rebalances. Members parked in JoinGroup or SyncGroup are
+  exempt, as in Kafka: the wait is on the coordinator or the leader, not on them. Generations fence stale members
   (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID).
 - OffsetCommit is accepted from the current generation (also while a rebalance is being
   prepared, so eager members can commit before rejoining) and from "simple" clients of a
@@ -102,11 +105,12 @@ class GroupCoordinator:
         deadlines = [now + self.settings.offsets_check_interval_ms / 1000]
         for group in self.groups.values():
             deadlines.extend(group.pending_members.values())
-            preparing = group.state is GroupState.PREPARING_REBALANCE
             for member in group.members.values():
-                if not (preparing and member.join_waiter is not None):
+                if not member.awaiting_rebalance:
                     deadlines.append(member.last_seen + member.session_timeout_ms / 1000)
-            if preparing:
+            if group.pending_sync:
+                deadlines.append(group.sync_deadline)
+            if group.state is GroupState.PREPARING_REBALANCE:
                 if group.all_rejoined():
                     deadlines.append(group.join_not_before)
                 else:
@@ -124,10 +128,16 @@ class GroupCoordinator:
                 if now >= deadline:
                     del group.pending_members[member_id]
             for member in list(group.members.values()):
-                waiting = member.join_waiter is not None and group.state is GroupState.PREPARING_REBALANCE
-                if not waiting and now >= member.last_seen + member.session_timeout_ms / 1000:
+                if not member.awaiting_rebalance and now >= member.last_seen + member.session_timeout_ms / 1000:
                     log.info("group %s: member %s timed out", group.group_id, member.member_id)
                     self._remove_member(group, member, ErrorCode.unknown_member_id)
+            if group.pending_sync and now >= group.sync_deadline:
+                late = sorted(group.pending_sync)
+                log.info("group %s: member(s) %s did not send SyncGroup in time", group.group_id, late)
+                for member_id in late:
+                    self._remove_member(group, group.members[member_id], ErrorCode.unknown_member_id,
+                                        rebalance=False)
+                self._prepare_rebalance(group, f"members {late} did not sync")
             if group.state is GroupState.PREPARING_REBALANCE:
                 if now >= group.rebalance_deadline and now >= group.join_not_before:
                     for member in list(group.members.values()):
@@ -281,13 +291,16 @@ class GroupCoordinator:
 
     def _prepare_rebalance(self, group: ConsumerGroup, reason: str) -> None:
         log.info("group %s: rebalancing (%s)", group.group_id, reason)
+        now = self._clock.monotonic()
         if group.state is GroupState.COMPLETING_REBALANCE:
             for member in group.members.values():
+                if member.awaiting_rebalance:
+                    member.last_seen = now  # its session starts over when its wait ends
                 _fail(member.sync_waiter, ErrorCode.rebalance_in_progress)
-        now = self._clock.monotonic()
         if group.state is GroupState.EMPTY:
             group.join_not_before = now + self.settings.initial_rebalance_delay_ms / 1000
         group.state = GroupState.PREPARING_REBALANCE
+        group.pending_sync.clear()
         group.rebalance_deadline = now + group.rebalance_timeout_ms() / 1000
         self._changed()
 
@@ -313,6 +326,8 @@ class GroupCoordinator:
             group.leader_id = next(iter(group.members))
         group.state = GroupState.COMPLETING_REBALANCE
         now = self._clock.monotonic()
+        group.pending_sync = set(group.members)
+        group.sync_deadline = now + group.rebalance_timeout_ms() / 1000
         log.info(
             "group %s: generation %d with %d member(s), protocol %s",
             group.group_id, group.generation_id, len(group.members), group.protocol_name,
@@ -328,6 +343,7 @@ class GroupCoordinator:
         self, group: ConsumerGroup, member: Member, code: ErrorCode, rebalance: bool = True
     ) -> None:
         del group.members[member.member_id]
+        group.pending_sync.discard(member.member_id)
         if member.group_instance_id is not None and group.static_members.get(member.group_instance_id) == member.member_id:
             del group.static_members[member.group_instance_id]
         _fail(member.join_waiter, code)
@@ -375,9 +391,10 @@ class GroupCoordinator:
             protocol_name is not None and protocol_name != group.protocol_name
         ):
             return ErrorCode.inconsistent_group_protocol, b"", None, None
-        member.last_seen = self._clock.monotonic()
+        now = member.last_seen = self._clock.monotonic()
         if group.state is GroupState.PREPARING_REBALANCE:
             return ErrorCode.rebalance_in_progress, b"", None, None
+        group.pending_sync.discard(member_id)
         if group.state is GroupState.STABLE:
             return ErrorCode.none, member.assignment, group.protocol_type, group.protocol_name
         _fail(member.sync_waiter, ErrorCode.rebalance_in_progress)
@@ -390,6 +407,8 @@ class GroupCoordinator:
             log.info("group %s: stable at generation %d", group.group_id, group.generation_id)
             for other in group.members.values():
                 w, other.sync_waiter = other.sync_waiter, None
+                if w is not None:
+                    other.last_seen = now  # its session starts over when its wait ends
                 if w is not None and not w.done():
                     w.set_result((ErrorCode.none, other.assignment, group.protocol_type, group.protocol_name))
             self._changed()

@@ -40,6 +40,11 @@ class Member:
     join_waiter: asyncio.Future | None = None
     sync_waiter: asyncio.Future | None = None
 
+    @property
+    def awaiting_rebalance(self) -> bool:
+        """Parked in JoinGroup or SyncGroup: Kafka counts that wait as heartbeats."""
+        return any(w is not None and not w.done() for w in (self.join_waiter, self.sync_waiter))
+
     def protocol_names(self) -> list[str]:
         return [name for name, _ in self.protocols]
 
@@ -64,6 +69,10 @@ class ConsumerGroup:
     pending_members: dict[str, float] = field(default_factory=dict)
     rebalance_deadline: float = 0.0
     join_not_before: float = 0.0  # group.initial.rebalance.delay for a group starting empty
+    # Members of this generation that have not sent SyncGroup yet, and when they must have:
+    # Kafka removes them then (its pending-sync timeout, the rebalance timeout).
+    pending_sync: set[str] = field(default_factory=set)
+    sync_deadline: float = 0.0
 
     def all_rejoined(self) -> bool:
         return all(m.join_waiter is not None for m in self.members.values()) and not self.pending_members

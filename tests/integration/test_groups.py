@@ -1428,6 +1428,36 @@ def test_heartbeat_with_a_stale_generation_during_a_rebalance(conn, raw_group, n
         assert other.receive(JOIN_GROUP, 9, pending).error_code == ErrorCode.none
 
 
+def test_a_follower_waiting_in_sync_group_outlives_its_session_timeout(conn, no_broker_errors):
+    """Kafka exempts members parked in SyncGroup from the session timeout: a leader that takes
+    longer than the followers' session to compute the assignment must not evict them."""
+    group, topic = unique("slow-leader"), unique("slow-leader-topic")
+    conn.create_topic(topic, 2)
+    with KafkaRaw(conn.host, conn.port) as follower_conn:
+        leader_id, generation = raw_member(conn, group, [topic], {topic: [0, 1]})
+        first = join(follower_conn, group, [topic])
+        pending = follower_conn.send(JOIN_GROUP, 9, build_join(group, [topic], member_id=first.member_id))
+        wait_until(lambda: describe(conn, group).group_state == "PreparingRebalance", 5, message="a rebalance")
+        rejoin = join(conn, group, [topic], member_id=leader_id)
+        follower_join = follower_conn.receive(JOIN_GROUP, 9, pending)
+        assert rejoin.error_code == follower_join.error_code == ErrorCode.none
+        assert rejoin.leader == leader_id and follower_join.generation_id == generation + 1
+        follower_id = follower_join.member_id
+        parked = follower_conn.send(SYNC_GROUP, 5, build_sync(group, generation + 1, follower_id))
+        slow_until = time.monotonic() + SESSION_MS / 1000 * 1.5
+        while time.monotonic() < slow_until:  # the leader heartbeats but does not sync yet
+            assert heartbeat(conn, group, generation + 1, leader_id) == ErrorCode.none
+            time.sleep(0.5)
+        assert describe(conn, group).group_state == "CompletingRebalance"
+        assignments = {leader_id: assignment_bytes({topic: [0]}), follower_id: assignment_bytes({topic: [1]})}
+        assert sync(conn, group, generation + 1, leader_id, assignments).error_code == ErrorCode.none
+        answer = follower_conn.receive(SYNC_GROUP, 5, parked)
+        assert answer.error_code == ErrorCode.none
+        assert decode_assignment(answer.assignment) == {(topic, 1)}
+        assert heartbeat(follower_conn, group, generation + 1, follower_id) == ErrorCode.none
+        assert describe(conn, group).group_state == "Stable"
+
+
 @pytest.mark.parametrize("version", [0, 1, 3, 4, 5, 7, 9])
 def test_join_group_member_id_required_and_session_timeouts(conn, version, no_broker_errors):
     group, topic = unique("join"), unique("join-topic")

@@ -119,6 +119,67 @@ async def test_a_silent_member_is_removed_after_its_session_timeout(coordinator,
     assert [m["member_id"] for m in answer["members"]] == [survivor]
 
 
+async def _joined_pair(coordinator, rebalance=REBALANCE):
+    """Two members through JoinGroup of generation 1; returns (leader, follower)."""
+    a = await join_new(coordinator, client="a", rebalance=rebalance)
+    b = await join_new(coordinator, client="b", rebalance=rebalance)
+    answers = await asyncio.gather(
+        join(coordinator, member_id=a, rebalance=rebalance), join(coordinator, member_id=b, rebalance=rebalance)
+    )
+    leader = answers[0]["leader"]
+    return leader, (b if leader == a else a)
+
+
+async def test_a_follower_waiting_in_sync_group_is_exempt_from_its_session_timeout(coordinator, clock):
+    """Kafka exempts members awaiting join *and* sync: a slow leader must not evict its followers."""
+    leader, follower = await _joined_pair(coordinator)
+    follower_sync = asyncio.ensure_future(coordinator.sync("g", 1, follower, None, None, None, {}))
+    await settle()
+    for _ in range(3):  # the leader heartbeats while it computes the assignment; the follower waits
+        clock.advance(SESSION // 2)
+        assert coordinator.heartbeat("g", 1, leader, None) is ErrorCode.none
+        coordinator.tick()
+    assert follower in coordinator.groups["g"].members and not follower_sync.done()
+    await coordinator.sync("g", 1, leader, None, None, None, {leader: b"L", follower: b"F"})
+    assert (await follower_sync)[:2] == (ErrorCode.none, b"F")
+    # The wait counted as a heartbeat: the follower has a full session from the leader's sync.
+    clock.advance(SESSION - 1)
+    coordinator.tick()
+    assert coordinator.groups["g"].state is GroupState.STABLE
+    assert coordinator.heartbeat("g", 1, follower, None) is ErrorCode.none
+
+
+async def test_a_member_that_never_sends_sync_group_is_removed_after_the_rebalance_timeout(coordinator, clock):
+    """Kafka's pending-sync timeout: a leader that heartbeats but never syncs cannot hang the group."""
+    leader, follower = await _joined_pair(coordinator, rebalance=15_000)
+    follower_sync = asyncio.ensure_future(coordinator.sync("g", 1, follower, None, None, None, {}))
+    await settle()
+    for _ in range(2):
+        clock.advance(5_000)
+        assert coordinator.heartbeat("g", 1, leader, None) is ErrorCode.none
+        coordinator.tick()
+    group = coordinator.groups["g"]
+    assert set(group.members) == {leader, follower}
+    clock.advance(5_000)
+    coordinator.tick()
+    assert leader not in group.members and follower in group.members
+    assert group.state is GroupState.PREPARING_REBALANCE
+    assert (await follower_sync)[0] is ErrorCode.rebalance_in_progress
+    clock.advance(SESSION - 1)  # the follower's session restarted when its wait ended
+    coordinator.tick()
+    answer = await join(coordinator, member_id=follower, rebalance=15_000)
+    assert answer["generation_id"] == 2 and answer["leader"] == follower
+
+
+async def test_a_silent_follower_that_has_not_synced_still_times_out(coordinator, clock):
+    leader, follower = await _joined_pair(coordinator)
+    clock.advance(SESSION // 2)
+    assert coordinator.heartbeat("g", 1, leader, None) is ErrorCode.none
+    clock.advance(SESSION // 2 + 1)
+    coordinator.tick()
+    assert follower not in coordinator.groups["g"].members
+
+
 async def test_members_that_do_not_rejoin_within_the_rebalance_timeout_are_dropped(coordinator, clock):
     a = await join_new(coordinator, rebalance=5_000)
     await join(coordinator, member_id=a, rebalance=5_000)
