@@ -37,3 +37,4 @@ class AdapterConfig:
     group_min_session_timeout_ms: int = 6000  # group.min.session.timeout.ms
     group_max_session_timeout_ms: int = 1800000  # group.max.session.timeout.ms
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
+    transaction_max_timeout_ms: int = 900_000  # transaction.max.timeout.ms

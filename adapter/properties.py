@@ -39,6 +39,7 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
 ``group.min.session.timeout.ms``    smallest session timeout a member may ask for (6000)
 ``group.max.session.timeout.ms``    largest session timeout a member may ask for (1800000)
 ``offset.metadata.max.bytes``       longest metadata string of a committed offset (4096)
+``transaction.max.timeout.ms``      largest transaction timeout a producer may ask for (900000)
 =================================== ==========================================================
 
 Precedence, highest first: command-line overrides (host, port, data_dir, flush), the file,
@@ -95,6 +96,7 @@ KNOWN_KEYS = frozenset(
         "group.min.session.timeout.ms",
         "group.max.session.timeout.ms",
         "offset.metadata.max.bytes",
+        "transaction.max.timeout.ms",
     }
 )
 
@@ -387,6 +389,7 @@ def build_config(
         "group_min_session_timeout_ms": p.integer("group.min.session.timeout.ms", minimum=1),
         "group_max_session_timeout_ms": p.integer("group.max.session.timeout.ms", minimum=1),
         "offset_metadata_max_bytes": p.integer("offset.metadata.max.bytes", minimum=0),
+        "transaction_max_timeout_ms": p.integer("transaction.max.timeout.ms", minimum=1),
     }
     adapter_kwargs.update({k: v for k, v in optional.items() if v is not None})
 

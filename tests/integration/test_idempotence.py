@@ -235,24 +235,83 @@ def test_new_producer_ids_after_restart_are_not_reused(broker):
     assert not before & after
 
 
-def test_transactional_id_keeps_its_producer_id_and_bumps_the_epoch(broker):
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 5])
+@pytest.mark.parametrize("timeout_ms", [0, -1, 900_001, 2_147_483_647])
+def test_transaction_timeout_outside_the_broker_limit_is_refused(broker, version, timeout_ms):
+    """Kafka checks 0 < transaction.timeout.ms <= transaction.max.timeout.ms (900000) first
+    (librdkafka's test 0103 sends 2147483647 and expects INVALID_TRANSACTION_TIMEOUT)."""
     with connect(broker) as conn:
-        pid, e0 = init_pid(conn, transactional_id="tx-a")
-        pid1, e1 = init_pid(conn, transactional_id="tx-a")
-        other, _ = init_pid(conn, transactional_id="tx-b")
-        plain, _ = init_pid(conn)
-    assert pid1 == pid and e1 == e0 + 1
-    assert other != pid and plain not in (pid, other)
+        response = conn.init_producer_id(transactional_id="tx", version=version, transaction_timeout_ms=timeout_ms)
+    assert response.error_code == ErrorCode.invalid_transaction_timeout
+    assert (response.producer_id, response.producer_epoch) == (-1, -1)
 
-    broker.restart()
-    with connect(broker) as conn:
-        pid2, e2 = init_pid(conn, transactional_id="tx-a", version=1)
-    assert (pid2, e2) == (pid, e1 + 1)
 
-    broker.kill()
-    broker.restart()
+def test_an_idempotent_producer_ignores_the_transaction_timeout(broker):
     with connect(broker) as conn:
-        pid3, e3 = init_pid(conn, transactional_id="tx-a", version=5)
-        other2, _ = init_pid(conn, transactional_id="tx-b")
-    assert (pid3, e3) == (pid, e2 + 1)
-    assert other2 == other
+        assert init_pid(conn, transaction_timeout_ms=2_147_483_647)[0] >= 0
+        assert init_pid(conn, transaction_timeout_ms=-1)[0] >= 0
+
+
+def test_transaction_max_timeout_is_a_broker_setting(broker_factory, tmp_path):
+    config = tmp_path / "server.properties"
+    config.write_text("transaction.max.timeout.ms=1000\n")
+    with connect(broker_factory(config_file=config)) as conn:
+        response = conn.init_producer_id(transactional_id="tx", transaction_timeout_ms=1001)
+        assert response.error_code == ErrorCode.invalid_transaction_timeout
+
+
+@pytest.mark.parametrize("version", [0, 3, 4, 5])
+def test_transactional_init_producer_id_is_refused_until_transactions_exist(broker, version):
+    """Transactions (AddPartitionsToTxn, EndTxn, ...) are not implemented yet: a transactional
+    producer must fail at its first call, not later against missing APIs. INVALID_REQUEST is
+    what Kafka answers a request this broker cannot serve; no client retries it."""
+    with connect(broker) as conn:
+        response = conn.init_producer_id(transactional_id="tx-a", version=version)
+        assert response.error_code == ErrorCode.invalid_request
+        assert (response.producer_id, response.producer_epoch) == (-1, -1)
+        empty = conn.init_producer_id(transactional_id="", version=version)
+        assert empty.error_code == ErrorCode.invalid_request
+        assert init_pid(conn, version=version)[0] >= 0  # idempotent producers are unaffected
+
+
+def test_confluent_transactional_producer_fails_at_init_transactions(broker):
+    """librdkafka retries every InitProducerId error but the authorization, fencing and timeout
+    ones until init_transactions' own timeout, then raises with the broker's error."""
+    from confluent_kafka import KafkaError, KafkaException, Producer
+
+    bootstrap = f"{broker.host}:{broker.port}"
+    for timeout_ms, expected in ((2_147_483_647, KafkaError.INVALID_TRANSACTION_TIMEOUT),
+                                 (60_000, KafkaError.INVALID_REQUEST)):
+        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "tx-confluent",
+                             "transaction.timeout.ms": timeout_ms})
+        with pytest.raises(KafkaException) as caught:
+            producer.init_transactions(5)
+        assert caught.value.args[0].code() == expected, caught.value
+
+
+def test_python_transactional_producers_fail_at_once(broker):
+    import asyncio
+    import time
+
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import InvalidRequestError
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    bootstrap = f"{broker.host}:{broker.port}"
+
+    async def aiokafka_start() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="tx-aiokafka")
+        try:
+            with pytest.raises(InvalidRequestError):
+                await asyncio.wait_for(producer.start(), 10)
+        finally:
+            await producer.stop()
+
+    began = time.monotonic()
+    asyncio.run(aiokafka_start())
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="tx-kafka-python")
+    with pytest.raises(KafkaError, match="InvalidRequestError"):
+        producer.init_transactions()
+    producer.close(timeout=1)
+    assert time.monotonic() - began < 10
