@@ -8,15 +8,15 @@ Choices
   MISMATCHED_ENDPOINT_TYPE (this is a broker endpoint, as a Kafka broker says) and an unknown
   type UNSUPPORTED_ENDPOINT_TYPE; v0 requests cannot ask for anything but brokers. Kafka's
   AuthHelper.computeDescribeClusterResponse answers these errors with empty other fields.
-- ``cluster_authorized_operations`` is always -2147483648 ("not provided"), as in our
-  Metadata: there is no authorizer, and claiming a set of granted ACL operations would be
-  invented. Clients then report the operations as unknown (null).
+- ``cluster_authorized_operations``: when asked for, every cluster operation, as Kafka
+  answers without an authorizer (see adapter/acl_operations.py); otherwise -2**31.
 """
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from .. import acl_operations
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
@@ -24,7 +24,6 @@ from ..context import BrokerContext
 API_KEY = 60
 BROKERS = 1
 CONTROLLERS = 2
-NO_OPERATIONS = -2147483648
 
 
 async def handle(ctx: BrokerContext, request: Request):
@@ -44,7 +43,7 @@ async def handle(ctx: BrokerContext, request: Request):
             cluster_id="",
             controller_id=-1,
             brokers=(),
-            cluster_authorized_operations=NO_OPERATIONS,
+            cluster_authorized_operations=acl_operations.NOT_PROVIDED,
         )
     return make(
         cls,
@@ -62,5 +61,7 @@ async def handle(ctx: BrokerContext, request: Request):
                 rack=None,
             )
         ],
-        cluster_authorized_operations=NO_OPERATIONS,
+        cluster_authorized_operations=acl_operations.authorized(
+            request.body.include_cluster_authorized_operations, acl_operations.CLUSTER
+        ),
     )

@@ -1,20 +1,26 @@
-"""DescribeGroups (15): state, protocol and members (with assignments) of each group."""
+"""DescribeGroups (15): state, protocol and members (with assignments) of each group.
+
+Authorized operations (v3+, when asked for) are every group operation, as Kafka answers
+without an authorizer (adapter/acl_operations.py)."""
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from .. import acl_operations
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
 from ..groups.group import GroupState
 
 API_KEY = 15
-NO_OPERATIONS = -2147483648
 
 
 async def handle(ctx: BrokerContext, request: Request):
     coordinator = ctx.groups
+    operations = acl_operations.authorized(
+        getattr(request.body, "include_authorized_operations", False), acl_operations.GROUP
+    )
     results = []
     for group_id in request.body.groups:
         group = coordinator.groups.get(group_id)
@@ -26,7 +32,7 @@ async def handle(ctx: BrokerContext, request: Request):
             protocol_type=(group.protocol_type if group else None) or "",
             protocol_data=(group.protocol_name if group else None) or "",
             members=[],
-            authorized_operations=NO_OPERATIONS,
+            authorized_operations=operations,
         )
         if group is not None and group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             entry["members"] = [

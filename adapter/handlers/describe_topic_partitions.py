@@ -20,7 +20,9 @@ KRaftMetadataCache.getTopicMetadataForDescribeTopicResponse)
   at a topic boundary, ``next_cursor`` is the next topic at partition 0. No cursor means done.
 - Partitions: leader = this node, leader epoch 0, replicas = ISR = [this node], no offline
   replicas, empty ELR and last-known ELR (single replica: nothing is ever eligible beyond
-  the ISR). ``topic_authorized_operations`` is -2147483648 ("not provided"), as in Metadata.
+  the ISR). ``topic_authorized_operations`` is every topic operation for a described topic
+  (the request has no flag for it; Kafka always fills it in, and without an authorizer grants
+  all), -2**31 for a topic answered with an error.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import uuid
 
 from kio.schema.errors import ErrorCode
 
+from .. import acl_operations
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
@@ -36,7 +39,6 @@ from ..topic_names import invalid_reason
 
 API_KEY = 75
 MAX_PARTITION_LIMIT = 2000
-NO_OPERATIONS = -2147483648
 ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -47,7 +49,7 @@ def _topic(name: str, code: ErrorCode, topic_id: uuid.UUID = ZERO_UUID, partitio
         topic_id=topic_id,
         is_internal=False,
         partitions=partitions,
-        topic_authorized_operations=NO_OPERATIONS,
+        topic_authorized_operations=acl_operations.NOT_PROVIDED if code else acl_operations.TOPIC,
     )
 
 

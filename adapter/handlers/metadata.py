@@ -8,6 +8,7 @@ from kio.schema.errors import ErrorCode
 
 from rmqkafka.storage.topics import TopicMeta
 
+from .. import acl_operations
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
@@ -15,11 +16,10 @@ from ..errors import error_code_for
 from ..topic_admin import auto_create
 
 API_KEY = 3
-NO_OPERATIONS = -2147483648
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def topic_entry(ctx: BrokerContext, meta: TopicMeta) -> dict:
+def topic_entry(ctx: BrokerContext, meta: TopicMeta, operations: int = acl_operations.NOT_PROVIDED) -> dict:
     node = ctx.config.node_id
     return dict(
         error_code=ErrorCode.none,
@@ -38,7 +38,7 @@ def topic_entry(ctx: BrokerContext, meta: TopicMeta) -> dict:
             )
             for p in range(meta.partitions)
         ],
-        topic_authorized_operations=NO_OPERATIONS,
+        topic_authorized_operations=operations,
     )
 
 
@@ -49,12 +49,15 @@ def _error_entry(name: str | None, code: ErrorCode, topic_id: uuid.UUID | None =
 async def handle(ctx: BrokerContext, request: Request):
     body = request.body
     store = ctx.store
+    topic_operations = acl_operations.authorized(
+        getattr(body, "include_topic_authorized_operations", False), acl_operations.TOPIC
+    )
     wanted = body.topics
     if request.api_version == 0 and not wanted:
         wanted = None  # v0: an empty list means every topic
     topics: list[dict] = []
     if wanted is None:
-        topics = [topic_entry(ctx, meta) for meta in sorted(store.topics.all(), key=lambda m: m.name)]
+        topics = [topic_entry(ctx, meta, topic_operations) for meta in sorted(store.topics.all(), key=lambda m: m.name)]
     else:
         may_create = getattr(body, "allow_auto_topic_creation", True) and ctx.config.auto_create_topics
         for item in wanted:
@@ -62,7 +65,7 @@ async def handle(ctx: BrokerContext, request: Request):
             if item.name is None and topic_id not in (None, ZERO_UUID):
                 meta = store.topics.by_id(topic_id)
                 topics.append(
-                    topic_entry(ctx, meta) if meta else _error_entry(None, ErrorCode.unknown_topic_id, topic_id)
+                    topic_entry(ctx, meta, topic_operations) if meta else _error_entry(None, ErrorCode.unknown_topic_id, topic_id)
                 )
                 continue
             meta = store.topics.get(item.name)
@@ -75,7 +78,7 @@ async def handle(ctx: BrokerContext, request: Request):
             if meta is None:
                 topics.append(_error_entry(item.name, ErrorCode.unknown_topic_or_partition))
             else:
-                topics.append(topic_entry(ctx, meta))
+                topics.append(topic_entry(ctx, meta, topic_operations))
     return make(
         response_type(request),
         throttle_time=0,
@@ -85,6 +88,8 @@ async def handle(ctx: BrokerContext, request: Request):
         cluster_id=store.cluster_id,
         controller_id=ctx.config.node_id,
         topics=topics,
-        cluster_authorized_operations=NO_OPERATIONS,
+        cluster_authorized_operations=acl_operations.authorized(
+            getattr(body, "include_cluster_authorized_operations", False), acl_operations.CLUSTER
+        ),
         error_code=ErrorCode.none,
     )

@@ -174,6 +174,59 @@ def test_stored_batches_carry_leader_epoch_zero(conn):
     assert data and int.from_bytes(data[12:16], "big", signed=True) == 0
 
 
+# --- authorized operations -------------------------------------------------------------------
+# Without an authorizer Kafka grants every operation a resource type supports
+# (AclEntry.supportedOperations): bit n = AclOperation code n; -2**31 when not asked for.
+NOT_PROVIDED = -(2**31)
+OPS = dict(READ=3, WRITE=4, CREATE=5, DELETE=6, ALTER=7, DESCRIBE=8, CLUSTER_ACTION=9,
+           DESCRIBE_CONFIGS=10, ALTER_CONFIGS=11, IDEMPOTENT_WRITE=12)
+TOPIC_OPS = {"READ", "WRITE", "CREATE", "DESCRIBE", "DELETE", "ALTER", "DESCRIBE_CONFIGS", "ALTER_CONFIGS"}
+GROUP_OPS = {"READ", "DESCRIBE", "DELETE"}
+CLUSTER_OPS = {"CREATE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE", "ALTER",
+               "DESCRIBE"}
+METADATA, DESCRIBE_GROUPS = 3, 15
+
+
+def bits(operations: set[str]) -> int:
+    return sum(1 << OPS[op] for op in operations)
+
+
+@pytest.mark.parametrize("version", [8, 9, 10, 11, 12])
+@pytest.mark.parametrize("include", [True, False])
+def test_metadata_authorized_operations(conn, version, include):
+    fields = dict(include_topic_authorized_operations=include)
+    if version <= 10:
+        fields["include_cluster_authorized_operations"] = include
+    topic = dict(name=PAGED[0], topic_id=uuid.UUID(int=0)) if version >= 10 else dict(name=PAGED[0])
+    response = conn.request(METADATA, version, topics=[topic], allow_auto_topic_creation=False, **fields)
+    (topic,) = response.topics
+    assert topic.topic_authorized_operations == (bits(TOPIC_OPS) if include else NOT_PROVIDED)
+    if version <= 10:
+        assert response.cluster_authorized_operations == (bits(CLUSTER_OPS) if include else NOT_PROVIDED)
+
+
+def test_authorized_operations_through_admin_clients(conn, admin):
+    from confluent_kafka import TopicCollection
+
+    def names(ops) -> set[str]:
+        return {op.name for op in ops}
+
+    cluster = admin.describe_cluster(include_authorized_operations=True).result(10)
+    assert names(cluster.authorized_operations) == CLUSTER_OPS
+    (topic,) = admin.describe_topics(TopicCollection([PAGED[0]]), include_authorized_operations=True).values()
+    assert names(topic.result(10).authorized_operations) == TOPIC_OPS
+    (group,) = admin.describe_consumer_groups(["ops-group"], include_authorized_operations=True).values()
+    assert names(group.result(10).authorized_operations) == GROUP_OPS
+    assert admin.describe_cluster().result(10).authorized_operations is None
+
+
+@pytest.mark.parametrize("version", [3, 4, 5])
+def test_describe_groups_authorized_operations(conn, version):
+    for include, expected in ((True, bits(GROUP_OPS)), (False, NOT_PROVIDED)):
+        response = conn.request(DESCRIBE_GROUPS, version, groups=["no-such-group"], include_authorized_operations=include)
+        assert [g.authorized_operations for g in response.groups] == [expected]
+
+
 # --- DescribeCluster ------------------------------------------------------------------------
 
 
@@ -187,7 +240,7 @@ def test_describe_cluster_raw(broker, conn, version):
     assert [(b.broker_id, b.host, b.port, b.rack) for b in response.brokers] == [
         (0, broker.host, broker.port, None)
     ]
-    assert response.cluster_authorized_operations == -2147483648
+    assert response.cluster_authorized_operations == bits(CLUSTER_OPS)
     assert response.cluster_id == conn.metadata([], version=12).cluster_id
     if version >= 1:
         assert response.endpoint_type == 1
@@ -210,14 +263,15 @@ def test_describe_cluster_other_endpoint_types(conn, endpoint_type, code):
     )
     assert response.error_code == code and response.error_message
     assert response.brokers == ()
+    assert response.cluster_authorized_operations == NOT_PROVIDED
 
 
 def test_describe_cluster_clients(broker, conn, admin):
     from kafka import KafkaAdminClient
 
-    cluster_id = conn.request(
-        DESCRIBE_CLUSTER, 1, include_cluster_authorized_operations=False
-    ).cluster_id
+    plain = conn.request(DESCRIBE_CLUSTER, 1, include_cluster_authorized_operations=False)
+    assert plain.cluster_authorized_operations == NOT_PROVIDED
+    cluster_id = plain.cluster_id
     result = admin.describe_cluster().result(10)  # librdkafka: Metadata under the hood
     assert result.cluster_id == cluster_id
     assert [(n.id, n.host, n.port) for n in result.nodes] == [(0, broker.host, broker.port)]
@@ -268,7 +322,10 @@ def test_describe_topic_partitions_fields(conn):
     )
     assert (part.replica_nodes, part.isr_nodes, part.offline_replicas) == ((0,), (0,), ())
     assert (part.eligible_leader_replicas, part.last_known_elr) == ((), ())
-    assert topics[0].topic_authorized_operations == -2147483648
+    assert topics[0].topic_authorized_operations == bits(TOPIC_OPS)
+    (missing,), _ = describe_partitions(conn, ["no-such-topic"])
+    assert missing.error_code == ErrorCode.unknown_topic_or_partition
+    assert missing.topic_authorized_operations == NOT_PROVIDED
 
 
 def walk(conn: KafkaRaw, topics, limit):
