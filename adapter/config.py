@@ -31,6 +31,7 @@ class AdapterConfig:
     num_partitions: int = 1  # num.partitions
     auto_create_topics: bool = True  # auto.create.topics.enable
     message_max_bytes: int = 1048588  # message.max.bytes
+    compression_type: str = "producer"  # compression.type: the default of the topic config
     socket_request_max_bytes: int = 104857600  # socket.request.max.bytes
     # Kafka's default is 3000; a broker for tests wants the first rebalance at once.
     group_initial_rebalance_delay_ms: int = 0  # group.initial.rebalance.delay.ms

@@ -35,6 +35,7 @@ _CODES: dict[type[Exception], ErrorCode] = {
     storage_errors.InvalidRecordError: ErrorCode.invalid_record,
     storage_errors.RecordTooLargeError: ErrorCode.message_too_large,
     storage_errors.RecordListTooLargeError: ErrorCode.record_list_too_large,
+    storage_errors.InvalidTimestampError: ErrorCode.invalid_timestamp,
     storage_errors.UnknownTopicError: ErrorCode.unknown_topic_or_partition,
     storage_errors.UnknownPartitionError: ErrorCode.unknown_topic_or_partition,
     storage_errors.TopicExistsError: ErrorCode.topic_already_exists,

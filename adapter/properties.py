@@ -23,6 +23,8 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
 ``num.partitions``                  partitions of auto-created topics (>= 1)
 ``auto.create.topics.enable``       ``true`` / ``false``
 ``message.max.bytes``               largest record batch accepted (> 0)
+``compression.type``                default of the topic config ``compression.type``:
+                                    producer, uncompressed, gzip, snappy, lz4 or zstd
 ``socket.request.max.bytes``        largest request frame accepted (> 0)
 ``log.segment.bytes``               commitlog segment size (> 0)
 ``log.retention.ms|minutes|hours``  Kafka's precedence ms > minutes > hours; -1 = unlimited
@@ -79,6 +81,7 @@ KNOWN_KEYS = frozenset(
         "num.partitions",
         "auto.create.topics.enable",
         "message.max.bytes",
+        "compression.type",
         "socket.request.max.bytes",
         "log.segment.bytes",
         "log.retention.ms",
@@ -101,6 +104,7 @@ KNOWN_KEYS = frozenset(
 )
 
 _FLUSH_DISK_TYPES = {"ASYNC_FLUSH": "async", "SYNC_FLUSH": "sync"}
+_COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
 _MS_PER_MINUTE = 60_000
 _MS_PER_HOUR = 3_600_000
 
@@ -298,6 +302,12 @@ class _Props:
             raise self.error(key, value, "expected true or false")
         return lowered == "true"
 
+    def choice(self, key: str, allowed: tuple[str, ...]) -> str | None:
+        value = self.get(key)
+        if value is not None and value not in allowed:
+            raise self.error(key, value, f"expected one of {', '.join(allowed)}")
+        return value
+
     def listeners(self, key: str, drop_names: frozenset[str]) -> list[Listener]:
         value = self.get(key)
         if not value:
@@ -384,6 +394,7 @@ def build_config(
         "num_partitions": p.integer("num.partitions", minimum=1),
         "auto_create_topics": p.boolean("auto.create.topics.enable"),
         "message_max_bytes": p.integer("message.max.bytes", minimum=1),
+        "compression_type": p.choice("compression.type", _COMPRESSION_TYPES),
         "socket_request_max_bytes": p.integer("socket.request.max.bytes", minimum=1),
         "group_initial_rebalance_delay_ms": p.integer("group.initial.rebalance.delay.ms", minimum=0),
         "group_min_session_timeout_ms": p.integer("group.min.session.timeout.ms", minimum=1),

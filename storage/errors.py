@@ -19,6 +19,17 @@ class RecordTooLargeError(StorageError):
     """A single batch exceeds the configured maximum message size."""
 
 
+class InvalidTimestampError(StorageError):
+    """Records carry timestamps outside the range the caller allows.
+
+    ``record_errors`` holds (index of the record in its batch, why) for each such record.
+    """
+
+    def __init__(self, message: str, record_errors: list[tuple[int, str]]) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors
+
+
 class RecordListTooLargeError(StorageError):
     """The batches for one partition in one request exceed what a segment can hold."""
 

@@ -54,13 +54,14 @@ class PartitionLog:
         return self.consume_queue.next_offset
 
     # -- writing ---------------------------------------------------------------------------
-    def tag_codes(self, batch: Buffer) -> list[int] | None:
+    def tag_codes(self, batch: Buffer, records: list | None = None) -> list[int] | None:
         """Consume-queue tag code of each record of ``batch``, or None if none has a tag.
 
-        Raises CorruptRecordError when the batch has to be parsed and does not parse, so
-        the store calls it before writing anything.
+        ``records`` are the batch's parsed records, if the caller has them. Raises
+        CorruptRecordError when the batch has to be parsed and does not parse, so the store
+        calls it before writing anything.
         """
-        tags = record_batch.header_values(batch, self._tag_header)
+        tags = record_batch.header_values(batch, self._tag_header, records)
         return None if tags is None else [tag_code(t) for t in tags]
 
     def dispatch(

@@ -2,8 +2,8 @@
 
 The broker stores a batch byte for byte as the producer sent it. It only patches fields the
 batch CRC does not cover (base offset, partition leader epoch) and, for LogAppendTime topics,
-the attributes and max timestamp (then recomputing the CRC). Records are parsed only when a
-caller needs a header or a per-record timestamp, with aiokafka's C-backed batch reader.
+the attributes and max timestamp (then recomputing the CRC); a batch re-encoded with another
+codec is storage/recompress.py's. Records are parsed with aiokafka's C-backed batch reader.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ TRANSACTIONAL_BIT = 0x10
 CONTROL_BIT = 0x20
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
+NO_TIMESTAMP = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,17 +224,19 @@ def _needle(header: str) -> re.Pattern[bytes]:
     return re.compile(re.escape(header.encode()))
 
 
-def header_values(batch: Buffer, header: str) -> list[bytes | None] | None:
+def header_values(batch: Buffer, header: str, records: list | None = None) -> list[bytes | None] | None:
     """Each record's value of ``header`` (None where absent), or None if no record has it.
 
-    Every batch is parsed (aiokafka's C reader, ~0.25 us a record) because the CRC does not
-    prove that ``recordsCount`` matches the records: a batch that lies about it would give
-    records wrong or shared offsets, so it raises CorruptRecordError, as Kafka refuses it.
+    ``records`` are the batch's records if the caller has parsed them already. Every batch
+    is parsed (aiokafka's C reader, ~0.25 us a record) because the CRC does not prove that
+    ``recordsCount`` matches the records: a batch that lies about it would give records
+    wrong or shared offsets, so it raises CorruptRecordError, as Kafka refuses it.
     The per-record header scan in Python runs only when the header name occurs in the
     bytes (searched in place, without a copy) or the batch is compressed.
     """
     view = memoryview(batch)
-    records = read_records(view)
+    if records is None:
+        records = read_records(view)
     if view[22] & COMPRESSION_MASK == 0 and _needle(header).search(view) is None:
         return None
     values: list[bytes | None] = []
@@ -247,6 +250,20 @@ def header_values(batch: Buffer, header: str) -> list[bytes | None] | None:
                 break
         values.append(value)
     return values if seen else None
+
+
+def timestamp_errors(records: list, low: int, high: int) -> list[tuple[int, str]]:
+    """(index, why) for each record whose timestamp is outside [low, high], in Kafka's words
+    (LogValidator). Records without a timestamp (-1) are exempt, as in Kafka."""
+    stamps = [record.timestamp for record in records]
+    if not stamps or (low <= min(stamps) and max(stamps) <= high):  # the usual case, in C
+        return []
+    why = "Timestamp {} of message with offset {} is out of range. The timestamp should be within [{}, {}]"
+    return [
+        (index, why.format(stamp, record.offset, low, high))
+        for index, (record, stamp) in enumerate(zip(records, stamps))
+        if stamp != NO_TIMESTAMP and not low <= stamp <= high
+    ]
 
 
 def first_offset_at_or_after(batch: bytes | memoryview, timestamp_ms: int) -> tuple[int, int] | None:

@@ -44,6 +44,7 @@ from .commitlog import CommitLog, Entry
 from .config import StorageConfig
 from .errors import (
     CorruptRecordError,
+    InvalidTimestampError,
     RecordListTooLargeError,
     RecordTooLargeError,
     UnknownPartitionError,
@@ -53,6 +54,7 @@ from .offset_store import CommittedOffset, OffsetStore
 from .partition_log import PartitionLog
 from .producer_ids import ProducerIds
 from .producer_state import ProducerStateTable
+from .recompress import CODEC_NAMES, Compression, recompress
 from .files import fsync_path, write_json_atomically
 from .topics import TopicMeta, TopicRegistry
 
@@ -298,29 +300,41 @@ class MessageStore:
         *,
         max_batch_bytes: int,
         log_append_time: bool = False,
+        compression: Compression | None = None,
+        timestamp_range: tuple[int, int] | None = None,
     ) -> AppendResult:
         """Validate and append a produce request's record set for one partition.
 
-        Every batch is validated (framing, magic, CRC32C, size, records that parse where a
-        tag must be read, producer sequence) before any is written: a request is appended
-        whole or not at all.
+        Every batch is validated (framing, magic, CRC32C, size, records that parse,
+        timestamps, producer sequence) before any is written: a request is appended whole
+        or not at all. ``compression``: batches with another codec are re-encoded with this
+        one first (``max_batch_bytes`` then applies to both the batch as received and as
+        stored, as in Kafka). ``timestamp_range``: without ``log_append_time``, a batch with
+        a record timestamp outside [low, high] is refused (InvalidTimestampError).
         """
         plog = self.partition(name, p)
-        if len(records) > self.config.segment_bytes:
-            raise RecordListTooLargeError(
-                f"{len(records)} bytes exceed the segment size {self.config.segment_bytes}"
-            )
+        self._check_fits_a_segment(len(records), "")
         batches = record_batch.split_batches(records)
         infos = [record_batch.read_info(b) for b in batches]
-        for info in infos:
-            if info.length > max_batch_bytes:
-                raise RecordTooLargeError(
-                    f"batch of {info.length} bytes exceeds the maximum of {max_batch_bytes}"
-                )
+        _check_sizes(infos, max_batch_bytes, "")
+        if compression is not None:
+            when = f" after recompression to {CODEC_NAMES[compression.codec]}"
+            batches = [recompress(b, compression) for b in batches]
+            infos = [record_batch.read_info(b) for b in batches]
+            self._check_fits_a_segment(sum(info.length for info in infos), when)
+            _check_sizes(infos, max_batch_bytes, when)
+        parsed = [record_batch.read_records(b) for b in batches]
+        if timestamp_range is not None and not log_append_time:
+            for recs in parsed:
+                errors = record_batch.timestamp_errors(recs, *timestamp_range)
+                if errors:
+                    raise InvalidTimestampError(
+                        "One or more records have been rejected due to invalid timestamp", errors
+                    )
         originals = plog.producers.check_all(infos, plog.next_offset)
         codes = [
-            plog.tag_codes(batch) if original is None else None
-            for batch, original in zip(batches, originals)
+            plog.tag_codes(batch, recs) if original is None else None
+            for batch, recs, original in zip(batches, parsed, originals)
         ]
         append_time = self.clock.now_ms() if log_append_time else None
         first_base: int | None = None
@@ -344,6 +358,12 @@ class MessageStore:
             listener(name, p)
         assert first_base is not None
         return AppendResult(first_base, end_position, append_time, duplicate)
+
+    def _check_fits_a_segment(self, size: int, when: str) -> None:
+        if size > self.config.segment_bytes:
+            raise RecordListTooLargeError(
+                f"{size} bytes{when} exceed the segment size {self.config.segment_bytes}"
+            )
 
     # -- committed offsets -----------------------------------------------------------------
     async def commit_offsets(self, group: str, offsets: dict[tuple[str, int], CommittedOffset]) -> None:
@@ -540,6 +560,14 @@ class MessageStore:
 
     def partitions(self) -> dict[tuple[str, int], PartitionLog]:
         return dict(self._partitions)
+
+
+def _check_sizes(infos: list[record_batch.BatchInfo], max_batch_bytes: int, when: str) -> None:
+    for info in infos:
+        if info.length > max_batch_bytes:
+            raise RecordTooLargeError(
+                f"batch of {info.length} bytes{when} exceeds the maximum of {max_batch_bytes}"
+            )
 
 
 def _fdatasync_all(fds: list[int]) -> None:

@@ -10,7 +10,7 @@ Choices
   INVALID_CONFIG and nothing of that resource changes. A name given twice is
   INVALID_REQUEST, as in Kafka. ``validate_only`` validates and changes nothing.
 - Changes are persisted (topics.json, fsynced) before the answer and take effect at once:
-  Produce reads ``max.message.bytes`` and ``message.timestamp.type`` per request.
+  Produce reads the topic's configs per request (see produce.py for those it applies).
 - Unknown topic -> UNKNOWN_TOPIC_OR_PARTITION; an illegal topic name ->
   INVALID_TOPIC_EXCEPTION; a resource named twice in one request -> INVALID_REQUEST.
 - Broker resources (name "" or this node's id): every broker setting here is static

@@ -9,11 +9,9 @@ from ..codec.entities import make
 from ..context import BrokerContext
 from ..errors import error_code_for
 from ..topic_admin import check_new_topic
-from ..topic_configs import SPECS, effective
+from ..topic_configs import SPECS, effective, source_of
 
 API_KEY = 19
-DYNAMIC_TOPIC_CONFIG = 1
-DEFAULT_CONFIG = 5
 
 
 async def handle(ctx: BrokerContext, request: Request):
@@ -52,7 +50,7 @@ async def handle(ctx: BrokerContext, request: Request):
                 name=name,
                 value=effective(name, configs, ctx.config, ctx.storage_config),
                 read_only=False,
-                config_source=DYNAMIC_TOPIC_CONFIG if name in configs else DEFAULT_CONFIG,
+                config_source=source_of(name, configs, ctx.config, ctx.storage_config),
                 is_sensitive=False,
             )
             for name in SPECS

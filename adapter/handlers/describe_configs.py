@@ -7,26 +7,31 @@ from kio.schema.errors import ErrorCode
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
-from ..topic_configs import SPECS, effective
+from ..topic_configs import DEFAULT_CONFIG, SPECS, STATIC_BROKER_CONFIG, effective, source_of, synonyms_of
 
 API_KEY = 32
 TOPIC = 2
 BROKER = 4
-DYNAMIC_TOPIC_CONFIG = 1
-STATIC_BROKER_CONFIG = 4
-DEFAULT_CONFIG = 5
 CONFIG_TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6, "LIST": 7}
 
 
-def _entry(name: str, value: str, source: int, kind: str, doc: str, read_only: bool, synonyms: bool) -> dict:
+def _entry(
+    name: str,
+    value: str,
+    source: int,
+    kind: str,
+    doc: str | None,
+    read_only: bool,
+    synonyms: list[tuple[str, str, int]],
+) -> dict:
     return dict(
         name=name,
         value=value,
         read_only=read_only,
         config_source=source,
         is_default=source == DEFAULT_CONFIG,
-        is_sensitive=False,
-        synonyms=[dict(name=name, value=value, source=source)] if synonyms else [],
+        is_sensitive=False,  # no topic or broker setting here is a secret
+        synonyms=[dict(name=n, value=v, source=src) for n, v, src in synonyms],
         config_type=CONFIG_TYPES[kind],
         documentation=doc,
     )
@@ -44,6 +49,7 @@ def broker_configs(ctx: BrokerContext) -> list[tuple[str, str, str, str]]:
         ("num.partitions", str(a.num_partitions), "INT", "Partitions of auto-created topics."),
         ("auto.create.topics.enable", str(a.auto_create_topics).lower(), "BOOLEAN", "Metadata requests create missing topics."),
         ("message.max.bytes", str(a.message_max_bytes), "INT", "Largest record batch accepted."),
+        ("compression.type", a.compression_type, "STRING", "Default codec of stored batches (topic config compression.type)."),
         ("socket.request.max.bytes", str(a.socket_request_max_bytes), "INT", "Largest request frame accepted."),
         ("log.segment.bytes", str(s.segment_bytes), "INT", "Commitlog segment size."),
         ("log.retention.ms", str(-1 if s.retention_ms is None else s.retention_ms), "LONG", "Segments older than this are deleted."),
@@ -75,15 +81,16 @@ async def handle(ctx: BrokerContext, request: Request):
                 result["error_code"] = ErrorCode.unknown_topic_or_partition
                 result["error_message"] = f"topic {resource.resource_name!r} does not exist"
                 continue
+            a, s, overrides = ctx.config, ctx.storage_config, meta.configs
             result["configs"] = [
                 _entry(
                     name,
-                    effective(name, meta.configs, ctx.config, ctx.storage_config),
-                    DYNAMIC_TOPIC_CONFIG if name in meta.configs else DEFAULT_CONFIG,
+                    effective(name, overrides, a, s),
+                    source_of(name, overrides, a, s),
                     spec.kind,
                     spec.doc if docs else None,
                     False,
-                    synonyms,
+                    synonyms_of(name, overrides, a, s) if synonyms else [],
                 )
                 for name, spec in SPECS.items()
                 if keys is None or name in keys
@@ -94,7 +101,15 @@ async def handle(ctx: BrokerContext, request: Request):
                 result["error_message"] = f"unknown broker {resource.resource_name!r}"
                 continue
             result["configs"] = [
-                _entry(name, value, STATIC_BROKER_CONFIG, kind, doc if docs else None, True, synonyms)
+                _entry(
+                    name,
+                    value,
+                    STATIC_BROKER_CONFIG,
+                    kind,
+                    doc if docs else None,
+                    True,
+                    [(name, value, STATIC_BROKER_CONFIG)] if synonyms else [],
+                )
                 for name, value, kind, doc in broker_configs(ctx)
                 if keys is None or name in keys
             ]

@@ -13,8 +13,7 @@ Choices (following Kafka's ConfigurationControlManager.incrementalAlterConfigRes
 - APPEND / SUBTRACT: only for LIST-typed configs (else INVALID_CONFIG, "its type is not
   LIST"); the list is the current override or else the default, split on ",". APPEND adds
   the values not present yet, SUBTRACT removes them; the result becomes the override and
-  is validated like a SET (here only ``cleanup.policy`` is a list, and only "delete" is
-  valid for it).
+  is validated like a SET (an empty list is valid for ``cleanup.policy``, as in Kafka).
 - A null value for anything but DELETE, or an unknown operation, is INVALID_REQUEST.
 """
 

@@ -5,6 +5,13 @@ With ``--flush sync`` an acks=1/-1 produce is answered only after an fsync cover
 batches (shared with concurrent producers: group commit). The appends happen before this
 coroutine first awaits, so pipelined requests on one connection are appended in the order
 they arrived.
+
+Topic configs applied on append (adapter/topic_configs.py): ``max.message.bytes``,
+``message.timestamp.type``, ``compression.type`` with its levels (a batch with another codec
+is re-encoded, as Kafka does; ``producer`` keeps every batch as sent, without a copy) and,
+for CreateTime, ``message.timestamp.before/after.max.ms``: a record timestamp outside
+[now - before, now + after] on the broker's clock refuses the batch with INVALID_TIMESTAMP
+and one record error per such record, as Kafka's LogValidator does.
 """
 
 from __future__ import annotations
@@ -13,14 +20,45 @@ import datetime
 
 from kio.schema.errors import ErrorCode
 
-from rmqkafka.storage.errors import InvalidRecordError
+from rmqkafka.storage.errors import InvalidRecordError, InvalidTimestampError
+from rmqkafka.storage.recompress import GZIP, LZ4, NONE, SNAPPY, ZSTD, Compression
 
 from ..codec import Encoded, Request, encode_produce_response
 from ..context import BrokerContext
 from ..errors import CloseConnection, error_code_for
-from ..topic_configs import effective
+from ..topic_configs import LONG_MAX, effective
 
 API_KEY = 0
+_CODECS = {"uncompressed": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
+_LEVELS = {GZIP: "compression.gzip.level", LZ4: "compression.lz4.level", ZSTD: "compression.zstd.level"}
+_BEFORE, _AFTER = "message.timestamp.before.max.ms", "message.timestamp.after.max.ms"
+
+
+def append_options(ctx: BrokerContext, configs: dict[str, str], now_ms: int) -> dict:
+    """The store.append keyword arguments that carry a topic's configs (Kafka's LogConfig)."""
+
+    def get(name: str) -> str:
+        return effective(name, configs, ctx.config, ctx.storage_config)
+
+    options: dict = {"max_batch_bytes": int(get("max.message.bytes"))}
+    if get("message.timestamp.type") == "LogAppendTime":
+        options["log_append_time"] = True
+    else:
+        before, after = int(get(_BEFORE)), int(get(_AFTER))
+        difference = configs.get("message.timestamp.difference.max.ms")
+        if difference is not None:
+            # Kafka 3.x's deprecated bound stands in for a bound the topic leaves unset
+            if _BEFORE not in configs or before == LONG_MAX:
+                before = int(difference)
+            if _AFTER not in configs or after == LONG_MAX:
+                after = int(difference)
+        if before < LONG_MAX or after < LONG_MAX:
+            options["timestamp_range"] = (now_ms - before, now_ms + after)
+    codec = _CODECS.get(get("compression.type"))  # None for "producer"
+    if codec is not None:
+        level = int(get(_LEVELS[codec])) if codec in _LEVELS else None
+        options["compression"] = Compression(codec, level)
+    return options
 
 
 def _as_datetime(ms: int | None) -> datetime.datetime | None:
@@ -34,8 +72,10 @@ async def handle(ctx: BrokerContext, request: Request):
     store = ctx.store
     durable_at = 0
     responses = []
+    now_ms = ctx.clock.now_ms()
     for topic in body.topic_data:
         meta = store.topics.get(topic.name)
+        options = None if meta is None else append_options(ctx, meta.configs, now_ms)
         partitions = []
         for data in topic.partition_data:
             result = dict(
@@ -54,17 +94,14 @@ async def handle(ctx: BrokerContext, request: Request):
             try:
                 if data.records is None:
                     raise InvalidRecordError("a produce request partition carries no records")
-                max_bytes = int(effective("max.message.bytes", meta.configs, ctx.config, ctx.storage_config))
-                log_append = (
-                    effective("message.timestamp.type", meta.configs, ctx.config, ctx.storage_config)
-                    == "LogAppendTime"
-                )
-                appended = store.append(
-                    topic.name, data.index, data.records, max_batch_bytes=max_bytes, log_append_time=log_append
-                )
+                appended = store.append(topic.name, data.index, data.records, **options)
             except Exception as exc:
                 result["error_code"] = error_code_for(exc)
                 result["error_message"] = str(exc) or None
+                if isinstance(exc, InvalidTimestampError):
+                    result["record_errors"] = [
+                        dict(batch_index=i, batch_index_error_message=why) for i, why in exc.record_errors
+                    ]
             else:
                 durable_at = max(durable_at, appended.end_position)
                 result["base_offset"] = appended.base_offset

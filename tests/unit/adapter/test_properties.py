@@ -449,6 +449,20 @@ class TestBooleans:
         assert "auto.create.topics.enable" in message and repr(value) in message
 
 
+class TestCompressionType:
+    @pytest.mark.parametrize("value", ["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"])
+    def test_values(self, value):
+        assert build(f"compression.type={value}").adapter.compression_type == value
+
+    def test_default_is_producer(self):
+        assert build("").adapter.compression_type == "producer"
+
+    @pytest.mark.parametrize("value", ["none", "GZIP", ""])
+    def test_bad(self, value):
+        message = error_of(f"compression.type={value}")
+        assert "compression.type" in message and repr(value) in message
+
+
 class TestFlushPolicy:
     @pytest.mark.parametrize(
         ("text", "expected"),
