@@ -8,7 +8,8 @@ The public API::
         broker.bootstrap_servers
 
 The layers are subpackages: :mod:`rmqkafka.adapter` (Kafka wire protocol),
-:mod:`rmqkafka.storage` (commitlog), :mod:`rmqkafka.spark_connector` (PySpark data source),
+:mod:`rmqkafka.rmqsemantics` (RocketMQ semantics; so far the filter expressions of subscription
+views), :mod:`rmqkafka.storage` (commitlog), :mod:`rmqkafka.spark_connector` (PySpark data source),
 and :mod:`rmqkafka.cli` (the ``rmqk`` command line, a Kafka admin client).
 
 Attributes are resolved lazily (PEP 562): Spark executors import
