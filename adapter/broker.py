@@ -7,6 +7,8 @@ import logging
 import socket
 import threading
 
+from rmqkafka.rmqsemantics.config import SemanticsConfig
+from rmqkafka.rmqsemantics.semantics import Semantics
 from rmqkafka.storage import record_batch
 from rmqkafka.storage.clock import Clock, SystemClock
 from rmqkafka.storage.config import StorageConfig
@@ -23,10 +25,15 @@ log = logging.getLogger(__name__)
 
 class Broker:
     def __init__(
-        self, adapter_config: AdapterConfig, storage_config: StorageConfig, clock: Clock | None = None
+        self,
+        adapter_config: AdapterConfig,
+        storage_config: StorageConfig,
+        semantics_config: SemanticsConfig | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.adapter_config = adapter_config
         self.storage_config = storage_config
+        self.semantics_config = semantics_config or SemanticsConfig()
         self.clock = clock or SystemClock()
         self.store = MessageStore(storage_config, self.clock)
         self.context: BrokerContext | None = None
@@ -51,6 +58,7 @@ class Broker:
             for host, port, _, _ in endpoints:
                 self._servers.append(await self._bind(host, port, len(self._servers)))
             self.store.open()
+            semantics = Semantics(self.semantics_config, self.store, self.storage_config.data_dir)
             await self.store.start()
         except BaseException:
             for server in self._servers:
@@ -79,6 +87,7 @@ class Broker:
                     config=cfg,
                     storage_config=self.storage_config,
                     store=self.store,
+                    semantics=semantics,
                     clock=self.clock,
                     waiters=waiters,
                     groups=self.groups,

@@ -1,11 +1,12 @@
-"""What every request handler may use: configs, the store, the clock, the long-poll waiters,
-the group coordinator."""
+"""What every request handler may use: configs, the store, the semantics layer over it, the
+clock, the long-poll waiters, the group coordinator."""
 
 from __future__ import annotations
 
 import contextvars
 from dataclasses import dataclass
 
+from rmqkafka.rmqsemantics.semantics import Semantics
 from rmqkafka.storage.clock import Clock
 from rmqkafka.storage.config import StorageConfig
 from rmqkafka.storage.store import MessageStore
@@ -23,6 +24,7 @@ class BrokerContext:
     config: AdapterConfig
     storage_config: StorageConfig
     store: MessageStore
+    semantics: Semantics
     clock: Clock
     waiters: FetchWaiters
     groups: GroupCoordinator

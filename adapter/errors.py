@@ -6,6 +6,9 @@ import logging
 
 from kio.schema.errors import ErrorCode
 
+from rmqkafka.rmqsemantics.filters import ExpressionError
+from rmqkafka.rmqsemantics.semantics import ViewReadOnlyError
+from rmqkafka.rmqsemantics.views import ViewError, ViewExistsError
 from rmqkafka.storage import errors as storage_errors
 
 from .topic_configs import InvalidConfig
@@ -43,6 +46,11 @@ _CODES: dict[type[Exception], ErrorCode] = {
     storage_errors.OutOfOrderSequenceError: ErrorCode.out_of_order_sequence_number,
     storage_errors.InvalidProducerEpochError: ErrorCode.invalid_producer_epoch,
     InvalidConfig: ErrorCode.invalid_config,
+    ExpressionError: ErrorCode.invalid_config,
+    ViewError: ErrorCode.invalid_config,
+    ViewExistsError: ErrorCode.topic_already_exists,
+    # As Kafka answers an append to an internal topic ("Cannot append to internal topic").
+    ViewReadOnlyError: ErrorCode.invalid_topic_exception,
     InvalidTopicName: ErrorCode.invalid_topic_exception,
     InvalidReplication: ErrorCode.invalid_replication_factor,
     InvalidReplicaAssignment: ErrorCode.invalid_replica_assignment,

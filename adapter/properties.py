@@ -42,6 +42,8 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
 ``group.max.session.timeout.ms``    largest session timeout a member may ask for (1800000)
 ``offset.metadata.max.bytes``       longest metadata string of a committed offset (4096)
 ``transaction.max.timeout.ms``      largest transaction timeout a producer may ask for (900000)
+``enablePropertyFilter``            RocketMQ's switch for SQL92 views (default true here;
+                                    RocketMQ's own default is false)
 =================================== ==========================================================
 
 Precedence, highest first: command-line overrides (host, port, data_dir, flush), the file,
@@ -65,6 +67,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rmqkafka.adapter.config import AdapterConfig, ExtraListener
+from rmqkafka.rmqsemantics.config import SemanticsConfig
 from rmqkafka.storage.config import StorageConfig
 
 DATA_DIR_ENV = "RMQK_DATA_DIR"
@@ -100,6 +103,7 @@ KNOWN_KEYS = frozenset(
         "group.max.session.timeout.ms",
         "offset.metadata.max.bytes",
         "transaction.max.timeout.ms",
+        "enablePropertyFilter",
     }
 )
 
@@ -132,6 +136,7 @@ class ServerConfig:
 
     adapter: AdapterConfig
     storage: StorageConfig
+    semantics: SemanticsConfig = SemanticsConfig()
     unknown_keys: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
 
@@ -425,9 +430,11 @@ def build_config(
         storage_kwargs["offsets_retention_ms"] = offsets_retention_minutes * _MS_PER_MINUTE
 
     unknown = tuple(sorted(k for k in props if k not in KNOWN_KEYS))
+    semantics_kwargs = {"enable_property_filter": p.boolean("enablePropertyFilter")}
     return ServerConfig(
         adapter=AdapterConfig(**adapter_kwargs),  # type: ignore[arg-type]
         storage=StorageConfig(**storage_kwargs),  # type: ignore[arg-type]
+        semantics=SemanticsConfig(**{k: v for k, v in semantics_kwargs.items() if v is not None}),
         unknown_keys=unknown,
         warnings=tuple(warnings),
     )

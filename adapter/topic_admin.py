@@ -25,6 +25,8 @@ def check_new_topic(
         raise InvalidTopicName(reason)
     if ctx.store.topics.get(name) is not None:
         raise TopicExistsError(f"topic {name!r} already exists")
+    if ctx.semantics.views.get(name) is not None:
+        raise TopicExistsError(f"a view named {name!r} already exists")
     if assignments:
         if num_partitions != -1 or replication_factor != -1:
             raise InvalidReplicaAssignment(

@@ -1,4 +1,5 @@
-"""CreateTopics (19): validated creation, validate_only, per-topic configs."""
+"""CreateTopics (19): validated creation, validate_only, per-topic configs; a topic created
+with ``rmq.view.*`` configs is a subscription view (adapter/view_configs.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ from kio.schema.errors import ErrorCode
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
-from ..errors import error_code_for
+from ..errors import InvalidTopicName, error_code_for
 from ..topic_admin import check_new_topic
-from ..topic_configs import SPECS, effective, source_of
+from ..topic_configs import DYNAMIC_TOPIC_CONFIG, SPECS, effective, source_of
+from ..topic_names import invalid_reason
+from ..view_configs import is_view_request, view_definition
 
 API_KEY = 19
 
@@ -28,6 +31,10 @@ async def handle(ctx: BrokerContext, request: Request):
             configs=None,
         )
         results.append(result)
+        requested = {c.name: c.value for c in topic.configs}
+        if is_view_request(requested):
+            _create_view(ctx, topic, requested, body.validate_only, result)
+            continue
         try:
             partitions, configs = check_new_topic(
                 ctx,
@@ -56,3 +63,29 @@ async def handle(ctx: BrokerContext, request: Request):
             for name in SPECS
         ]
     return make(response_type(request), throttle_time=0, topics=results)
+
+
+def _create_view(ctx: BrokerContext, topic, configs: dict[str, str | None], validate_only: bool, result: dict) -> None:
+    try:
+        reason = invalid_reason(topic.name)
+        if reason:
+            raise InvalidTopicName(reason)
+        source = ctx.store.topics.get(configs.get("rmq.view.source") or "")
+        source_name, kind, expression = view_definition(
+            configs, topic.num_partitions, topic.replication_factor, source.partitions if source else None
+        )
+        if validate_only:
+            view = ctx.semantics.check_view(topic.name, source_name, kind, expression)
+        else:
+            view = ctx.semantics.create_view(topic.name, source_name, kind, expression)
+            result["topic_id"] = view.view_id
+    except Exception as exc:
+        result["error_code"] = error_code_for(exc)
+        result["error_message"] = str(exc) or None
+        return
+    result["num_partitions"] = ctx.semantics.partition_count(view)
+    result["replication_factor"] = 1
+    result["configs"] = [
+        dict(name=name, value=value, read_only=True, config_source=DYNAMIC_TOPIC_CONFIG, is_sensitive=False)
+        for name, value in configs.items()
+    ]

@@ -164,7 +164,7 @@ async def _serve(server_config: ServerConfig) -> int:
         adapter_config.host,
         adapter_config.port,
     )
-    broker = Broker(adapter_config, storage_config)
+    broker = Broker(adapter_config, storage_config, server_config.semantics)
     host, port = await broker.start()
     shown_host = f"[{host}]" if ":" in host else host
     sys.stdout.write(f"{READY_PREFIX}{shown_host}:{port}\n")
