@@ -301,8 +301,39 @@ def run_confluent(args, control: Control) -> None:
         emit("assigned", parts=parts(partitions))
         emit("member", member_id=c.memberid(), generation=None)
 
+    # A commit can fail with REBALANCE_IN_PROGRESS when the batch was consumed just as a
+    # rebalance began (Kafka answers so while the group completes a rebalance). Those offsets
+    # stay pending and are committed before their partitions are given up (on_revoke), so
+    # the next owner starts after them, as KIP-429 expects of a cooperative member.
+    pending: dict[tuple[str, int], int] = {}
+    pending_batches: set[int] = set()  # batches whose commit failed, for the events
+
+    def commit(c, offsets: dict[tuple[str, int], int]) -> None:
+        try:
+            result = c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                              asynchronous=False)
+            errors = [str(tp.error) for tp in result or () if tp.error is not None]
+            if errors:
+                raise RuntimeError(errors)
+        except Exception as exc:
+            pending.update(offsets)
+            pending_batches.add(control.batch)
+            emit("commit_failed", batch=control.batch, error=repr(exc))
+        else:
+            for tp in offsets:
+                pending.pop(tp, None)
+            done = {control.batch} | (pending_batches if not pending else set())
+            if not pending:
+                pending_batches.clear()
+            for batch in sorted(done):
+                emit("committed", batch=batch, offsets=[[t, p, o] for (t, p), o in offsets.items()])
+
     def on_revoke(c, partitions):
         emit("revoked", parts=parts(partitions))
+        revoked = {(tp.topic, tp.partition) for tp in partitions}
+        mine = {tp: o for tp, o in pending.items() if tp in revoked}
+        if mine and control.committing:
+            commit(c, mine)
 
     def on_lost(c, partitions):
         emit("lost", parts=parts(partitions))
@@ -325,19 +356,7 @@ def run_confluent(args, control: Control) -> None:
             control.batch += 1
             emit("consumed", batch=control.batch, recs=recs)
             if control.committing:
-                offsets = next_offsets(recs)
-                try:
-                    result = consumer.commit(
-                        offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
-                        asynchronous=False,
-                    )
-                    errors = [str(tp.error) for tp in result or () if tp.error is not None]
-                    if errors:
-                        raise RuntimeError(errors)
-                except Exception as exc:
-                    emit("commit_failed", batch=control.batch, error=repr(exc))
-                else:
-                    emit("committed", batch=control.batch, offsets=[[t, p, o] for (t, p), o in offsets.items()])
+                commit(consumer, {**pending, **next_offsets(recs)})
     finally:
         consumer.close()
         emit("closed")
