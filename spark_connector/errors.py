@@ -39,11 +39,3 @@ class DataLossError(KafkaSourceError):
 class KafkaClientError(KafkaSourceError):
     """The Kafka client reported an error that has no more specific class here."""
 
-
-# The one message for the RocketMQ extras that need broker-side subscription views.
-VIEWS_MISSING = (
-    "the tags/filter options need broker-side subscription views, which this broker does "
-    "not provide yet; the rmqkafka source does not filter on the Spark executors instead "
-    "(that would read and ship every record). Remove option '{option}' and filter the "
-    "DataFrame yourself, e.g. on the TAGS header with includeHeaders=true"
-)

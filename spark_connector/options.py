@@ -16,8 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import VIEWS_MISSING, KafkaOptionError, UnsupportedOptionError
+from .errors import KafkaOptionError, UnsupportedOptionError
 from .offsets import EARLIEST, LATEST, OffsetSpec, TopicPartition, offsets_from_json
+from .views import ViewSpec
 
 # Client settings Spark refuses, with Spark's reasons (KafkaSourceProvider).
 _REFUSED_CONSUMER = {
@@ -75,6 +76,7 @@ class ReadOptions:
     group_id: str | None = None  # kafka.group.id, else groupIdPrefix + a random suffix
     group_id_prefix: str = "spark-kafka-source"
     poll_timeout_ms: int = 120_000  # kafkaConsumer.pollTimeoutMs: an executor poll stall
+    view: ViewSpec | None = None  # tags / filter: read through broker-side views (views.py)
 
     def describe_subscription(self) -> str:
         if self.subscribe is not None:
@@ -106,9 +108,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None) ->
     the reader.
     """
     opts = _lower(options)
-    for name in ("tags", "filter"):
-        if name in opts:
-            raise UnsupportedOptionError(VIEWS_MISSING.format(option=name))
+    view = _view(opts)
     for name, reason in _NOT_IMPLEMENTED.items():
         if name in opts:
             raise UnsupportedOptionError(reason)
@@ -180,6 +180,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None) ->
         ),
         poll_timeout_ms=_positive(opts, "kafkaconsumer.polltimeoutms", "kafkaConsumer.pollTimeoutMs")
         or 120_000,
+        view=view,
     )
 
 
@@ -194,6 +195,21 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
 
 
 # --- helpers ---------------------------------------------------------------------------
+
+
+def _view(opts: dict[str, str]) -> ViewSpec | None:
+    """``tags`` (a RocketMQ tag expression) or ``filter`` (SQL92 over headers), not both;
+    the broker parses them when the view is created."""
+    given = [(kind, name) for kind, name in (("tags", "tags"), ("sql", "filter")) if name in opts]
+    if len(given) > 1:
+        raise KafkaOptionError("options 'tags' and 'filter' exclude each other: give one")
+    if not given:
+        return None
+    kind, name = given[0]
+    expression = opts[name].strip()
+    if not expression:
+        raise KafkaOptionError(f"option '{name}' is empty")
+    return ViewSpec(kind, expression)
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:

@@ -14,6 +14,7 @@ from .client import DATA_LOSS_HINT, Metadata
 from .errors import DataLossError, KafkaOptionError, UnknownTopicError
 from .offsets import EARLIEST, LATEST, OffsetMap, OffsetSpec, TopicPartition
 from .options import ReadOptions
+from .views import is_view_name
 
 log = logging.getLogger("spark_connector")
 
@@ -40,7 +41,9 @@ def topic_partitions(
     if opts.subscribe_pattern is not None:
         pattern = re.compile(opts.subscribe_pattern)
         return sorted(
-            (t, p) for t, n in topics.items() if pattern.fullmatch(t) for p in range(n)
+            (t, p) for t, n in topics.items()
+            if pattern.fullmatch(t) and not (opts.view is not None and is_view_name(t))
+            for p in range(n)
         )
     assert opts.assign is not None
     missing_tps = [(t, p) for t, p in opts.assign if p >= topics.get(t, 0) or p < 0]

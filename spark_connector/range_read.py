@@ -69,8 +69,11 @@ def read_range(
     group_id: str,
     poll_timeout_ms: int,
     isolation: str = "read_uncommitted",
+    read_topic: str | None = None,
 ) -> Iterator[pyarrow.RecordBatch]:
-    """Yield the records with offsets in ``[rng.start, rng.end)`` (see the module doc)."""
+    """Yield the records with offsets in ``[rng.start, rng.end)`` (see the module doc),
+    fetched from ``read_topic`` (a view of ``rng.topic``: same offsets) when given; rows
+    carry ``rng.topic``."""
     from confluent_kafka import Consumer, Message, TopicPartition
 
     if rng.size <= 0:
@@ -80,11 +83,12 @@ def read_range(
     config = consumer_config(client, group_id, rng.size, isolation)
     config["error_cb"] = lambda err: client_errors.append(err.str())
     consumer = make_client(Consumer, config)
-    where = f"{rng.topic}-{rng.partition}"
+    topic = read_topic or rng.topic
+    where = f"{topic}-{rng.partition}"
     position = rng.start  # the next offset still needed
     get_error, get_offset = Message.error, Message.offset
     try:
-        consumer.assign([TopicPartition(rng.topic, rng.partition, position)])
+        consumer.assign([TopicPartition(topic, rng.partition, position)])
         last_progress = time.monotonic()
         while position < rng.end:
             messages = consumer.consume(min(CONSUME_BATCH, rng.end - position), 1.0)
@@ -115,7 +119,7 @@ def read_range(
             if failed is not None:
                 error, message = errors[failed], messages[failed]
                 position, done = _on_error(
-                    consumer, client, rng, position, error, message, fail_on_data_loss
+                    consumer, client, rng, topic, position, error, message, fail_on_data_loss
                 )
                 if done:
                     break
@@ -124,13 +128,14 @@ def read_range(
 
 
 def _on_error(
-    consumer: Any, client: ClientOptions, rng: OffsetRange, position: int, error: Any,
-    message: Any, fail: bool,
+    consumer: Any, client: ClientOptions, rng: OffsetRange, topic: str, position: int,
+    error: Any, message: Any, fail: bool,
 ) -> tuple[int, bool]:
-    """Handle an error event: ``(next position, whether the read is over)``."""
+    """Handle an error event on ``topic`` (``rng.topic`` or its view): ``(next position,
+    whether the read is over)``."""
     from confluent_kafka import KafkaError, TopicPartition
 
-    where = f"{rng.topic}-{rng.partition}"
+    where = f"{topic}-{rng.partition}"
     code = error.code()
     if code == KafkaError._PARTITION_EOF:
         if message.offset() >= rng.end:
@@ -143,7 +148,7 @@ def _on_error(
         return position, True
     if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
         low, high = consumer.get_watermark_offsets(
-            TopicPartition(rng.topic, rng.partition), timeout=client.request_timeout_ms / 1000
+            TopicPartition(topic, rng.partition), timeout=client.request_timeout_ms / 1000
         )
         _data_loss(
             fail,
@@ -151,7 +156,7 @@ def _on_error(
             f"[{low}, {high}); this task must read [{rng.start}, {rng.end}).",
         )
         if position < low < rng.end and high > low:
-            consumer.assign([TopicPartition(rng.topic, rng.partition, low)])
+            consumer.assign([TopicPartition(topic, rng.partition, low)])
             return low, False
         return position, True
     if code in (

@@ -21,6 +21,7 @@ from .offsets import OffsetMap, OffsetRange, split_ranges
 from .options import ReadOptions
 from .planning import resolve, topic_partitions
 from .range_read import read_range
+from .views import ensure_views
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -29,15 +30,28 @@ log = logging.getLogger("spark_connector")
 
 
 class KafkaInputPartition(InputPartition):
-    """One Spark task: one :class:`OffsetRange` of one topic-partition."""
+    """One Spark task: one :class:`OffsetRange` of one topic-partition, fetched from
+    ``read_topic``: the topic itself, or the view that filters it (``tags`` / ``filter``)."""
 
-    def __init__(self, rng: OffsetRange) -> None:
+    def __init__(self, rng: OffsetRange, read_topic: str | None = None) -> None:
         super().__init__(rng)
         self.range = rng
+        self.read_topic = read_topic or rng.topic
 
     def __repr__(self) -> str:
         r = self.range
-        return f"KafkaInputPartition({r.topic}-{r.partition} [{r.start}, {r.end}))"
+        via = f" via {self.read_topic}" if self.read_topic != r.topic else ""
+        return f"KafkaInputPartition({r.topic}-{r.partition} [{r.start}, {r.end}){via})"
+
+
+def input_partitions(opts: ReadOptions, meta: Metadata, ranges: list[OffsetRange]) -> list[InputPartition]:
+    """One task per range; with a filter option, each reads the view of its topic (made now
+    if it does not exist yet, see views.py)."""
+    views: dict[str, str] = {}
+    if opts.view is not None and ranges:
+        views = ensure_views(meta.admin(), {r.topic for r in ranges}, opts.view,
+                             opts.client.request_timeout_ms / 1000)
+    return [KafkaInputPartition(r, views.get(r.topic)) for r in ranges]
 
 
 def isolation(opts: ReadOptions) -> str:
@@ -77,6 +91,7 @@ def read_partition(opts: ReadOptions, schema: StructType, partition: Any, group_
         opts.client,
         rng,
         arrow_schema(schema),
+        read_topic=partition.read_topic,
         include_headers=opts.include_headers,
         fail_on_data_loss=opts.fail_on_data_loss,
         group_id=group_id,
@@ -104,12 +119,12 @@ class KafkaBatchReader(DataSourceReader):
             assert opts.ending is not None
             end = resolve(opts.ending, tps, meta, option="endingOffsets", opts=opts,
                           is_start=False)
+            ranges = plan_ranges(opts, start, end)
+            log.info("rmqkafka batch read of %s: %d Spark partitions",
+                     opts.describe_subscription(), len(ranges))
+            return input_partitions(opts, meta, ranges)
         finally:
             meta.close()
-        ranges = plan_ranges(opts, start, end)
-        log.info("rmqkafka batch read of %s: %d Spark partitions", opts.describe_subscription(),
-                 len(ranges))
-        return [KafkaInputPartition(r) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return read_partition(self.opts, self.schema, partition, self.group_id + "-executor")

@@ -37,7 +37,7 @@ from .errors import DataLossError
 from .offsets import OffsetMap, offsets_from_json, offsets_to_json, rate_limit
 from .options import ReadOptions
 from .planning import resolve, topic_partitions
-from .reader import KafkaInputPartition, isolation, plan_ranges, read_partition
+from .reader import input_partitions, isolation, plan_ranges, read_partition
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -126,7 +126,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 + " are gone (topic deleted or shrunk); records after the last processed "
                 "offsets were not read."
             )
-        return [KafkaInputPartition(r) for r in plan_ranges(self.opts, begin, until)]
+        return input_partitions(self.opts, self.meta, plan_ranges(self.opts, begin, until))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return read_partition(self.opts, self.schema, partition, self.group_id + "-executor")

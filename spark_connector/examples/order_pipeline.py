@@ -26,8 +26,12 @@ Steps:
    its ``batch_id``) that add up. The sink is at-least-once, so a retried micro-batch may
    write its partials twice (the check would then fail, visibly).
 4. Read ``order-stats`` back (again by offsets), add up the records per key, and print a
-   summary table per tag, then the check line: the totals read back must equal what was
-   produced (``check: OK``; exit status 0), else ``check: FAILED`` and exit status 1.
+   summary table per tag.
+5. Read the orders of one tag (``--view-tag``, default the first tag) with the source's
+   ``tags`` option: the broker filters them through a subscription view, and only that
+   tag's records reach Spark. Then the check line: the totals read back, and the one tag's
+   orders through the view, must equal what was produced (``check: OK``; exit status 0),
+   else ``check: FAILED`` and exit status 1.
 
 Broker: ``--bootstrap-servers`` if given; otherwise an :class:`rmqkafka.adapter.embedded.EmbeddedBroker`
 is started (and stopped) by this script on 127.0.0.1 with a temporary data directory, so it
@@ -94,6 +98,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help=f"comma-separated TAGS values [{DEFAULT_CATEGORIES}]")
     ap.add_argument("--orders-topic", default="orders")
     ap.add_argument("--stats-topic", default="order-stats")
+    ap.add_argument("--view-tag", default=None,
+                    help="the tag step 5 reads through a broker-side view [the first tag]")
     ap.add_argument("--partitions", type=int, default=3,
                     help="partitions of the orders topic when it is created [3]")
     ap.add_argument("--seed", type=int, default=42)
@@ -327,6 +333,24 @@ def run_spark(args: argparse.Namespace, bootstrap: str, spark: Any, workdir: Pat
     return len(batches)
 
 
+def read_one_tag(args: argparse.Namespace, bootstrap: str, spark: Any, tag: str,
+                 starting: dict[str, int], ending: dict[str, int]) -> tuple[int, Decimal]:
+    """(orders, amount) of one tag, read through a broker-side view (option ``tags``)."""
+    rows = (
+        spark.read.format("rmqkafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", args.orders_topic)
+        .option("tags", tag)
+        .option("startingOffsets", json.dumps({args.orders_topic: starting}))
+        .option("endingOffsets", json.dumps({args.orders_topic: ending}))
+        .load()
+        .selectExpr("CAST(value AS STRING) AS value")
+        .collect()
+    )
+    amounts = [Decimal(str(json.loads(r["value"])["amount"])).quantize(Decimal("0.01")) for r in rows]
+    return len(amounts), sum(amounts, Decimal("0.00"))
+
+
 def read_stats(args: argparse.Namespace, bootstrap: str, spark: Any,
                starting: dict[str, int], ending: dict[str, int]) -> list[dict[str, Any]]:
     """Per (window, tag) key, the records this run wrote to the stats topic, added up."""
@@ -386,7 +410,6 @@ def summarize(args: argparse.Namespace, produced: Produced, stats: list[dict[str
     records = sum(s["records"] for s in stats)
     print(f"order-stats: orders={total_orders} amount={total_amount} rows={len(stats)} "
           f"records={records}")
-    print(f"check: {'OK' if ok else 'FAILED'}", flush=True)
     return ok
 
 
@@ -421,6 +444,13 @@ def main(argv: list[str] | None = None) -> int:
                   f"in {time.monotonic() - t0:.2f}s", flush=True)
             stats = read_stats(args, bootstrap, spark, stats_before, stats_after)
             ok = summarize(args, produced, stats)
+            tag = args.view_tag or sorted(produced.per_tag)[0]
+            got = read_one_tag(args, bootstrap, spark, tag, before, after)
+            want = produced.per_tag.get(tag, (0, Decimal("0.00")))
+            print(f"tag {tag!r} through a broker-side view: orders={got[0]} amount={got[1]} "
+                  f"(produced {want[0]} / {want[1]})")
+            ok &= got == tuple(want)
+            print(f"check: {'OK' if ok else 'FAILED'}", flush=True)
     finally:
         if spark is not None:
             spark.stop()

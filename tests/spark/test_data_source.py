@@ -540,6 +540,60 @@ def test_write_errors(spark: Any, broker: Any, topic: Any) -> None:
     assert "'overwrite' is not allowed" in message
 
 
+# --- tags and filter: reads through broker-side views ------------------------------------
+
+
+def produce_tagged(bootstrap: str, topic: str, count: int, partitions: int = 2) -> list[tuple]:
+    """Records with a TAGS header (A, B, C, none) and a numeric header ``n``; one batch mixes
+    tags, so views return whole, re-encoded and emptied batches. Returns (partition, offset,
+    tag, n, value) per record."""
+    from confluent_kafka import Producer
+
+    delivered: list[tuple] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "compression.type": "lz4"})
+    for i in range(count):
+        tag = ["A", "B", "C", None][i % 4]
+        headers = [("n", str(i).encode())] + ([("TAGS", tag.encode())] if tag else [])
+        producer.produce(topic, value=b"v%d" % i, partition=i % partitions, headers=headers,
+                         on_delivery=lambda err, msg, tag=tag, i=i: delivered.append(
+                             (msg.partition(), msg.offset(), tag, i, msg.value())))
+    producer.flush(30)
+    assert len(delivered) == count
+    return sorted(delivered)
+
+
+def _rows(df: Any) -> list[tuple]:
+    rows = df.select("topic", "partition", "offset", "value").collect()
+    return sorted((r["topic"], r["partition"], r["offset"], bytes(r["value"])) for r in rows)
+
+
+def test_tags_and_filter_read_through_broker_views(spark: Any, broker: Any, topic: Any, admin: Any) -> None:
+    name = topic(2)
+    records = produce_tagged(broker.bootstrap_servers, name, 400)
+    want_tags = sorted((name, p, o, v) for p, o, tag, _, v in records if tag in ("A", "C"))
+    want_sql = sorted((name, p, o, v) for p, o, tag, n, v in records if tag == "B" and n >= 200)
+    assert _rows(reader(spark, broker, subscribe=name, tags="A || C").load()) == want_tags
+    assert _rows(reader(spark, broker, subscribe=name, filter="TAGS = 'B' AND n >= 200").load()) == want_sql
+    # the views are the broker's (one per topic and expression, shared by later queries)
+    views = [t for t in admin.list_topics(timeout=10).topics if t.startswith("rmqview-")]
+    assert len(views) >= 2
+    # a bad expression is the broker's error, with its position
+    message = spark_error(lambda: reader(spark, broker, subscribe=name, filter="n >").load().collect())
+    assert "option 'filter'" in message and "column" in message
+
+
+def test_tags_in_a_streaming_query(spark: Any, broker: Any, topic: Any, tmp_path: Path) -> None:
+    name = topic(2)
+    records = produce_tagged(broker.bootstrap_servers, name, 200)
+    df = stream_reader(spark, broker, subscribe=name, tags="B", startingOffsets="earliest",
+                       maxOffsetsPerTrigger="60").load()
+    got = flat(run_available_now(df, tmp_path / "checkpoint"))
+    assert sorted((r.partition, r.offset) for r in got) == sorted(
+        (p, o) for p, o, tag, _, _ in records if tag == "B"
+    )
+    assert {r.topic for r in got} == {name}
+
+
 # --- errors ---------------------------------------------------------------------------------
 
 
@@ -551,11 +605,7 @@ def test_write_errors(spark: Any, broker: Any, topic: Any) -> None:
         ({"subscribe": "a", "startingOffsets": "beginning"},
          "option 'startingOffsets' must be 'earliest', 'latest' or JSON"),
         ({"subscribe": "a", "startingOffsets": '{"a": {"0": x}}'}, "is not valid JSON"),
-        ({"subscribe": "a", "tags": "TagA || TagB"},
-         ("the tags/filter options need broker-side subscription views, which this broker "
-          "does not provide yet")),
-        ({"subscribe": "a", "filter": "price > 10"},
-         "the tags/filter options need broker-side subscription views"),
+        ({"subscribe": "a", "tags": "TagA", "filter": "price > 10"}, "exclude each other"),
         ({"subscribe": "a", "kafka.auto.offset.reset": "latest"},
          "'kafka.auto.offset.reset' is not supported"),
     ],

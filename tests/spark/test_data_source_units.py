@@ -121,8 +121,8 @@ def test_defaults_follow_spark() -> None:
         ({"subscribePattern": "("}, False, "regular expression"),
         ({"subscribe": "t", "kafka.auto.offset.reset": "earliest"}, False, "startingOffsets"),
         ({"subscribe": "t", "kafka.value.deserializer": "x"}, False, "not supported"),
-        ({"subscribe": "t", "tags": "TagA || TagB"}, False, "broker-side subscription views"),
-        ({"subscribe": "t", "filter": "a > 1"}, True, "broker-side subscription views"),
+        ({"subscribe": "t", "tags": "A", "filter": "a > 1"}, False, "exclude each other"),
+        ({"subscribe": "t", "filter": "  "}, True, "option 'filter' is empty"),
         ({"subscribe": "t", "minOffsetsPerTrigger": "10"}, True, "not implemented"),
     ],
 )

@@ -86,6 +86,11 @@ def check_run(proc: subprocess.CompletedProcess[str], orders: int, tags: set[str
         assert n_windows == windows, tag
     assert sum(v[1] for v in t["per_tag"].values()) == orders
     assert t["rows"] == windows * len(tags)
+    view = re.search(r"^tag '(\w+)' through a broker-side view: orders=(\d+) amount=([\d.]+) "
+                     r"\(produced (\d+) / ([\d.]+)\)$", proc.stdout, re.MULTILINE)
+    assert view, detail
+    assert view[1] == min(tags) and int(view[2]) == t["per_tag"][view[1]][3] > 0
+    assert (view[2], view[3]) == (view[4], view[5])
     return t
 
 
