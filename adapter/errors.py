@@ -8,7 +8,7 @@ from kio.schema.errors import ErrorCode
 
 from rmqkafka.rmqsemantics.filters import ExpressionError
 from rmqkafka.rmqsemantics.semantics import ViewReadOnlyError
-from rmqkafka.rmqsemantics.views import ViewError, ViewExistsError
+from rmqkafka.rmqsemantics.views import SourceInUseError, ViewError, ViewExistsError
 from rmqkafka.storage import errors as storage_errors
 
 from .topic_configs import InvalidConfig
@@ -49,6 +49,12 @@ _CODES: dict[type[Exception], ErrorCode] = {
     ExpressionError: ErrorCode.invalid_config,
     ViewError: ErrorCode.invalid_config,
     ViewExistsError: ErrorCode.topic_already_exists,
+    # DeleteTopics of a topic that views read from. The request is well-formed (so not
+    # INVALID_REQUEST, "malformed" to clients) and deletion is not disabled (so not
+    # TOPIC_DELETION_DISABLED): a broker rule refuses it, which is what POLICY_VIOLATION
+    # means ("request parameters do not satisfy the configured policy"); Java raises
+    # PolicyViolationException, librdkafka "Broker: Policy violation", neither retried.
+    SourceInUseError: ErrorCode.policy_violation,
     # As Kafka answers an append to an internal topic ("Cannot append to internal topic").
     ViewReadOnlyError: ErrorCode.invalid_topic_exception,
     InvalidTopicName: ErrorCode.invalid_topic_exception,

@@ -9,17 +9,39 @@ Any Kafka admin tool creates a view as a topic with these configs (``kafka-topic
 
 A view takes no other configs, and its partitions are its source's: the partition count must
 be left to the broker (-1) or equal the source's, the replication factor -1 or 1.
+
+DescribeConfigs on a view answers its definition, every entry read-only (a view is immutable:
+AlterConfigs, IncrementalAlterConfigs and CreatePartitions refuse it; delete and re-create):
+
+``rmq.view.source`` and ``rmq.view.tags`` | ``rmq.view.sql``  as given at creation, source
+                     DYNAMIC_TOPIC_CONFIG (what a tool copying a topic's overrides copies);
+``rmq.view.filter``  derived: the expression in the canonical form the broker evaluates
+                     (``TagA || TagB``, SQL with normalised keywords, spacing and
+                     parentheses), source DEFAULT_CONFIG, so that tools showing only
+                     overrides leave it out and copying the overrides re-creates the view.
+
+A view has no other topic configs: retention, compaction, compression and the like are its
+source's (describe the source for them).
 """
 
 from __future__ import annotations
 
+from rmqkafka.rmqsemantics.views import View
 from rmqkafka.storage.errors import InvalidPartitionCountError
 
 from .errors import InvalidReplication
 from .topic_configs import InvalidConfig
 
 SOURCE, TAGS, SQL = "rmq.view.source", "rmq.view.tags", "rmq.view.sql"
+FILTER = "rmq.view.filter"  # read-only, derived (DescribeConfigs only)
 VIEW_CONFIGS = (SOURCE, TAGS, SQL)
+
+_DOCS = {
+    SOURCE: "The topic this subscription view reads (its records, partitions and offsets).",
+    TAGS: "The view's RocketMQ tag expression ('*', 'TagA || TagB'): records whose TAGS header matches.",
+    SQL: "The view's RocketMQ SQL92 expression over record headers: records for which it is TRUE.",
+    FILTER: "Derived, read-only: the view's expression in the canonical form the broker evaluates.",
+}
 
 
 def is_view_request(configs: dict[str, str | None]) -> bool:
@@ -48,3 +70,14 @@ def view_definition(
         raise InvalidReplication(f"replication factor {replication_factor}: a view has its source's replicas")
     kind, expression = given[0]
     return source, kind, expression
+
+
+def view_configs(view: View) -> list[tuple[str, str, bool, str]]:
+    """(name, value, derived, documentation) of a view's DescribeConfigs entries; ``derived``
+    entries are reported as defaults, the others as the view's own (dynamic topic) configs."""
+    defining = TAGS if view.kind == "tags" else SQL
+    return [
+        (SOURCE, view.source, False, _DOCS[SOURCE]),
+        (defining, view.expression, False, _DOCS[defining]),
+        (FILTER, view.filter.text, True, _DOCS[FILTER]),
+    ]

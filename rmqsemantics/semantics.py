@@ -9,14 +9,19 @@ it appends and reads batches.
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
+from rmqkafka.storage.errors import UnknownTopicError
+from rmqkafka.storage.partition_log import PartitionLog
 from rmqkafka.storage.store import MessageStore
 from rmqkafka.storage.topics import TopicMeta
 
 from .config import SemanticsConfig
-from .filters import ExpressionError, FilterKind
-from .views import View, ViewError, ViewExistsError, ViewRegistry
+from .filters import FilterKind
+from .views import SourceInUseError, View, ViewError, ViewExistsError, ViewRegistry
+from .view_arrivals import ArrivalTest, arrival_test
+from .view_reader import ReadResult, first_match_at_or_after, read_view
 
 
 class ViewReadOnlyError(ViewError):
@@ -42,6 +47,79 @@ class Semantics:
     def partition_count(self, entity: TopicMeta | View) -> int:
         return entity.partitions if isinstance(entity, TopicMeta) else self.source_of(entity).partitions
 
+    def resolve_id(self, topic_id: uuid.UUID) -> TopicMeta | View | None:
+        """The topic or view with this id (Metadata v10+, DeleteTopics v6, Fetch v13+)."""
+        return self.store.topics.by_id(topic_id) or self.views.by_id(topic_id)
+
+    @staticmethod
+    def id_of(entity: TopicMeta | View) -> uuid.UUID:
+        return entity.topic_id if isinstance(entity, TopicMeta) else entity.view_id
+
+    def listed(self) -> list[TopicMeta | View]:
+        """Every topic and view, by name: what Metadata answers when all topics are asked for."""
+        entities: list[TopicMeta | View] = [*self.store.topics.all(), *self.views.all()]
+        return sorted(entities, key=lambda e: e.name)
+
+    def topic_for_append(self, name: str) -> TopicMeta | None:
+        """The topic records for ``name`` are appended to (None: no such topic); raises
+        ViewReadOnlyError when ``name`` is a view."""
+        meta = self.store.topics.get(name)
+        if meta is None:
+            view = self.views.get(name)
+            if view is not None:
+                raise ViewReadOnlyError(
+                    f"{name!r} is a view (read-only) over topic {view.source!r}; produce to {view.source!r}"
+                )
+        return meta
+
+    # -- reading ---------------------------------------------------------------------------
+    def read(self, name_or_entity: str | TopicMeta | View, partition: int, offset: int,
+             max_bytes: int, min_one: bool) -> ReadResult:
+        """What a Fetch returns for one partition: a topic's batches as stored, a view's
+        filtered from its source partition (view_reader); offsets, log start and high
+        watermark are the source's. Raises UnknownTopicError / UnknownPartitionError and
+        OffsetOutOfRangeError as storage does."""
+        entity = self._entity(name_or_entity)
+        if isinstance(entity, TopicMeta):
+            result = self.store.partition(entity.name, partition).read(offset, max_bytes, min_one)
+            return ReadResult(result.batches, result.size, result.log_start_offset,
+                              result.high_watermark, result.size)
+        plog = self.store.partition(self.source_of(entity).name, partition)
+        return read_view(plog, entity.filter, offset, max_bytes, min_one)
+
+    def source_partition(self, name_or_entity: str | TopicMeta | View, partition: int) -> PartitionLog:
+        """The stored partition a topic's or view's partition reads (log start, end,
+        timestamps: a view's are its source's)."""
+        entity = self._entity(name_or_entity)
+        name = entity.name if isinstance(entity, TopicMeta) else self.source_of(entity).name
+        return self.store.partition(name, partition)
+
+    def offset_for_timestamp(self, name_or_entity: str | TopicMeta | View, partition: int,
+                             timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record stamped >= ``timestamp_ms``; for a view,
+        the first record of the view (ListOffsets by timestamp)."""
+        entity = self._entity(name_or_entity)
+        plog = self.source_partition(entity, partition)
+        if isinstance(entity, TopicMeta):
+            return plog.offset_for_timestamp(timestamp_ms)
+        return first_match_at_or_after(plog, entity.filter, timestamp_ms)
+
+    def arrivals(self, name_or_entity: str | TopicMeta | View, partition: int) -> tuple[str, int, ArrivalTest | None]:
+        """What a fetch waiting on this partition waits for: (stored topic, partition, test
+        of an append, None = any append). A view waits on its source, for a matching record."""
+        entity = self._entity(name_or_entity)
+        if isinstance(entity, TopicMeta):
+            return entity.name, partition, None
+        return self.source_of(entity).name, partition, arrival_test(entity.filter)
+
+    def _entity(self, name_or_entity: str | TopicMeta | View) -> TopicMeta | View:
+        if not isinstance(name_or_entity, str):
+            return name_or_entity
+        entity = self.resolve(name_or_entity)
+        if entity is None:
+            raise UnknownTopicError(name_or_entity)
+        return entity
+
     # -- views -----------------------------------------------------------------------------
     def create_view(self, name: str, source: str, kind: FilterKind, expression: str) -> View:
         """Register a view; raises what :meth:`check_view` raises."""
@@ -60,13 +138,34 @@ class Semantics:
                 raise ViewError(f"the source {source!r} is a view; a view's source must be a topic")
             raise ViewError(f"the source topic {source!r} does not exist")
         if kind == "sql" and not self.config.enable_property_filter:
-            raise ExpressionError("SQL92 views are disabled on this broker (enablePropertyFilter=false)")
+            raise ViewError("SQL92 views are disabled on this broker (enablePropertyFilter=false); use a tag view")
         return self.views.new(name, source, kind, expression)
 
     def check_topic_deletable(self, name: str) -> None:
-        """Raise ViewError if views read from topic ``name`` (they must be deleted first)."""
+        """Raise SourceInUseError (a ViewError) naming the views that read from topic ``name``
+        (they must be deleted first: no cascade)."""
         dependents = [v.name for v in self.views.of_source(name)]
         if dependents:
-            raise ViewError(
+            raise SourceInUseError(
                 f"topic {name!r} is the source of view(s) {', '.join(dependents)}; delete them first"
             )
+
+    def delete_view(self, name: str) -> View:
+        """Delete view ``name`` and the offsets groups committed on it; its source is not
+        touched. Offsets go first, durably, as for a topic (storage's delete_topic): a crash
+        in between leaves the view without committed offsets, never a view re-created under
+        the same name with stale ones."""
+        if self.views.get(name) is None:
+            raise ViewError(f"no view named {name!r}")
+        self.store.offsets.delete_topic(name)
+        self.store.offsets.flush()
+        return self.views.delete(name)
+
+    def delete(self, name: str) -> TopicMeta | View:
+        """DeleteTopics for any name: a view is deleted alone; a topic only when no view reads
+        it (SourceInUseError); UnknownTopicError when neither exists."""
+        if self.views.get(name) is not None:
+            return self.delete_view(name)
+        if self.store.topics.get(name) is not None:
+            self.check_topic_deletable(name)
+        return self.store.delete_topic(name)

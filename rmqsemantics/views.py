@@ -35,6 +35,10 @@ class ViewExistsError(ViewError):
     """The name is taken (by a view or a topic: they share one namespace)."""
 
 
+class SourceInUseError(ViewError):
+    """A topic that views read from cannot be deleted until they are."""
+
+
 @dataclass(frozen=True, slots=True)
 class View:
     name: str

@@ -8,10 +8,13 @@ multiple of it. An entry is 20 bytes, one per record offset::
 
     position   int64   commitlog position of the batch that holds the record
     size       int32   byte size of that batch
-    tag_code   int64   Java String.hashCode of the record's tag header, 0 if none
+    tag_code   int64   Java String.hashCode of the record's tag header, 0 if none;
+                       CONTROL_CODE for the records of a control batch
 
 So offset -> entry is arithmetic, and a filter can walk tag codes without touching the
-commitlog. Entries of one batch share (position, size).
+commitlog. Entries of one batch share (position, size). Tag codes are 32-bit values stored
+in 64 bits, so CONTROL_CODE (the int64 minimum) is never a tag's: a reader that must pass
+control batches through finds them from the queue alone.
 
 Invariants: entries are dense from ``min_offset`` to ``next_offset - 1``; positions never
 decrease. (An index rebuilt after retention may hold zero entries below the partition's log
@@ -28,6 +31,8 @@ from pathlib import Path
 
 ENTRY = struct.Struct(">qiq")
 ENTRY_SIZE = ENTRY.size  # 20
+CODE_AT = 12  # where the tag code sits in an entry
+CONTROL_CODE = -(1 << 63)
 _SUFFIX = ".cq"
 
 

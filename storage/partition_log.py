@@ -13,7 +13,7 @@ from uuid import UUID
 
 from . import record_batch
 from .commitlog import CommitLog
-from .consume_queue import ConsumeQueue
+from .consume_queue import CONTROL_CODE, ConsumeQueue
 from .errors import OffsetOutOfRangeError
 from .producer_state import ProducerStateTable
 from .record_batch import BatchInfo, Buffer
@@ -55,12 +55,16 @@ class PartitionLog:
 
     # -- writing ---------------------------------------------------------------------------
     def tag_codes(self, batch: Buffer, records: list | None = None) -> list[int] | None:
-        """Consume-queue tag code of each record of ``batch``, or None if none has a tag.
+        """Consume-queue tag code of each record of ``batch``, or None if none has a tag
+        (CONTROL_CODE for each record of a control batch).
 
         ``records`` are the batch's parsed records, if the caller has them. Raises
         CorruptRecordError when the batch has to be parsed and does not parse, so the store
         calls it before writing anything.
         """
+        view = memoryview(batch)
+        if view[22] & record_batch.CONTROL_BIT:  # attributes' low byte
+            return [CONTROL_CODE] * record_batch.read_info(view).records_count
         tags = record_batch.header_values(batch, self._tag_header, records)
         return None if tags is None else [tag_code(t) for t in tags]
 
@@ -110,6 +114,10 @@ class PartitionLog:
             head = self._commitlog.read(position, record_batch.HEADER_SIZE)
             offset = record_batch.next_offset_of(head)
         return size
+
+    def read_at(self, position: int, size: int) -> bytes:
+        """The batch a consume-queue entry names (its position and size)."""
+        return self._commitlog.read(position, size)
 
     def batch_at(self, offset: int) -> bytes:
         position, size, _ = self.consume_queue.entry(offset)

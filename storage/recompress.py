@@ -67,7 +67,7 @@ def recompress(batch: Buffer, target: Compression) -> Buffer:
         records = _decoder(source)(view[HEADER_SIZE:]) if source != NONE else view[HEADER_SIZE:]
     except Exception as exc:  # every codec raises its own
         raise CorruptRecordError(f"record batch does not decompress: {exc!r}") from exc
-    body = _encode(target, records)
+    body = encode_records(target, records)
     out = bytearray(view[:HEADER_SIZE])
     out += body
     _LENGTH.pack_into(out, 8, len(out) - LOG_OVERHEAD)
@@ -76,7 +76,22 @@ def recompress(batch: Buffer, target: Compression) -> Buffer:
     return out
 
 
-def _encode(target: Compression, data: Buffer) -> Buffer:
+def records_region(batch: Buffer) -> Buffer:
+    """The records of ``batch`` as they follow its header, decompressed if it is compressed
+    (the stored bytes themselves, not a copy, when it is not). Raises CorruptRecordError if
+    they do not decompress."""
+    view = memoryview(batch)
+    codec = view[22] & COMPRESSION_MASK
+    if codec == NONE:
+        return view[HEADER_SIZE:]
+    try:
+        return _decoder(codec)(view[HEADER_SIZE:])
+    except Exception as exc:  # every codec raises its own
+        raise CorruptRecordError(f"record batch does not decompress: {exc!r}") from exc
+
+
+def encode_records(target: Compression, data: Buffer) -> Buffer:
+    """``data`` (a records region) compressed as ``target`` says (NONE: as it is)."""
     codec, level = target.codec, target.level
     if codec == NONE:
         return data

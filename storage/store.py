@@ -61,7 +61,21 @@ from .topics import TopicMeta, TopicRegistry
 log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN = "clean_shutdown"
-AppendListener = Callable[[str, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """What one append added to a partition, as append listeners see it: for each batch
+    written (idempotent duplicates are not), its records as parsed on the way in (aiokafka
+    records: ``headers``, ``key``, ``value``, ``timestamp``; offsets relative to the batch)
+    and its consume-queue tag codes (None when no record has a tag). Nothing is computed
+    for it: these are the lists the append made anyway. Listeners must not keep it."""
+
+    records: list[list]
+    tag_codes: list[list[int] | None]
+
+
+AppendListener = Callable[[str, int, Appended], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,11 +354,14 @@ class MessageStore:
         first_base: int | None = None
         duplicate = False
         end_position = self.commitlog.end_position
-        for batch, info, original, batch_codes in zip(batches, infos, originals, codes):
+        appended = Appended([], [])
+        for batch, info, original, batch_codes, recs in zip(batches, infos, originals, codes, parsed):
             if original is not None:
                 duplicate = True
                 first_base = original if first_base is None else first_base
                 continue
+            appended.records.append(recs)
+            appended.tag_codes.append(batch_codes)
             base = plog.next_offset
             parts = record_batch.stored_parts(batch, base, append_time)
             position = self.commitlog.append(plog.topic_id, p, parts)
@@ -355,7 +372,7 @@ class MessageStore:
             if first_base is None:
                 first_base = base
         for listener in self._listeners:
-            listener(name, p)
+            listener(name, p, appended)
         assert first_base is not None
         return AppendResult(first_base, end_position, append_time, duplicate)
 

@@ -13,6 +13,12 @@ Choices
   Produce reads the topic's configs per request (see produce.py for those it applies).
 - Unknown topic -> UNKNOWN_TOPIC_OR_PARTITION; an illegal topic name ->
   INVALID_TOPIC_EXCEPTION; a resource named twice in one request -> INVALID_REQUEST.
+- Subscription views are immutable: any alteration of a view (validate_only too, an empty
+  change list too) is INVALID_REQUEST with a message saying to delete and re-create it --
+  the same code as for the static broker settings below, for the same reason (the request
+  is understood; the resource cannot change at run time). A view's definition is its
+  identity: consumers' committed offsets on it would mean something else under a new
+  expression.
 - Broker resources (name "" or this node's id): every broker setting here is static
   (command line / config file, read at start), so a change is refused with INVALID_REQUEST
   and a message saying so. That is the code a Kafka broker gives for broker configs that are
@@ -94,6 +100,13 @@ def _alter_topic(ctx: BrokerContext, resource, validate_only: bool, new_configs:
     name = resource.resource_name
     meta = ctx.store.topics.get(name)
     if meta is None:
+        view = ctx.semantics.views.get(name)
+        if view is not None:
+            raise ConfigRefused(
+                ErrorCode.invalid_request,
+                f"{name!r} is a view over topic {view.source!r}: views are immutable; "
+                "delete and create it again",
+            )
         if invalid_reason(name):
             raise ConfigRefused(ErrorCode.invalid_topic_exception, invalid_reason(name))
         raise ConfigRefused(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")

@@ -1,4 +1,9 @@
-"""CreatePartitions (37): grow a topic's partition count (validate_only supported)."""
+"""CreatePartitions (37): grow a topic's partition count (validate_only supported).
+
+A subscription view has its source's partitions (it grows when the source grows), so growing
+a view is refused with INVALID_PARTITIONS, Kafka's code for a partition count that cannot be
+applied, and a message naming the source to grow instead.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +28,12 @@ async def handle(ctx: BrokerContext, request: Request):
         results.append(result)
         try:
             meta = store.topics.get(topic.name)
+            view = ctx.semantics.views.get(topic.name) if meta is None else None
+            if view is not None:
+                raise InvalidPartitionCountError(
+                    f"{topic.name!r} is a view over topic {view.source!r}: a view has its source's "
+                    f"partitions; grow {view.source!r} instead"
+                )
             if meta is None:
                 raise UnknownTopicError(f"topic {topic.name!r} does not exist")
             if topic.count <= meta.partitions:

@@ -13,6 +13,10 @@ Choices (following Kafka's Partition.deleteRecordsOnLeader / maybeIncrementLogSt
   One checkpoint covers every partition of the request; concurrent requests each wait for
   their own (the checkpoint lock serialises them). ``timeout`` is not needed: there are no
   followers to wait for.
+- A subscription view has no records of its own: every partition of a view is refused with
+  INVALID_TOPIC_EXCEPTION, as Kafka refuses DeleteRecords on an internal topic (and as
+  Produce to a view is refused). The response has no message field; delete the source's
+  records instead.
 """
 
 from __future__ import annotations
@@ -33,10 +37,14 @@ async def handle(ctx: BrokerContext, request: Request):
     moved = []
     for topic in request.body.topics:
         meta = store.topics.get(topic.name)
+        is_view = meta is None and ctx.semantics.views.get(topic.name) is not None
         partitions = []
         for req in topic.partitions:
             entry = dict(partition_index=req.partition_index, low_watermark=-1, error_code=ErrorCode.none)
             partitions.append(entry)
+            if is_view:
+                entry["error_code"] = ErrorCode.invalid_topic_exception
+                continue
             if meta is None or not 0 <= req.partition_index < meta.partitions:
                 entry["error_code"] = ErrorCode.unknown_topic_or_partition
                 continue

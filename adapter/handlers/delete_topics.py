@@ -1,10 +1,24 @@
-"""DeleteTopics (20): by name, or (v6) by topic id."""
+"""DeleteTopics (20): by name, or (v6) by topic id; topics and subscription views alike.
+
+Choices
+-------
+- Deleting a view deletes the view and the offsets groups committed on its name, never
+  anything of its source topic (rmqsemantics.Semantics.delete_view).
+- A topic that views read from is refused with POLICY_VIOLATION and a message naming the
+  views (they must be deleted first; no cascade: deleting a topic should never silently take
+  other people's subscriptions with it). See adapter/errors.py for why that code.
+- Within one request, views are deleted before topics, so deleting a source together with
+  all its views (``kafka-topics --delete --topic 'orders.*'``) succeeds whatever the order of
+  the names; the response keeps the request's order.
+"""
 
 from __future__ import annotations
 
 import uuid
 
 from kio.schema.errors import ErrorCode
+
+from rmqkafka.rmqsemantics.views import View
 
 from ..codec import Request, response_type
 from ..codec.entities import make
@@ -17,24 +31,28 @@ ZERO_UUID = uuid.UUID(int=0)
 
 async def handle(ctx: BrokerContext, request: Request):
     body = request.body
-    store = ctx.store
+    semantics = ctx.semantics
     if request.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in body.topics]
     else:
         wanted = [(name, None) for name in body.topic_names]
     results = []
+    to_delete: list[tuple[bool, str, dict]] = []  # (is a topic, name, result): views sort first
     for name, topic_id in wanted:
         result = dict(name=name, topic_id=topic_id or ZERO_UUID, error_code=ErrorCode.none, error_message=None)
         results.append(result)
         if name is None:
-            meta = store.topics.by_id(topic_id) if topic_id not in (None, ZERO_UUID) else None
-            if meta is None:
+            entity = semantics.resolve_id(topic_id) if topic_id not in (None, ZERO_UUID) else None
+            if entity is None:
                 result["error_code"] = ErrorCode.unknown_topic_id
                 continue
-            name = result["name"] = meta.name
+            name = result["name"] = entity.name
+        else:
+            entity = semantics.resolve(name)
+        to_delete.append((not isinstance(entity, View), name, result))
+    for _, name, result in sorted(to_delete, key=lambda item: item[0]):
         try:
-            meta = store.delete_topic(name)
-            result["topic_id"] = meta.topic_id
+            result["topic_id"] = semantics.id_of(semantics.delete(name))
         except Exception as exc:
             result["error_code"] = error_code_for(exc)
             result["error_message"] = str(exc) or None

@@ -1,4 +1,10 @@
-"""DescribeConfigs (32): topic configs (overrides and defaults) and the broker's own settings."""
+"""DescribeConfigs (32): topic configs (overrides and defaults) and the broker's own settings.
+
+A subscription view answers its definition instead of topic configs (adapter/view_configs.py):
+``rmq.view.source`` and ``rmq.view.tags`` | ``rmq.view.sql`` as DYNAMIC_TOPIC_CONFIG, the
+derived ``rmq.view.filter`` as DEFAULT_CONFIG, all read-only. That is how admin tools tell a
+view from a topic.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,16 @@ from kio.schema.errors import ErrorCode
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
-from ..topic_configs import DEFAULT_CONFIG, SPECS, STATIC_BROKER_CONFIG, effective, source_of, synonyms_of
+from ..topic_configs import (
+    DEFAULT_CONFIG,
+    DYNAMIC_TOPIC_CONFIG,
+    SPECS,
+    STATIC_BROKER_CONFIG,
+    effective,
+    source_of,
+    synonyms_of,
+)
+from ..view_configs import view_configs
 
 API_KEY = 32
 TOPIC = 2
@@ -77,6 +92,18 @@ async def handle(ctx: BrokerContext, request: Request):
         results.append(result)
         if resource.resource_type == TOPIC:
             meta = ctx.store.topics.get(resource.resource_name)
+            view = ctx.semantics.views.get(resource.resource_name) if meta is None else None
+            if view is not None:
+                result["configs"] = []
+                for name, value, derived, doc in view_configs(view):
+                    if keys is not None and name not in keys:
+                        continue
+                    source = DEFAULT_CONFIG if derived else DYNAMIC_TOPIC_CONFIG
+                    result["configs"].append(
+                        _entry(name, value, source, "STRING", doc if docs else None, True,
+                               [(name, value, source)] if synonyms else [])
+                    )
+                continue
             if meta is None:
                 result["error_code"] = ErrorCode.unknown_topic_or_partition
                 result["error_message"] = f"topic {resource.resource_name!r} does not exist"

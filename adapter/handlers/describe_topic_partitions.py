@@ -18,6 +18,8 @@ KRaftMetadataCache.getTopicMetadataForDescribeTopicResponse)
   zero limit still makes progress). When a topic does not fit, its first partitions are
   returned and ``next_cursor`` names the next partition; when the limit is used up exactly
   at a topic boundary, ``next_cursor`` is the next topic at partition 0. No cursor means done.
+- Subscription views are described like topics, as Metadata does: their own id, the
+  partitions their source topic has now.
 - Partitions: leader = this node, leader epoch 0, replicas = ISR = [this node], no offline
   replicas, empty ELR and last-known ELR (single replica: nothing is ever eligible beyond
   the ISR). ``topic_authorized_operations`` is every topic operation for a described topic
@@ -69,13 +71,12 @@ def _partition(node: int, index: int) -> dict:
 
 async def handle(ctx: BrokerContext, request: Request):
     body = request.body
-    store = ctx.store
     cls = response_type(request)
     cursor = body.cursor
     start_name = cursor.topic_name if cursor is not None else ""
     every_topic = not body.topics
     if every_topic:
-        names = {meta.name for meta in store.topics.all() if meta.name >= start_name}
+        names = {meta.name for meta in ctx.semantics.listed() if meta.name >= start_name}
     else:
         names = {t.name for t in body.topics if t.name >= start_name}
     if cursor is not None and (cursor.partition_index < 0 or (not every_topic and start_name not in names)):
@@ -89,7 +90,7 @@ async def handle(ctx: BrokerContext, request: Request):
         if remaining == 0:
             next_cursor = dict(topic_name=name, partition_index=0)
             break
-        meta = store.topics.get(name)
+        meta = ctx.semantics.resolve(name)
         if meta is None:
             if not every_topic:
                 invalid = invalid_reason(name) is not None
@@ -97,10 +98,11 @@ async def handle(ctx: BrokerContext, request: Request):
                 topics.append(_topic(name, code))
             continue
         first = cursor.partition_index if cursor is not None and name == start_name else 0
-        upper = min(meta.partitions, first + remaining)
+        count = ctx.semantics.partition_count(meta)
+        upper = min(count, first + remaining)
         partitions = [_partition(ctx.config.node_id, p) for p in range(first, upper)]
-        topics.append(_topic(name, ErrorCode.none, meta.topic_id, partitions))
-        if upper < meta.partitions:
+        topics.append(_topic(name, ErrorCode.none, ctx.semantics.id_of(meta), partitions))
+        if upper < count:
             next_cursor = dict(topic_name=name, partition_index=upper)
             break
         remaining -= len(partitions)

@@ -6,6 +6,14 @@ batch of the first partition with data is always returned (KIP-74) so no consume
 on a large batch. When less than ``min_bytes`` is available the request waits until an
 append to one of its partitions wakes it or ``max_wait`` passes; nothing sleep-polls.
 
+A view (a topic name or id that the semantics layer resolves to a subscription view) is read
+through ``Semantics.read``: its source partition's batches, filtered, with the source's
+offsets, log start and high watermark. Only batches carrying records count toward
+``min_bytes`` (``record_bytes``), so a view's consumer waits for matching records, not for
+gaps; a wait on a view is woken only by an append holding a record of the view (the source
+partition's waiter with the view's test, see long_poll); at ``max_wait`` the answer covers
+whatever gap the source has grown meanwhile, so the consumer's position keeps up with it.
+
 Fetch sessions (KIP-227): this broker answers every request in full and never creates a
 session (session id 0), which KIP-227 allows; a client that still sends an incremental
 request for an unknown session gets FETCH_SESSION_ID_NOT_FOUND and starts over.
@@ -22,6 +30,7 @@ from rmqkafka.storage.errors import OffsetOutOfRangeError
 from ..codec import Encoded, Request, encode_fetch_response
 from ..context import BrokerContext
 from ..errors import error_code_for
+from ..long_poll import WaitKey
 
 API_KEY = 1
 READ_COMMITTED = 1
@@ -48,24 +57,27 @@ async def handle(ctx: BrokerContext, request: Request):
     return Encoded(encode_fetch_response(request.api_version, ErrorCode.none, 0, responses))
 
 
-def _read(ctx: BrokerContext, request: Request) -> tuple[list[dict], int, list[tuple[str, int]], bool]:
-    """One pass over the requested partitions: (responses, bytes, partitions to wait on, any error)."""
+def _read(ctx: BrokerContext, request: Request) -> tuple[list[dict], int, list[WaitKey], bool]:
+    """One pass over the requested partitions: (responses, bytes toward min_bytes,
+    partitions to wait on, any error). A read that stopped on its work limit counts as
+    satisfying min_bytes: there is more to read at once."""
     body = request.body
-    store = ctx.store
+    semantics = ctx.semantics
     by_id = request.api_version >= 13
     budget = getattr(body, "max_bytes", NO_LIMIT)
     aborted = () if getattr(body, "isolation_level", 0) == READ_COMMITTED else None
-    total = 0
+    total = 0  # bytes toward min_bytes
+    sent = 0
     failed = False
-    keys: list[tuple[str, int]] = []
+    keys: list[WaitKey] = []
     responses: list[dict] = []
     for topic in body.topics:
         if by_id:
-            meta = store.topics.by_id(topic.topic_id)
+            meta = semantics.resolve_id(topic.topic_id)
             name = meta.name if meta else None
         else:
             name = topic.topic
-            meta = store.topics.get(name)
+            meta = semantics.resolve(name)
         partitions = []
         for req in topic.partitions:
             entry = dict(
@@ -79,7 +91,7 @@ def _read(ctx: BrokerContext, request: Request) -> tuple[list[dict], int, list[t
                 records=(),
             )
             partitions.append(entry)
-            if meta is None or not 0 <= req.partition < meta.partitions:
+            if meta is None or not 0 <= req.partition < semantics.partition_count(meta):
                 entry["error_code"] = (
                     ErrorCode.unknown_topic_id if by_id and meta is None else ErrorCode.unknown_topic_or_partition
                 )
@@ -89,11 +101,10 @@ def _read(ctx: BrokerContext, request: Request) -> tuple[list[dict], int, list[t
                 entry["error_code"] = ErrorCode.unknown_leader_epoch
                 failed = True
                 continue
-            plog = store.partition(name, req.partition)
-            keys.append((name, req.partition))
             limit = max(0, min(req.partition_max_bytes, budget))
             try:
-                result = plog.read(req.fetch_offset, limit, min_one=total == 0)
+                keys.append(semantics.arrivals(meta, req.partition))
+                result = semantics.read(meta, req.partition, req.fetch_offset, limit, min_one=sent == 0)
             except OffsetOutOfRangeError as exc:
                 entry["error_code"] = ErrorCode.offset_out_of_range
                 entry["high_watermark"] = entry["last_stable_offset"] = exc.log_end_offset
@@ -108,8 +119,11 @@ def _read(ctx: BrokerContext, request: Request) -> tuple[list[dict], int, list[t
             entry["log_start_offset"] = result.log_start_offset
             if result.batches:
                 entry["records"] = result.batches
-                total += result.size
                 budget -= result.size
+                sent += result.size  # KIP-74: only the response's first batch may exceed limits
+            # gaps of a view do not count toward min_bytes; a read cut short by its work
+            # limit answers at once (its gap already moves the consumer on)
+            total += body.min_bytes if result.more else result.record_bytes
         responses.append(
             dict(topic=name or "", topic_id=getattr(topic, "topic_id", ZERO_UUID), partitions=partitions)
         )

@@ -2,6 +2,10 @@
 
 Nothing uncommitted is ever in a real partition, so the last stable offset equals the high
 watermark and read_committed needs no special case.
+
+A view answers with its source partition's earliest, latest and max-timestamp offsets (its
+offsets are the source's); by timestamp, with the first record of the view stamped at or
+after it, or -1 when there is none (as Kafka answers when no record is that recent).
 """
 
 from __future__ import annotations
@@ -23,10 +27,10 @@ UNKNOWN = -1
 
 
 async def handle(ctx: BrokerContext, request: Request):
-    store = ctx.store
+    semantics = ctx.semantics
     topics = []
     for topic in request.body.topics:
-        meta = store.topics.get(topic.name)
+        meta = semantics.resolve(topic.name)
         partitions = []
         for req in topic.partitions:
             entry = dict(
@@ -38,21 +42,22 @@ async def handle(ctx: BrokerContext, request: Request):
                 old_style_offsets=(),
             )
             partitions.append(entry)
-            if meta is None or not 0 <= req.partition_index < meta.partitions:
+            if meta is None or not 0 <= req.partition_index < semantics.partition_count(meta):
                 entry["error_code"] = ErrorCode.unknown_topic_or_partition
                 continue
             if getattr(req, "current_leader_epoch", -1) > 0:
                 entry["error_code"] = ErrorCode.unknown_leader_epoch
                 continue
             try:
-                entry["offset"], entry["timestamp"] = _lookup(store.partition(topic.name, req.partition_index), req.timestamp)
+                entry["offset"], entry["timestamp"] = _lookup(semantics, meta, req.partition_index, req.timestamp)
             except Exception as exc:
                 entry["error_code"] = error_code_for(exc)
         topics.append(dict(name=topic.name, partitions=partitions))
     return make(response_type(request), throttle_time=0, topics=topics)
 
 
-def _lookup(plog, timestamp: int) -> tuple[int, int]:
+def _lookup(semantics, entity, partition: int, timestamp: int) -> tuple[int, int]:
+    plog = semantics.source_partition(entity, partition)
     if timestamp == LATEST:
         return plog.next_offset, UNKNOWN
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
@@ -62,7 +67,7 @@ def _lookup(plog, timestamp: int) -> tuple[int, int]:
     if timestamp == MAX_TIMESTAMP:
         found = plog.max_timestamp()
     elif timestamp >= 0:
-        found = plog.offset_for_timestamp(timestamp)
+        found = semantics.offset_for_timestamp(entity, partition, timestamp)
     else:
         raise ValueError(f"unknown special timestamp {timestamp}")
     return found if found is not None else (UNKNOWN, UNKNOWN)

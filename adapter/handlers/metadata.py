@@ -1,4 +1,10 @@
-"""Metadata (3): brokers, topics with ids, partitions with leader epochs; auto-creates topics."""
+"""Metadata (3): brokers, topics with ids, partitions with leader epochs; auto-creates topics.
+
+Subscription views are listed like topics (rmqsemantics/views.py): their own stable id from
+the view registry, the partitions of their source topic at this moment (so a view grows when
+its source does), this node as leader, ``is_internal`` false. They appear when every topic is
+asked for, by name and by id (v10+). A name that is a view is never auto-created as a topic.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ import uuid
 
 from kio.schema.errors import ErrorCode
 
+from rmqkafka.rmqsemantics.views import View
 from rmqkafka.storage.topics import TopicMeta
 
 from .. import acl_operations
@@ -19,12 +26,13 @@ API_KEY = 3
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def topic_entry(ctx: BrokerContext, meta: TopicMeta, operations: int = acl_operations.NOT_PROVIDED) -> dict:
+def topic_entry(ctx: BrokerContext, meta: TopicMeta | View, operations: int = acl_operations.NOT_PROVIDED) -> dict:
     node = ctx.config.node_id
+    semantics = ctx.semantics
     return dict(
         error_code=ErrorCode.none,
         name=meta.name,
-        topic_id=meta.topic_id,
+        topic_id=semantics.id_of(meta),
         is_internal=False,
         partitions=[
             dict(
@@ -36,7 +44,7 @@ def topic_entry(ctx: BrokerContext, meta: TopicMeta, operations: int = acl_opera
                 isr_nodes=(node,),
                 offline_replicas=(),
             )
-            for p in range(meta.partitions)
+            for p in range(semantics.partition_count(meta))
         ],
         topic_authorized_operations=operations,
     )
@@ -57,18 +65,18 @@ async def handle(ctx: BrokerContext, request: Request):
         wanted = None  # v0: an empty list means every topic
     topics: list[dict] = []
     if wanted is None:
-        topics = [topic_entry(ctx, meta, topic_operations) for meta in sorted(store.topics.all(), key=lambda m: m.name)]
+        topics = [topic_entry(ctx, meta, topic_operations) for meta in ctx.semantics.listed()]
     else:
         may_create = getattr(body, "allow_auto_topic_creation", True) and ctx.config.auto_create_topics
         for item in wanted:
             topic_id = getattr(item, "topic_id", None)
             if item.name is None and topic_id not in (None, ZERO_UUID):
-                meta = store.topics.by_id(topic_id)
+                meta = ctx.semantics.resolve_id(topic_id)
                 topics.append(
                     topic_entry(ctx, meta, topic_operations) if meta else _error_entry(None, ErrorCode.unknown_topic_id, topic_id)
                 )
                 continue
-            meta = store.topics.get(item.name)
+            meta = ctx.semantics.resolve(item.name)
             if meta is None and may_create:
                 try:
                     meta = auto_create(ctx, item.name)

@@ -1,4 +1,8 @@
-"""OffsetCommit (8): durable committed offsets, fenced by the group's generation."""
+"""OffsetCommit (8): durable committed offsets, fenced by the group's generation.
+
+Offsets may be committed on topics and on subscription views (a view's offsets are its
+source's; the group commits on the view's name, and deleting the view drops them).
+"""
 
 from __future__ import annotations
 
@@ -15,7 +19,6 @@ API_KEY = 8
 
 async def handle(ctx: BrokerContext, request: Request):
     body = request.body
-    store = ctx.store
     generation = getattr(body, "generation_id_or_member_epoch", getattr(body, "generation_id", -1))
     error = ctx.groups.check_commit(
         body.group_id, generation, body.member_id, getattr(body, "group_instance_id", None)
@@ -25,13 +28,14 @@ async def handle(ctx: BrokerContext, request: Request):
     accepted: dict[tuple[str, int], CommittedOffset] = {}
     topics = []
     for topic in body.topics:
-        meta = store.topics.get(topic.name)
+        meta = ctx.semantics.resolve(topic.name)
+        count = 0 if meta is None else ctx.semantics.partition_count(meta)
         partitions = []
         for p in topic.partitions:
             code = error
             if code is ErrorCode.none:
                 metadata = p.committed_metadata or ""
-                if meta is None or not 0 <= p.partition_index < meta.partitions:
+                if not 0 <= p.partition_index < count:
                     code = ErrorCode.unknown_topic_or_partition
                 elif len(metadata.encode()) > max_metadata:
                     code = ErrorCode.offset_metadata_too_large

@@ -30,7 +30,7 @@ async def handle(ctx: BrokerContext, request: Request):
     topics = []
     for topic in body.topics:
         code = ErrorCode.group_subscribed_to_topic if topic.name in subscribed else ErrorCode.none
-        if code is ErrorCode.none and ctx.store.topics.get(topic.name) is None:
+        if code is ErrorCode.none and ctx.semantics.resolve(topic.name) is None:  # topic or view
             code = ErrorCode.unknown_topic_or_partition
         partitions = []
         for p in topic.partitions:

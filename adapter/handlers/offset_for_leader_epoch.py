@@ -20,7 +20,8 @@ the answers follow Kafka's ``LeaderEpochFileCache.endOffsetFor`` for that cache:
 ``current_leader_epoch`` fences stale clients as Kafka's ``Partition.getLocalLog`` does:
 -1 means "not given"; above 0 -> UNKNOWN_LEADER_EPOCH (the client knows a newer leader than
 we are); below -1 -> FENCED_LEADER_EPOCH (older than ours). Unknown topics and partitions
--> UNKNOWN_TOPIC_OR_PARTITION.
+-> UNKNOWN_TOPIC_OR_PARTITION. A subscription view answers as its source topic does (its
+offsets are its source's).
 
 ``replica_id`` (v3+; -1 consumer, -2 debugging tool, >= 0 follower broker) changes nothing:
 Kafka uses it for no decision since it always answers from the leader (v2 has no field and
@@ -30,6 +31,8 @@ means a consumer). There are no followers here, so a broker id is answered like 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
+
+from rmqkafka.storage.topics import TopicMeta
 
 from ..codec import Request, response_type
 from ..codec.entities import make
@@ -61,7 +64,8 @@ async def handle(ctx: BrokerContext, request: Request):
     store = ctx.store
     topics = []
     for topic in request.body.topics:
-        meta = store.topics.get(topic.topic)
+        meta = ctx.semantics.resolve(topic.topic)
+        source = meta if meta is None or isinstance(meta, TopicMeta) else ctx.semantics.source_of(meta)
         partitions = []
         for req in topic.partitions:
             entry = dict(
@@ -71,13 +75,13 @@ async def handle(ctx: BrokerContext, request: Request):
                 end_offset=UNDEFINED,
             )
             partitions.append(entry)
-            if meta is None or not 0 <= req.partition < meta.partitions:
+            if source is None or not 0 <= req.partition < source.partitions:
                 entry["error_code"] = ErrorCode.unknown_topic_or_partition
                 continue
             entry["error_code"] = fencing_error(req.current_leader_epoch)
             if entry["error_code"] != ErrorCode.none:
                 continue
-            plog = store.partition(topic.topic, req.partition)
+            plog = store.partition(source.name, req.partition)
             entry["leader_epoch"], entry["end_offset"] = end_offset_for(
                 req.leader_epoch, plog.log_start_offset, plog.next_offset
             )

@@ -12,6 +12,12 @@ is re-encoded, as Kafka does; ``producer`` keeps every batch as sent, without a 
 for CreateTime, ``message.timestamp.before/after.max.ms``: a record timestamp outside
 [now - before, now + after] on the broker's clock refuses the batch with INVALID_TIMESTAMP
 and one record error per such record, as Kafka's LogValidator does.
+
+A subscription view is read-only: every partition of a produce to a view is refused with
+INVALID_TOPIC_EXCEPTION (Kafka's answer to an append to an internal topic) and the message
+"'V' is a view (read-only) over topic 'T'; produce to 'T'", whatever the partition index.
+Clients treat the code as fatal for those records (no retries). acks=0 follows the rule
+above: the connection is closed.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import datetime
 
 from kio.schema.errors import ErrorCode
 
+from rmqkafka.rmqsemantics.semantics import ViewReadOnlyError
 from rmqkafka.storage.errors import InvalidRecordError, InvalidTimestampError
 from rmqkafka.storage.recompress import GZIP, LZ4, NONE, SNAPPY, ZSTD, Compression
 
@@ -74,7 +81,11 @@ async def handle(ctx: BrokerContext, request: Request):
     responses = []
     now_ms = ctx.clock.now_ms()
     for topic in body.topic_data:
-        meta = store.topics.get(topic.name)
+        refused: Exception | None = None
+        try:
+            meta = ctx.semantics.topic_for_append(topic.name)
+        except ViewReadOnlyError as exc:
+            meta, refused = None, exc
         options = None if meta is None else append_options(ctx, meta.configs, now_ms)
         partitions = []
         for data in topic.partition_data:
@@ -87,8 +98,12 @@ async def handle(ctx: BrokerContext, request: Request):
                 record_errors=(),
                 error_message=None,
             )
-            if meta is None or not 0 <= data.index < meta.partitions:
-                result["error_code"] = ErrorCode.unknown_topic_or_partition
+            if refused is not None or meta is None or not 0 <= data.index < meta.partitions:
+                if refused is not None:
+                    result["error_code"] = error_code_for(refused)
+                    result["error_message"] = str(refused)
+                else:
+                    result["error_code"] = ErrorCode.unknown_topic_or_partition
                 partitions.append(result)
                 continue
             try:

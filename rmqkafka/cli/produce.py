@@ -53,6 +53,7 @@ class _Tally:
         self.bad_lines = 0
         self.reported = 0
         self.ranges: dict[int, list[int]] = {}  # partition -> [first, last, count]
+        self.codes: set[str] = set()  # error code names of failed records
 
     def report(self, message: str) -> None:
         self.reported += 1
@@ -62,6 +63,7 @@ class _Tally:
     def delivered(self, line_no: int, err: Any, msg: Any) -> None:
         if err is not None:
             self.failed += 1
+            self.codes.add(err.name())
             self.report(f"line {line_no}: not produced: {kafka_error_text(err)}")
             return
         self.acked += 1
@@ -202,7 +204,8 @@ def produce(
     if interrupted:
         raise CliError("interrupted", exit_code=130)
     if tally.failed:
-        raise CliError(f"{tally.failed} of {sent} records failed")
+        reason = _view_reason(client, topic) if "TOPIC_EXCEPTION" in tally.codes else None
+        raise CliError(f"{tally.failed} of {sent} records failed" + (f": {reason}" if reason else ""))
     if tally.bad_lines:
         raise CliError(f"{tally.bad_lines} input lines had no key separator and were skipped", exit_code=2)
 
@@ -225,6 +228,24 @@ def _summary(topic: str, tally: _Tally, partitions: list[dict[str, Any]]) -> str
     if tally.bad_lines:
         text += f"; {tally.bad_lines} lines skipped"
     return text
+
+
+def _view_reason(client: ClientOptions, topic: str) -> str | None:
+    """Why an INVALID_TOPIC_EXCEPTION, when ``topic`` is a subscription view (librdkafka keeps
+    the broker's message from us): asked only after records failed, never on the normal path."""
+    from confluent_kafka.admin import AdminClient
+
+    from rmqkafka.cli.views import definitions
+
+    try:
+        admin = AdminClient(client.config())
+        definition = definitions(admin, client, [topic]).get(topic)
+    except Exception:  # noqa: BLE001 - only a hint
+        return None
+    if definition is None:
+        return None
+    source = definition["source"]
+    return f"{topic!r} is a view (read-only) over topic {source!r}; produce to {source!r}"
 
 
 def _isatty(stream: Any) -> bool:

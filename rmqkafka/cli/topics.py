@@ -3,6 +3,12 @@
 The counterpart of ``kafka-topics.sh`` (AdminClient: CreateTopics, Metadata, DescribeConfigs,
 ListOffsets, DeleteTopics, CreatePartitions, IncrementalAlterConfigs). confluent_kafka is
 imported inside the commands (see ``rmqkafka.cli.common``).
+
+Subscription views share the topic namespace and Metadata lists them like topics, but they
+are not topics: ``topics list`` and ``topics describe`` without names leave them out (they
+are told apart by DescribeConfigs, see ``rmqkafka.cli.views``; ``rmqk views list`` lists
+them). ``topics describe VIEW`` still describes a view named explicitly (its configs are its
+definition).
 """
 
 from __future__ import annotations
@@ -125,9 +131,9 @@ def _partition_counts(admin: Any, client: ClientOptions, names: list[str]) -> di
 @client_options
 @handle_errors
 def list_topics(as_json: bool, client: ClientOptions) -> None:
-    """List topic names, one per line (--json adds partition counts)."""
-    _, metadata = admin_client(client)
-    names = sorted(n for n, t in metadata.topics.items() if t.error is None)
+    """List topic names, one per line (--json adds partition counts); views are not listed."""
+    admin, metadata = admin_client(client)
+    names = _without_views(admin, client, sorted(n for n, t in metadata.topics.items() if t.error is None))
     if as_json:
         echo_json([{"topic": n, "partitions": len(metadata.topics[n].partitions)} for n in names])
     else:
@@ -150,7 +156,9 @@ def describe(names: tuple[str, ...], all_configs: bool, as_json: bool, client: C
     from confluent_kafka import TopicCollection
 
     admin, metadata = admin_client(client)
-    wanted = list(dict.fromkeys(names)) or sorted(n for n, t in metadata.topics.items() if t.error is None)
+    wanted = list(dict.fromkeys(names)) or _without_views(
+        admin, client, sorted(n for n, t in metadata.topics.items() if t.error is None)
+    )
     missing = [n for n in wanted if topic_error(metadata, n)]
     present = [n for n in wanted if n not in missing]
     descriptions: dict[str, Any] = {}
@@ -223,6 +231,27 @@ def describe(names: tuple[str, ...], all_configs: bool, as_json: bool, client: C
         raise CliError("; ".join(f"topic {n!r} does not exist" for n in missing))
 
 
+def _without_views(admin: Any, client: ClientOptions, names: list[str]) -> list[str]:
+    """``names`` minus the subscription views among them (all of them if that cannot be told)."""
+    from rmqkafka.cli.views import definitions
+
+    try:
+        found = definitions(admin, client, names)
+    except CliError:  # e.g. a Kafka cluster denying DescribeConfigs: it has no views anyway
+        return names
+    return [n for n in names if found.get(n) is None]
+
+
+def _views_of(admin: Any, client: ClientOptions, metadata: Any, source: str) -> list[str]:
+    from rmqkafka.cli.views import definitions
+
+    try:
+        found = definitions(admin, client, sorted(n for n, t in metadata.topics.items() if t.error is None))
+    except CliError:
+        return []
+    return [n for n, d in sorted(found.items()) if d is not None and d["source"] == source]
+
+
 def _difference(high: int | None, low: int | None) -> int | None:
     return None if high is None or low is None else max(0, high - low)
 
@@ -281,8 +310,8 @@ def _watermarks(
 @client_options
 @handle_errors
 def delete(names: tuple[str, ...], if_exists: bool, as_json: bool, client: ClientOptions) -> None:
-    """Delete one or more topics."""
-    admin, _ = admin_client(client)
+    """Delete one or more topics (a topic that views read from: delete the views first)."""
+    admin, metadata = admin_client(client)
     futures = admin.delete_topics(list(dict.fromkeys(names)), operation_timeout=client.timeout, **request_kwargs(client))
     results, failed = [], 0
     for name, future in futures.items():
@@ -296,6 +325,12 @@ def delete(names: tuple[str, ...], if_exists: bool, as_json: bool, client: Clien
             failed += 1
             if error_code(exc) == "UNKNOWN_TOPIC_OR_PART":
                 report_error(f"cannot delete topic {name!r}: it does not exist")
+            elif error_code(exc) == "POLICY_VIOLATION" and (dependents := _views_of(admin, client, metadata, name)):
+                # DeleteTopics before v5 (librdkafka sends v4) carries no message: say it here
+                report_error(
+                    f"cannot delete topic {name!r}: it is the source of view(s) {', '.join(dependents)}; "
+                    f"delete them first (rmqk views delete {' '.join(dependents)})"
+                )
             else:
                 report_error(error_from_exception(exc, f"cannot delete topic {name!r}").message)
     if as_json:

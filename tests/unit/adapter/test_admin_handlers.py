@@ -35,6 +35,8 @@ from rmqkafka.adapter.handlers.incremental_alter_configs import (
 )
 from rmqkafka.adapter.handlers.offset_for_leader_epoch import end_offset_for, fencing_error
 from rmqkafka.adapter.topic_configs import InvalidConfig
+from rmqkafka.rmqsemantics.config import SemanticsConfig
+from rmqkafka.rmqsemantics.semantics import Semantics
 from rmqkafka.storage.config import StorageConfig
 from rmqkafka.storage.store import MessageStore
 
@@ -69,6 +71,7 @@ def context(store: MessageStore):
         config=AdapterConfig(),
         storage_config=store.config,
         store=store,
+        semantics=Semantics(SemanticsConfig(), store, store.config.data_dir),
         advertised_host="127.0.0.1",
         advertised_port=9092,
     )

@@ -373,10 +373,16 @@ def test_append_listeners(stores):
     store = stores.open()
     store.create_topic("t", 2, {})
     calls = []
-    store.add_append_listener(lambda name, p: calls.append((name, p)))
+    seen = []
+    def listener(name, p, appended):
+        calls.append((name, p))
+        seen.append(([[r.value for r in recs] for recs in appended.records], appended.tag_codes))
+    store.add_append_listener(listener)
     append(store, "t", 1, make_batch(1))
-    append(store, "t", 0, make_batch(1), make_batch(2))
+    append(store, "t", 0, make_batch(1), make_batch([b"a", b"b"], tags=["Aa", None]))
     assert calls == [("t", 1), ("t", 0)]
+    # each written batch's parsed records and tag codes ride along ("Aa".hashCode() == 2112)
+    assert seen == [([[b"value-0"]], [None]), ([[b"value-0"], [b"a", b"b"]], [None, [2112, 0]])]
     with pytest.raises(CorruptRecordError):
         append(store, "t", 0, flip(make_batch(1), 30))
     assert calls == [("t", 1), ("t", 0)]
