@@ -19,6 +19,7 @@ from .connection import KafkaConnection
 from .context import BrokerContext
 from .groups.coordinator import GroupCoordinator, GroupSettings
 from .long_poll import FetchWaiters
+from .topic_configs import effective
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,7 @@ class Broker:
         self.clock = clock or SystemClock()
         self.store = MessageStore(storage_config, self.clock)
         self.context: BrokerContext | None = None
+        self.semantics: Semantics | None = None
         self.groups: GroupCoordinator | None = None
         self._servers: list[asyncio.Server] = []  # the primary listener first
         self._contexts: list[BrokerContext] = []  # one per listener, same order
@@ -57,9 +59,12 @@ class Broker:
         try:
             for host, port, _, _ in endpoints:
                 self._servers.append(await self._bind(host, port, len(self._servers)))
+            semantics = Semantics(self.semantics_config, self.store, self.storage_config.data_dir,
+                                  self.clock, self._delivery_options)
             self.store.open()
-            semantics = Semantics(self.semantics_config, self.store, self.storage_config.data_dir)
             await self.store.start()
+            semantics.start()
+            self.semantics = semantics
         except BaseException:
             for server in self._servers:
                 server.close()
@@ -109,6 +114,12 @@ class Broker:
         )
         return bound[0]
 
+    def _delivery_options(self, configs: dict[str, str]) -> dict:
+        """How delivered records are appended to a topic with these configs: its timestamp
+        type (they keep their CreateTime, or get the append time)."""
+        kind = effective("message.timestamp.type", configs, self.adapter_config, self.storage_config)
+        return {"log_append_time": kind == "LogAppendTime"}
+
     async def _bind(self, host: str, port: int, index: int) -> asyncio.Server:
         server = await asyncio.get_running_loop().create_server(
             lambda: KafkaConnection(self._contexts[index], self._connections),
@@ -132,4 +143,9 @@ class Broker:
             self._servers = []
         if self.groups is not None:
             await self.groups.stop()
+        if self.semantics is not None:
+            await self.semantics.stop()
         await self.store.close()
+        if self.semantics is not None:
+            self.semantics.scheduler.close()
+            self.semantics = None

@@ -7,7 +7,7 @@ import logging
 from kio.schema.errors import ErrorCode
 
 from rmqkafka.rmqsemantics.filters import ExpressionError
-from rmqkafka.rmqsemantics.semantics import ViewReadOnlyError
+from rmqkafka.rmqsemantics.semantics import SystemTopicError, ViewReadOnlyError
 from rmqkafka.rmqsemantics.views import SourceInUseError, ViewError, ViewExistsError
 from rmqkafka.storage import errors as storage_errors
 
@@ -57,6 +57,7 @@ _CODES: dict[type[Exception], ErrorCode] = {
     SourceInUseError: ErrorCode.policy_violation,
     # As Kafka answers an append to an internal topic ("Cannot append to internal topic").
     ViewReadOnlyError: ErrorCode.invalid_topic_exception,
+    SystemTopicError: ErrorCode.invalid_topic_exception,
     InvalidTopicName: ErrorCode.invalid_topic_exception,
     InvalidReplication: ErrorCode.invalid_replication_factor,
     InvalidReplicaAssignment: ErrorCode.invalid_replica_assignment,

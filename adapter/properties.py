@@ -44,6 +44,13 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
 ``transaction.max.timeout.ms``      largest transaction timeout a producer may ask for (900000)
 ``enablePropertyFilter``            RocketMQ's switch for SQL92 views (default true here;
                                     RocketMQ's own default is false)
+``messageDelayLevel``               the delay levels, RocketMQ's syntax (``1s 5s 10s 30s 1m
+                                    ... 2h``: whole numbers with unit s, m, h or d)
+``timerMaxDelaySec``                longest timer a record may ask for (default 30 days)
+``timerPrecisionMs``                timing-wheel slot width (default 100; 1..60000)
+``timerRollWindowSlot``             timing-wheel window in slots (default 2 days of slots)
+``maxReconsumeTimes``               retries before a nacked record goes to the dead-letter
+                                    topic (default 16; per group: ``rmq.max.reconsume.times``)
 =================================== ==========================================================
 
 Precedence, highest first: command-line overrides (host, port, data_dir, flush), the file,
@@ -68,6 +75,7 @@ from pathlib import Path
 
 from rmqkafka.adapter.config import AdapterConfig, ExtraListener
 from rmqkafka.rmqsemantics.config import SemanticsConfig
+from rmqkafka.rmqsemantics.delay_levels import parse_delay_levels
 from rmqkafka.storage.config import StorageConfig
 
 DATA_DIR_ENV = "RMQK_DATA_DIR"
@@ -104,6 +112,11 @@ KNOWN_KEYS = frozenset(
         "offset.metadata.max.bytes",
         "transaction.max.timeout.ms",
         "enablePropertyFilter",
+        "messageDelayLevel",
+        "timerMaxDelaySec",
+        "timerPrecisionMs",
+        "timerRollWindowSlot",
+        "maxReconsumeTimes",
     }
 )
 
@@ -430,7 +443,17 @@ def build_config(
         storage_kwargs["offsets_retention_ms"] = offsets_retention_minutes * _MS_PER_MINUTE
 
     unknown = tuple(sorted(k for k in props if k not in KNOWN_KEYS))
-    semantics_kwargs = {"enable_property_filter": p.boolean("enablePropertyFilter")}
+    semantics_kwargs: dict[str, object] = {
+        "enable_property_filter": p.boolean("enablePropertyFilter"),
+        "delay_levels_ms": _delay_levels(p),
+        "timer_max_delay_sec": p.integer("timerMaxDelaySec", minimum=1),
+        "timer_precision_ms": p.integer("timerPrecisionMs", minimum=1),
+        "timer_wheel_slots": p.integer("timerRollWindowSlot", minimum=2),
+        "max_reconsume_times": p.integer("maxReconsumeTimes", minimum=0),
+    }
+    precision = semantics_kwargs["timer_precision_ms"]
+    if isinstance(precision, int) and precision > 60_000:
+        raise p.error("timerPrecisionMs", str(precision), "must be at most 60000")
     return ServerConfig(
         adapter=AdapterConfig(**adapter_kwargs),  # type: ignore[arg-type]
         storage=StorageConfig(**storage_kwargs),  # type: ignore[arg-type]
@@ -455,6 +478,16 @@ def load_config(
     return build_config(
         props, host=host, port=port, data_dir=data_dir, flush=flush, source=source, environ=environ
     )
+
+
+def _delay_levels(p: _Props) -> tuple[int, ...] | None:
+    raw = p.get("messageDelayLevel")
+    if raw is None:
+        return None
+    try:
+        return parse_delay_levels(raw)
+    except ValueError as exc:
+        raise p.error("messageDelayLevel", raw, str(exc)) from None
 
 
 def _controller_names(p: _Props) -> frozenset[str]:

@@ -384,6 +384,14 @@ _define(
 )
 
 
+_define(
+    "rmq.max.reconsume.times", "INT", "-1", at_least(-1),
+    "On a group's retry topic rmq_retry.<group>: how many times a record is retried before it "
+    "goes to rmq_dlq.<group> (RocketMQ's maxReconsumeTimes); -1: the broker's maxReconsumeTimes.",
+    applied=True,
+)
+
+
 # --- validation and effective values -------------------------------------------------------
 
 

@@ -9,30 +9,70 @@ it appends and reads batches.
 
 from __future__ import annotations
 
+import re
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
+from rmqkafka.storage.clock import Clock
 from rmqkafka.storage.errors import UnknownTopicError
 from rmqkafka.storage.partition_log import PartitionLog
-from rmqkafka.storage.store import MessageStore
+from rmqkafka.storage.record_batch import COMPRESSION_MASK, Buffer
+from rmqkafka.storage.store import AppendResult, MessageStore
 from rmqkafka.storage.topics import TopicMeta
 
 from .config import SemanticsConfig
 from .filters import FilterKind
-from .views import SourceInUseError, View, ViewError, ViewExistsError, ViewRegistry
+from .scheduler import RETRY_PREFIX, SYSTEM_TOPICS, Scheduler
 from .view_arrivals import ArrivalTest, arrival_test
 from .view_reader import ReadResult, first_match_at_or_after, read_view
+from .views import SourceInUseError, View, ViewError, ViewExistsError, ViewRegistry
 
 
 class ViewReadOnlyError(ViewError):
     """An append to a view: views have no records of their own."""
 
 
+class SystemTopicError(Exception):
+    """A client write to, or deletion of, a system topic (the schedule and timer topics)."""
+
+
+# Uncompressed batches without these bytes carry no scheduling header: no record is parsed
+# for one (parking.py names the headers).
+_SCHEDULING_BYTES = re.compile(rb"DELAY|TIMER_")
+
+
 class Semantics:
-    def __init__(self, config: SemanticsConfig, store: MessageStore, data_dir: Path) -> None:
+    """Constructed before the store is opened: the scheduler's state is derived from the
+    commitlog (``store.add_derived_state``) and recovered with it."""
+
+    def __init__(self, config: SemanticsConfig, store: MessageStore, data_dir: Path,
+                 clock: Clock | None = None,
+                 delivery_options: Callable[[dict[str, str]], dict] | None = None) -> None:
         self.config = config
         self.store = store
         self.views = ViewRegistry(data_dir)
+        self.scheduler = Scheduler(config, store, data_dir, clock or store.clock, delivery_options)
+        store.add_derived_state(self.scheduler)
+
+    def start(self) -> None:
+        self.scheduler.start()
+
+    async def stop(self) -> None:
+        await self.scheduler.stop()
+
+    # -- appending -------------------------------------------------------------------------
+    def append(self, meta: TopicMeta, partition: int, records: Buffer, **options) -> AppendResult:
+        """Append a produce request's records for one partition of topic ``meta`` (the
+        store's checks and ``options``); records with a scheduling header, and every record
+        produced to a retry topic, are parked by the scheduler instead (their batch keeps
+        its offsets). Raises what store.append raises, and InvalidRecordError for a bad
+        scheduling header."""
+        diverter = None
+        if meta.name.startswith(RETRY_PREFIX) or _may_schedule(records):
+            diverter = self.scheduler
+            self.scheduler.begin()
+        return self.store.append(meta.name, partition, records, diverter=diverter, **options)
 
     # -- names -----------------------------------------------------------------------------
     def resolve(self, name: str) -> TopicMeta | View | None:
@@ -56,13 +96,19 @@ class Semantics:
         return entity.topic_id if isinstance(entity, TopicMeta) else entity.view_id
 
     def listed(self) -> list[TopicMeta | View]:
-        """Every topic and view, by name: what Metadata answers when all topics are asked for."""
-        entities: list[TopicMeta | View] = [*self.store.topics.all(), *self.views.all()]
+        """Every topic and view, by name: what Metadata answers when all topics are asked for.
+        System topics are left out (they answer when asked for by name)."""
+        entities: list[TopicMeta | View] = [
+            *(meta for meta in self.store.topics.all() if meta.name not in SYSTEM_TOPICS),
+            *self.views.all(),
+        ]
         return sorted(entities, key=lambda e: e.name)
 
     def topic_for_append(self, name: str) -> TopicMeta | None:
         """The topic records for ``name`` are appended to (None: no such topic); raises
         ViewReadOnlyError when ``name`` is a view."""
+        if name in SYSTEM_TOPICS:
+            raise SystemTopicError(f"{name!r} is a system topic; only the broker writes to it")
         meta = self.store.topics.get(name)
         if meta is None:
             view = self.views.get(name)
@@ -166,6 +212,22 @@ class Semantics:
         it (SourceInUseError); UnknownTopicError when neither exists."""
         if self.views.get(name) is not None:
             return self.delete_view(name)
+        if name in SYSTEM_TOPICS:
+            raise SystemTopicError(f"{name!r} is a system topic and cannot be deleted")
         if self.store.topics.get(name) is not None:
             self.check_topic_deletable(name)
         return self.store.delete_topic(name)
+
+
+def _may_schedule(records: Buffer) -> bool:
+    """Whether a request's record set may hold a scheduling header: the header names occur in
+    its bytes, or a batch is compressed (its bytes say nothing)."""
+    if _SCHEDULING_BYTES.search(records) is not None:
+        return True
+    view = memoryview(records)
+    position = 0
+    while position + 61 <= len(view):
+        if view[position + 22] & COMPRESSION_MASK:
+            return True
+        position += int.from_bytes(view[position + 8 : position + 12], "big") + 12
+    return False

@@ -224,8 +224,10 @@ class _Walk:
         # Records of a batch often carry the same headers (a type, a region, a tag): each
         # distinct set is evaluated once per batch.
         verdicts: dict[tuple, bool] = {}
-        for i in range(lo - base, len(records)):
-            headers = records[i].headers
+        for i, record in enumerate(records):
+            if record.offset < lo:  # (by offset: a sparse batch has fewer records than offsets)
+                continue
+            headers = record.headers
             key = tuple(headers)
             verdict = verdicts.get(key)
             if verdict is None:
@@ -276,6 +278,8 @@ class _Walk:
         if not candidates:
             return None
         (count,) = _COUNT.unpack_from(batch, 57)
+        if count != nxt - base:  # sparse (records parked on append): entries are not records
+            return self._filtered(batch, base, lo)
         region = bytes(records_region(batch)) if batch[22] & 0x07 else batch[record_batch.HEADER_SIZE:]
         # With the whole batch's codes at hand and none of them 0 (no record without a tag),
         # counting the TAGS name settles the exact tags in C (see _all_tagged).

@@ -105,6 +105,21 @@ def subset_batch(batch: Buffer, records: Buffer, ends: list[int], keep: list[int
     return _finish(out)
 
 
+def empty_batch(batch: Buffer) -> bytes:
+    """``batch`` holding none of its records: what the store keeps when every record of a
+    produced batch is parked elsewhere, as Kafka's cleaner keeps an emptied batch. Base
+    offset, last offset delta, producer id / epoch / base sequence and the timestamp type
+    stay (so the producer's sequence state is rebuilt from it); no codec; a CreateTime
+    batch's max timestamp becomes -1, since it stamps no record."""
+    out = bytearray(memoryview(batch)[:HEADER_SIZE])
+    (attrs,) = _ATTRS.unpack_from(out, 21)
+    if not attrs & TIMESTAMP_TYPE_BIT:
+        _TIMESTAMP.pack_into(out, 35, NO_TIMESTAMP)
+    _ATTRS.pack_into(out, 21, attrs & ~COMPRESSION_MASK)
+    _COUNT.pack_into(out, 57, 0)
+    return _finish(out)
+
+
 def covering_batch(first: int, last: int) -> bytes:
     """A batch covering offsets ``first..last`` whose only record is a COMMIT control marker
     at ``last`` (see the module docstring); no producer id, not transactional."""

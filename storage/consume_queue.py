@@ -9,12 +9,16 @@ multiple of it. An entry is 20 bytes, one per record offset::
     position   int64   commitlog position of the batch that holds the record
     size       int32   byte size of that batch
     tag_code   int64   Java String.hashCode of the record's tag header, 0 if none;
-                       CONTROL_CODE for the records of a control batch
+                       CONTROL_CODE for the records of a control batch; PARKED_CODE for an
+                       offset its batch no longer holds (the record was moved elsewhere on
+                       append: a delayed or timed record parked until it is due); for the
+                       schedule and timer topics, the record's delivery time in ms
 
 So offset -> entry is arithmetic, and a filter can walk tag codes without touching the
-commitlog. Entries of one batch share (position, size). Tag codes are 32-bit values stored
-in 64 bits, so CONTROL_CODE (the int64 minimum) is never a tag's: a reader that must pass
-control batches through finds them from the queue alone.
+commitlog. Entries of one batch share (position, size); a batch has an entry for every offset
+it spans (base offset .. base + last offset delta), held records or not. Tag codes are 32-bit
+values stored in 64 bits, so CONTROL_CODE (the int64 minimum) and PARKED_CODE are never a
+tag's: a reader that must pass control batches through finds them from the queue alone.
 
 Invariants: entries are dense from ``min_offset`` to ``next_offset - 1``; positions never
 decrease. (An index rebuilt after retention may hold zero entries below the partition's log
@@ -33,6 +37,7 @@ ENTRY = struct.Struct(">qiq")
 ENTRY_SIZE = ENTRY.size  # 20
 CODE_AT = 12  # where the tag code sits in an entry
 CONTROL_CODE = -(1 << 63)
+PARKED_CODE = CONTROL_CODE + 1
 _SUFFIX = ".cq"
 
 
@@ -76,9 +81,9 @@ class ConsumeQueue:
 
     # -- writing ---------------------------------------------------------------------------
     def append(self, count: int, position: int, size: int, tag_codes: list[int] | None) -> None:
-        """Add ``count`` entries for one batch starting at ``next_offset``."""
+        """Add ``count`` entries (the offsets one batch spans) starting at ``next_offset``."""
         if tag_codes is not None and len(tag_codes) != count:
-            raise ValueError(f"{len(tag_codes)} tag codes for {count} records")
+            raise ValueError(f"{len(tag_codes)} tag codes for {count} offsets")
         if tag_codes is None:
             data = ENTRY.pack(position, size, 0) * count
         else:

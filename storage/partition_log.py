@@ -12,13 +12,25 @@ from pathlib import Path
 from uuid import UUID
 
 from . import record_batch
+from .batch_builder import covering_batch
 from .commitlog import CommitLog
-from .consume_queue import CONTROL_CODE, ConsumeQueue
+from .consume_queue import CONTROL_CODE, PARKED_CODE, ConsumeQueue
 from .errors import OffsetOutOfRangeError
 from .producer_state import ProducerStateTable
 from .record_batch import BatchInfo, Buffer
 from .tag_code import tag_code
 from .time_index import TimeIndex
+
+_NO_RECORDS = bytes(4)  # a batch's records count field, zero
+
+
+def sparse_codes(span: int, deltas: list[int], codes: list[int] | None) -> list[int]:
+    """Codes of the ``span`` offsets of a batch holding records only at offset ``deltas``
+    (their tag ``codes``, None = untagged): PARKED_CODE where it holds none."""
+    out = [PARKED_CODE] * span
+    for i, delta in enumerate(deltas):
+        out[delta] = codes[i] if codes is not None else 0
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +80,19 @@ class PartitionLog:
         tags = record_batch.header_values(batch, self._tag_header, records)
         return None if tags is None else [tag_code(t) for t in tags]
 
+    def offset_codes(self, batch: Buffer, records: list | None = None) -> list[int] | None:
+        """Consume-queue code of each offset ``batch`` spans: ``tag_codes`` for a batch that
+        holds a record at every offset; for a sparse one (records left out on append), its
+        records' codes at their offsets and PARKED_CODE at the others."""
+        info = record_batch.read_info(batch)
+        span = info.last_offset_delta + 1
+        if info.records_count == span:
+            return self.tag_codes(batch, records)
+        if records is None:
+            records = record_batch.read_records(batch)
+        codes = self.tag_codes(batch, records) if records else None
+        return sparse_codes(span, [r.offset - record_batch.base_offset_of(batch) for r in records], codes)
+
     def dispatch(
         self, position: int, info: BatchInfo, base_offset: int, codes: list[int] | None
     ) -> None:
@@ -76,7 +101,7 @@ class PartitionLog:
         ``base_offset`` is the broker-assigned one, ``codes`` what ``tag_codes`` returned
         for the batch; the batch size is taken from ``info``.
         """
-        self.consume_queue.append(info.records_count, position, info.length, codes)
+        self.consume_queue.append(info.last_offset_delta + 1, position, info.length, codes)
         self.time_index.maybe_append(info.max_timestamp, base_offset)
         self.producers.update(info, base_offset)
 
@@ -85,7 +110,9 @@ class PartitionLog:
         """Whole batches from the one holding ``offset`` on, up to ``max_bytes``.
 
         With ``min_one`` the first batch is returned even if it alone exceeds ``max_bytes``,
-        so a consumer can always make progress (KIP-74).
+        so a consumer can always make progress (KIP-74). A stored batch without records (all
+        of them parked elsewhere on append) goes out as a covering batch, which every client
+        counts as progress (see storage.batch_builder).
         """
         end = self.next_offset
         if offset < self.log_start_offset or offset > end:
@@ -97,9 +124,11 @@ class PartitionLog:
             if size + batch_size > max_bytes and (batches or not min_one):
                 break
             batch = self._commitlog.read(position, batch_size)
-            batches.append(batch)
-            size += batch_size
             offset = record_batch.next_offset_of(batch)
+            if batch[57:61] == _NO_RECORDS:
+                batch = covering_batch(record_batch.base_offset_of(batch), offset - 1)
+            batches.append(batch)
+            size += len(batch)
         return FetchResult(batches, size, self.log_start_offset, end)
 
     def bytes_available(self, offset: int, limit: int) -> int:

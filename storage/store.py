@@ -37,8 +37,10 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from . import record_batch
+from .batch_builder import empty_batch, subset_batch
 from .clock import Clock, SystemClock
 from .commitlog import CommitLog, Entry
 from .config import StorageConfig
@@ -50,12 +52,14 @@ from .errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
+from .files import fsync_path, write_json_atomically
 from .offset_store import CommittedOffset, OffsetStore
-from .partition_log import PartitionLog
+from .partition_log import PartitionLog, sparse_codes
 from .producer_ids import ProducerIds
 from .producer_state import ProducerStateTable
-from .recompress import CODEC_NAMES, Compression, recompress
-from .files import fsync_path, write_json_atomically
+from .recompress import CODEC_NAMES, NONE, Compression, recompress, records_region
+from .record_batch import Buffer
+from .record_layout import record_ends
 from .topics import TopicMeta, TopicRegistry
 
 log = logging.getLogger(__name__)
@@ -78,6 +82,54 @@ class Appended:
 AppendListener = Callable[[str, int, Appended], None]
 
 
+class Diverter(Protocol):
+    """Takes records out of produced batches on their way into a partition (the semantics
+    layer parks delayed and timed records this way; storage knows nothing of why).
+
+    ``select`` runs for every batch of a request before anything is written and may refuse
+    the request by raising (InvalidRecordError): it returns the indices of the records to
+    take out. ``park`` runs just before the batch they came from is written, with each
+    taken record and the offset it keeps in the partition; it writes them elsewhere (so a
+    crash leaves them parked without their batch, never the batch without them: see
+    ``DerivedState.replay``). The batch is then stored without them, keeping its offsets
+    (base offset, last offset delta, producer fields): a sparse batch, or an empty one
+    when every record was taken, as Kafka's cleaner leaves them.
+    """
+
+    def select(self, topic: str, partition: int, records: list) -> list[int]: ...
+
+    def park(self, topic: str, partition: int, placed: list[tuple[int, object]]) -> None: ...
+
+    def abandon(self) -> None:
+        """The batch the last ``park`` came from could not be written."""
+
+
+class DerivedState(Protocol):
+    """State an upper layer derives from the commitlog, kept consistent with it the way the
+    store keeps its own indexes: a snapshot in each checkpoint (taken in the same step as
+    the checkpoint's commitlog position P) and, after a crash, a replay of every entry after
+    P, in commitlog order.
+
+    ``restore`` gets the snapshot of the checkpoint recovery starts from (None: none, or
+    every index is being rebuilt from the commitlog start); ``replay`` then sees each
+    entry re-dispatched, and ``recovered`` runs once recovery is over (also after a clean
+    start, with nothing replayed). ``dirty_fds`` are fdatasynced before a checkpoint that
+    includes the next snapshot is written.
+    """
+
+    name: str
+
+    def snapshot(self) -> object: ...
+
+    def dirty_fds(self) -> list[int]: ...
+
+    def restore(self, state: object | None) -> None: ...
+
+    def replay(self, topic: str, partition: int, batch: bytes) -> None: ...
+
+    def recovered(self) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class AppendResult:
     base_offset: int
@@ -93,6 +145,7 @@ class MessageStore:
         self._dir = Path(config.data_dir)
         self._partitions: dict[tuple[str, int], PartitionLog] = {}
         self._listeners: list[AppendListener] = []
+        self._states: list[DerivedState] = []
         self._tasks: list[asyncio.Task] = []
         self._durable_position = 0
         self._durable_waiters: list[tuple[int, asyncio.Future]] = []
@@ -121,6 +174,7 @@ class MessageStore:
         producers = checkpoint.get("producers", {})
         log_starts = checkpoint.get("log_start", {})
         derived = checkpoint.get("derived")
+        states = checkpoint.get("state", {})
         for meta in self.topics.all():
             for p in range(meta.partitions):
                 plog = self._open_partition(meta, p)
@@ -141,9 +195,14 @@ class MessageStore:
             for plog in self._partitions.values():  # replayed from the start as well
                 plog.consume_queue.truncate_to(plog.consume_queue.min_offset)
                 plog.producers = ProducerStateTable()
+            states = {}
+        for state in self._states:
+            state.restore(states.get(state.name))
         self.clean_start = clean and position == self.commitlog.end_position
         if not self.clean_start:
             self._recover(position, derived)
+        for state in self._states:
+            state.recovered()
         start = self.commitlog.start_position
         for plog in self._partitions.values():
             plog.advance_log_start(plog.consume_queue.first_offset_at_position(start))
@@ -194,7 +253,7 @@ class MessageStore:
             )
             return
         try:
-            codes = plog.tag_codes(entry.batch)
+            codes = plog.offset_codes(entry.batch)
         except CorruptRecordError:
             # Not accepted today, but it is in the log: keep its offsets, without tags.
             log.error("%s-%d: batch at offset %d does not parse; indexed without tags",
@@ -202,6 +261,8 @@ class MessageStore:
             codes = None
         plog.dispatch(entry.position, record_batch.read_info(entry.batch), base, codes)
         self.recovered_entries += 1
+        for state in self._states:
+            state.replay(meta.name, entry.partition, entry.batch)
 
     async def start(self) -> None:
         """Start the background loops (flush, checkpoint, retention)."""
@@ -306,6 +367,15 @@ class MessageStore:
     def add_append_listener(self, listener: AppendListener) -> None:
         self._listeners.append(listener)
 
+    def add_derived_state(self, state: DerivedState) -> None:
+        """Keep ``state`` in every checkpoint and replay the commitlog to it on recovery;
+        registered before ``open`` (registered on an open store, it starts from nothing:
+        ``restore(None)`` and ``recovered()`` at once)."""
+        self._states.append(state)
+        if hasattr(self, "topics"):
+            state.restore(None)
+            state.recovered()
+
     def append(
         self,
         name: str,
@@ -316,12 +386,14 @@ class MessageStore:
         log_append_time: bool = False,
         compression: Compression | None = None,
         timestamp_range: tuple[int, int] | None = None,
+        diverter: Diverter | None = None,
     ) -> AppendResult:
         """Validate and append a produce request's record set for one partition.
 
         Every batch is validated (framing, magic, CRC32C, size, records that parse,
         timestamps, producer sequence) before any is written: a request is appended whole
-        or not at all. ``compression``: batches with another codec are re-encoded with this
+        or not at all (``diverter`` may take records out of them, see Diverter).
+        ``compression``: batches with another codec are re-encoded with this
         one first (``max_batch_bytes`` then applies to both the batch as received and as
         stored, as in Kafka). ``timestamp_range``: without ``log_append_time``, a batch with
         a record timestamp outside [low, high] is refused (InvalidTimestampError).
@@ -350,24 +422,43 @@ class MessageStore:
             plog.tag_codes(batch, recs) if original is None else None
             for batch, recs, original in zip(batches, parsed, originals)
         ]
+        taken = [
+            diverter.select(name, p, recs) if diverter is not None and original is None else []
+            for recs, original in zip(parsed, originals)
+        ]
         append_time = self.clock.now_ms() if log_append_time else None
         first_base: int | None = None
         duplicate = False
         end_position = self.commitlog.end_position
         appended = Appended([], [])
-        for batch, info, original, batch_codes, recs in zip(batches, infos, originals, codes, parsed):
+        for batch, info, original, batch_codes, recs, out in zip(
+            batches, infos, originals, codes, parsed, taken
+        ):
             if original is not None:
                 duplicate = True
                 first_base = original if first_base is None else first_base
                 continue
+            base = plog.next_offset
+            offset_codes = batch_codes
+            if out:
+                assert diverter is not None
+                batch, recs, batch_codes, offset_codes = _divert(
+                    diverter, name, p, base, batch, recs, batch_codes, out
+                )
+                info = record_batch.read_info(batch)
             appended.records.append(recs)
             appended.tag_codes.append(batch_codes)
-            base = plog.next_offset
             parts = record_batch.stored_parts(batch, base, append_time)
-            position = self.commitlog.append(plog.topic_id, p, parts)
+            try:
+                position = self.commitlog.append(plog.topic_id, p, parts)
+            except BaseException:
+                if out:
+                    assert diverter is not None
+                    diverter.abandon()
+                raise
             if append_time is not None:
                 info = record_batch.read_info(parts[0])
-            plog.dispatch(position, info, base, batch_codes)
+            plog.dispatch(position, info, base, offset_codes)
             end_position = self.commitlog.end_position
             if first_base is None:
                 first_base = base
@@ -375,6 +466,30 @@ class MessageStore:
             listener(name, p, appended)
         assert first_base is not None
         return AppendResult(first_base, end_position, append_time, duplicate)
+
+    def append_built(self, name: str, p: int, batch: bytes, codes: list[int] | None = None, *,
+                     log_append_time: bool = False) -> AppendResult:
+        """Append one dense v2 batch the broker built itself (parked or delivered records),
+        with the consume-queue ``codes`` of its offsets (None: the records' tag codes, as
+        for a produced batch; the schedule topics keep delivery times there instead). Nothing a producer sent is in question, so there
+        are no producer checks; the batch must still parse (its records go to the append
+        listeners like any others)."""
+        plog = self.partition(name, p)
+        self._check_fits_a_segment(len(batch), "")
+        info = record_batch.validate(memoryview(batch))
+        records = record_batch.read_records(batch)
+        base = plog.next_offset
+        append_time = self.clock.now_ms() if log_append_time else None
+        parts = record_batch.stored_parts(memoryview(batch), base, append_time)
+        position = self.commitlog.append(plog.topic_id, p, parts)
+        if append_time is not None:
+            info = record_batch.read_info(parts[0])
+        tags = plog.tag_codes(batch, records)
+        plog.dispatch(position, info, base, tags if codes is None else codes)
+        appended = Appended([records], [tags])
+        for listener in self._listeners:
+            listener(name, p, appended)
+        return AppendResult(base, self.commitlog.end_position, append_time)
 
     def _check_fits_a_segment(self, size: int, when: str) -> None:
         if size > self.config.segment_bytes:
@@ -491,6 +606,8 @@ class MessageStore:
             for plog in self._partitions.values():
                 fds.extend(plog.consume_queue.take_dirty_fds())
                 fds.extend(plog.time_index.take_dirty_fds())
+            for state in self._states:
+                fds.extend(state.dirty_fds())
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(None, _fdatasync_all, fds)
             self.commitlog.mark_flushed(end)
@@ -501,6 +618,7 @@ class MessageStore:
 
     def _snapshot(self) -> dict:
         return {
+            "state": {state.name: state.snapshot() for state in self._states},
             "producers": {
                 f"{plog.topic_id}/{plog.partition}": plog.producers.snapshot()
                 for plog in self._partitions.values()
@@ -577,6 +695,29 @@ class MessageStore:
 
     def partitions(self) -> dict[tuple[str, int], PartitionLog]:
         return dict(self._partitions)
+
+
+def _divert(diverter: Diverter, name: str, p: int, base: int, batch: Buffer, recs: list,
+            codes: list[int] | None, out: list[int]) -> tuple[Buffer, list, list[int] | None, list[int]]:
+    """Park records ``out`` of ``batch`` (about to be stored at ``base``) through
+    ``diverter``. Returns the batch to store instead, the records it keeps, their tag codes
+    and the consume-queue codes of every offset it spans."""
+    received_base = record_batch.base_offset_of(batch)
+    diverter.park(name, p, [(base + recs[i].offset - received_base, recs[i]) for i in out])
+    taken = set(out)
+    keep = [i for i in range(len(recs)) if i not in taken]
+    info = record_batch.read_info(batch)
+    if keep:
+        region = bytes(records_region(batch))
+        codec = info.compression
+        stored: Buffer = subset_batch(batch, region, record_ends(region), keep,
+                                      None if codec == NONE else Compression(codec))
+    else:
+        stored = empty_batch(batch)
+    kept_codes = None if codes is None else [codes[i] for i in keep]
+    deltas = [recs[i].offset - received_base for i in keep]
+    return (memoryview(stored), [recs[i] for i in keep], kept_codes,
+            sparse_codes(info.last_offset_delta + 1, deltas, kept_codes))
 
 
 def _check_sizes(infos: list[record_batch.BatchInfo], max_batch_bytes: int, when: str) -> None:

@@ -25,8 +25,7 @@ from __future__ import annotations
 import datetime
 
 from kio.schema.errors import ErrorCode
-
-from rmqkafka.rmqsemantics.semantics import ViewReadOnlyError
+from rmqkafka.rmqsemantics.semantics import SystemTopicError, ViewReadOnlyError
 from rmqkafka.storage.errors import InvalidRecordError, InvalidTimestampError
 from rmqkafka.storage.recompress import GZIP, LZ4, NONE, SNAPPY, ZSTD, Compression
 
@@ -84,7 +83,7 @@ async def handle(ctx: BrokerContext, request: Request):
         refused: Exception | None = None
         try:
             meta = ctx.semantics.topic_for_append(topic.name)
-        except ViewReadOnlyError as exc:
+        except (ViewReadOnlyError, SystemTopicError) as exc:
             meta, refused = None, exc
         options = None if meta is None else append_options(ctx, meta.configs, now_ms)
         partitions = []
@@ -109,7 +108,7 @@ async def handle(ctx: BrokerContext, request: Request):
             try:
                 if data.records is None:
                     raise InvalidRecordError("a produce request partition carries no records")
-                appended = store.append(topic.name, data.index, data.records, **options)
+                appended = ctx.semantics.append(meta, data.index, data.records, **options)
             except Exception as exc:
                 result["error_code"] = error_code_for(exc)
                 result["error_message"] = str(exc) or None
