@@ -26,7 +26,7 @@ TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
 TIMER_DELAY_MS = "TIMER_DELAY_MS"
 TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
 SCHEDULING_HEADERS = (DELAY, TIMER_DELIVER_MS, TIMER_DELAY_MS, TIMER_DELAY_SEC)
-SCHEDULING_NEEDLES = tuple(name.encode() for name in (DELAY, "TIMER_"))
+_NAMES = frozenset(SCHEDULING_HEADERS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,13 +41,14 @@ def scheduling_of(headers: list[tuple[str, bytes | None]], now_ms: int, levels_m
                   timer_max_delay_ms: int) -> Park | None:
     """The Park for a record with these headers received at ``now_ms``, or None (deliver
     now). Raises InvalidRecordError for a value the rules above refuse."""
-    found = [(name, value) for name, value in headers if name in SCHEDULING_HEADERS]
-    if not found:
+    name = raw = None
+    for key, value in headers:
+        if key in _NAMES:
+            if name is not None:
+                raise InvalidRecordError(f"a record may carry one scheduling header, not {name} and {key}")
+            name, raw = key, value
+    if name is None:
         return None
-    if len(found) > 1:
-        names = ", ".join(name for name, _ in found)
-        raise InvalidRecordError(f"a record may carry one scheduling header, not {names}")
-    name, raw = found[0]
     value = _whole_number(name, raw)
     if name == DELAY:
         if value <= 0:
@@ -66,8 +67,8 @@ def scheduling_of(headers: list[tuple[str, bytes | None]], now_ms: int, levels_m
 
 
 def _whole_number(name: str, raw: bytes | None) -> int:
-    text = (raw or b"").decode("ascii", "replace").strip()
     try:
-        return int(text, 10)
-    except ValueError:
+        return int(raw)  # type: ignore[arg-type]  # bytes of ASCII digits, sign, spaces
+    except (TypeError, ValueError):
+        text = (raw or b"").decode("ascii", "replace")
         raise InvalidRecordError(f"header {name}={text!r} is not a whole number") from None

@@ -125,6 +125,10 @@ class DerivedState(Protocol):
 
     def restore(self, state: object | None) -> None: ...
 
+    def codes(self, topic: str, partition: int, batch: bytes) -> list[int] | None:
+        """The consume-queue codes of a replayed batch of ``topic``, when this state decides
+        them (a topic whose codes are not tag codes); None otherwise."""
+
     def replay(self, topic: str, partition: int, batch: bytes) -> None: ...
 
     def recovered(self) -> None: ...
@@ -210,6 +214,8 @@ class MessageStore:
         for plog in self._partitions.values():
             plog.flush()
         self.offsets.flush()  # journal records a killed process left in the page cache
+        for state in self._states:  # what recovery re-derived, before the checkpoint says so
+            _fdatasync_all(state.dirty_fds())
         self._write_checkpoint(self.commitlog.end_position, self._snapshot())
 
     def _derived_files_lost(self, derived: dict[str, list[int]]) -> bool:
@@ -253,7 +259,9 @@ class MessageStore:
             )
             return
         try:
-            codes = plog.offset_codes(entry.batch)
+            codes = self._state_codes(meta.name, entry.partition, entry.batch)
+            if codes is None:
+                codes = plog.offset_codes(entry.batch)
         except CorruptRecordError:
             # Not accepted today, but it is in the log: keep its offsets, without tags.
             log.error("%s-%d: batch at offset %d does not parse; indexed without tags",
@@ -263,6 +271,13 @@ class MessageStore:
         self.recovered_entries += 1
         for state in self._states:
             state.replay(meta.name, entry.partition, entry.batch)
+
+    def _state_codes(self, name: str, p: int, batch: bytes) -> list[int] | None:
+        for state in self._states:
+            codes = state.codes(name, p, batch)
+            if codes is not None:
+                return codes
+        return None
 
     async def start(self) -> None:
         """Start the background loops (flush, checkpoint, retention)."""
@@ -468,23 +483,25 @@ class MessageStore:
         return AppendResult(first_base, end_position, append_time, duplicate)
 
     def append_built(self, name: str, p: int, batch: bytes, codes: list[int] | None = None, *,
-                     log_append_time: bool = False) -> AppendResult:
+                     log_append_time: bool = False, records: list | None = None) -> AppendResult:
         """Append one dense v2 batch the broker built itself (parked or delivered records),
-        with the consume-queue ``codes`` of its offsets (None: the records' tag codes, as
-        for a produced batch; the schedule topics keep delivery times there instead). Nothing a producer sent is in question, so there
-        are no producer checks; the batch must still parse (its records go to the append
-        listeners like any others)."""
+        with the consume-queue ``codes`` of its offsets (None: the records' tag codes, as for
+        a produced batch; the schedule topics keep delivery times there instead). Nothing a
+        producer sent is in question, so there are no producer checks. ``records``: the
+        batch's records as the append listeners should see them, when the caller has them
+        (with ``codes`` given, the batch is then not parsed at all); otherwise it is parsed."""
         plog = self.partition(name, p)
         self._check_fits_a_segment(len(batch), "")
         info = record_batch.validate(memoryview(batch))
-        records = record_batch.read_records(batch)
+        if records is None:
+            records = record_batch.read_records(batch)
         base = plog.next_offset
         append_time = self.clock.now_ms() if log_append_time else None
         parts = record_batch.stored_parts(memoryview(batch), base, append_time)
         position = self.commitlog.append(plog.topic_id, p, parts)
         if append_time is not None:
             info = record_batch.read_info(parts[0])
-        tags = plog.tag_codes(batch, records)
+        tags = plog.tag_codes(batch, records) if codes is None else None
         plog.dispatch(position, info, base, tags if codes is None else codes)
         appended = Appended([records], [tags])
         for listener in self._listeners:

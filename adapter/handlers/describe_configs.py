@@ -1,5 +1,8 @@
 """DescribeConfigs (32): topic configs (overrides and defaults) and the broker's own settings.
 
+The system topics SCHEDULE_TOPIC_XXXX and rmq_sys_wheel_timer also answer a read-only
+``rmq.scheduler.status``: the delay scheduler's state as JSON (``rmqk delays`` reads it).
+
 A subscription view answers its definition instead of topic configs (adapter/view_configs.py):
 ``rmq.view.source`` and ``rmq.view.tags`` | ``rmq.view.sql`` as DYNAMIC_TOPIC_CONFIG, the
 derived ``rmq.view.filter`` as DEFAULT_CONFIG, all read-only. That is how admin tools tell a
@@ -8,7 +11,11 @@ view from a topic.
 
 from __future__ import annotations
 
+import json
+
 from kio.schema.errors import ErrorCode
+
+from rmqkafka.rmqsemantics.scheduler import SYSTEM_TOPICS
 
 from ..codec import Request, response_type
 from ..codec.entities import make
@@ -25,6 +32,12 @@ from ..topic_configs import (
 from ..view_configs import view_configs
 
 API_KEY = 32
+STATUS = "rmq.scheduler.status"
+_STATUS_DOC = (
+    "Read-only, on the system topics SCHEDULE_TOPIC_XXXX and rmq_sys_wheel_timer: the delay "
+    "scheduler's state as JSON (per level: delay, depth, next due time; timers pending per due "
+    "hour; delivery counters). What `rmqk delays` shows."
+)
 TOPIC = 2
 BROKER = 4
 CONFIG_TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6, "LIST": 7}
@@ -122,6 +135,12 @@ async def handle(ctx: BrokerContext, request: Request):
                 for name, spec in SPECS.items()
                 if keys is None or name in keys
             ]
+            if meta.name in SYSTEM_TOPICS and (keys is None or STATUS in keys):
+                value = json.dumps(ctx.semantics.scheduler.status(), sort_keys=True)
+                result["configs"].append(
+                    _entry(STATUS, value, DEFAULT_CONFIG, "STRING", _STATUS_DOC if docs else None, True,
+                           [(STATUS, value, DEFAULT_CONFIG)] if synonyms else [])
+                )
         elif resource.resource_type == BROKER:
             if resource.resource_name not in ("", str(ctx.config.node_id)):
                 result["error_code"] = ErrorCode.invalid_request

@@ -455,3 +455,23 @@ def test_wheel_of_another_size_is_rebuilt_and_segments_of_another_size_refused(t
     index.close()
     with pytest.raises(ValueError, match="segment_units"):
         opened(tmp_path, wheel_slots=90, segment_units=3)
+
+
+def test_add_many_writes_what_add_writes(tmp_path):
+    items = [(1_000 * (i % 7) + i, i) for i in range(50)] + [(10**9, 99)]
+    one, many = TimerIndex(tmp_path / "one", wheel_slots=20, segment_units=16), TimerIndex(
+        tmp_path / "many", wheel_slots=20, segment_units=16
+    )
+    one.open(read_slot=0, log_length=None)
+    many.open(read_slot=0, log_length=None)
+    for due, ref in items:
+        one.add(due, ref, read_slot=0)
+    many.add_many(items[:13], read_slot=0)
+    many.add_many(items[13:], read_slot=0)
+    assert many.log_length == one.log_length
+    for slot in range(20):
+        assert many.entries(slot) == one.entries(slot)
+    one.close()
+    many.close()
+    for name in ("wheel",):
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "many" / name).read_bytes()
