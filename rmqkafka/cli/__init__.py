@@ -1,8 +1,8 @@
 """The ``rmqk`` command line: one click group that gathers the sub-commands.
 
 This module only assembles the group; each command lives in its own module of this package:
-``serve``, and the Kafka-client commands ``topics``, ``produce``, ``consume``, ``groups`` and
-``views`` (registered lazily, see ``_Lazy``; their conventions are in ``common``). The command line is a
+``serve``, and the Kafka-client commands ``topics``, ``produce``, ``consume``, ``groups``,
+``views``, ``delays`` and ``dlq`` (registered lazily, see ``_Lazy``; their conventions are in ``common``). The command line is a
 Kafka admin client and the broker's launcher, not protocol code, hence a package of its own. Plain click rather than typer: typer now imports pydantic,
 which alone would add ~0.1 s to every broker start, and start-up time is a feature here.
 The broker itself is imported only when ``serve`` actually starts it, so ``rmqk --help`` and
@@ -56,3 +56,5 @@ main.add_command(_Lazy("produce", "rmqkafka.cli.produce:produce", "Send lines of
 main.add_command(_Lazy("consume", "rmqkafka.cli.consume:consume", "Print records of a topic."))
 main.add_command(_Lazy("groups", "rmqkafka.cli.groups:groups", "List, describe, reset offsets of and delete consumer groups."))
 main.add_command(_Lazy("views", "rmqkafka.cli.views:views", "Create, list, describe and delete subscription views."))
+main.add_command(_Lazy("delays", "rmqkafka.cli.delays:delays", "Show delay levels and pending timers of the broker's scheduler."))
+main.add_command(_Lazy("dlq", "rmqkafka.cli.dlq:dlq", "List and re-send a consumer group's dead letters."))

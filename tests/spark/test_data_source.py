@@ -594,6 +594,38 @@ def test_tags_in_a_streaming_query(spark: Any, broker: Any, topic: Any, tmp_path
     assert {r.topic for r in got} == {name}
 
 
+def test_delayed_and_timed_records_read_like_any_records(spark: Any, broker: Any, topic: Any) -> None:
+    """Records produced with DELAY / TIMER_DELAY_MS leave gaps in their batch's offsets and
+    appear later at new offsets: the data source reads them like any records, and the gaps
+    are not data loss (failOnDataLoss is on by default)."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    name = topic(1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 50,
+                         "enable.idempotence": True})
+    for i in range(30):
+        headers = [("DELAY", b"1")] if i % 3 == 1 else [("TIMER_DELAY_MS", b"1200")] if i % 3 == 2 else []
+        producer.produce(name, b"v%d" % i, partition=0, headers=headers)
+    producer.flush(30)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": f"{name}-wait",
+                         "enable.auto.commit": False})
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # the log end once all 20 parked records are delivered
+        if consumer.get_watermark_offsets(TopicPartition(name, 0), timeout=10)[1] >= 50:
+            break
+        time.sleep(0.2)
+    consumer.close()
+    rows = reader(spark, broker, subscribe=name, includeHeaders="true").load().collect()
+    assert sorted(bytes(r["value"]) for r in rows) == sorted(b"v%d" % i for i in range(30))
+    immediate = sorted(r["offset"] for r in rows if int(bytes(r["value"])[1:]) % 3 == 0)
+    assert immediate == list(range(0, 30, 3))  # their produced offsets: the others left gaps
+    later = [r for r in rows if int(bytes(r["value"])[1:]) % 3]
+    assert min(r["offset"] for r in later) >= 30
+    for row in later:
+        names = [h["key"] for h in row["headers"]]
+        assert "PARKED_AT" in names and "DELAY" not in names and "TIMER_DELAY_MS" not in names
+
+
 # --- errors ---------------------------------------------------------------------------------
 
 
