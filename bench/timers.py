@@ -110,7 +110,7 @@ def burst(broker: BrokerProcess, count: int) -> dict[str, float]:
     first = last = None
     deadline = time.time() + 200
     while len(lateness) < count and time.time() < deadline:
-        for msg in consumer.consume(10_000, 0.5):
+        for msg in consumer.consume(10_000, 0.02):  # returns at once with what has arrived
             if msg.error():
                 continue
             now = time.time() * 1000

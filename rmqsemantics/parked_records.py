@@ -60,7 +60,7 @@ def park_batch(records: list, real_topic: str, real_qid: int, dues: list[int], s
     ``real_topic``, due at ``dues``, taken from ``placed`` offsets of partition ``source``;
     ``header_changes[i]`` sets headers of record i (replacing same names)."""
     real = [(REAL_TOPIC, real_topic.encode()), (REAL_QID, str(real_qid).encode())]
-    origin = f"{source[0]}-{source[1]}@"
+    origin = f"{source[0]}-{source[1]}@".encode()
     builder = _builder()
     append = builder.append
     for i, record in enumerate(records):
@@ -71,9 +71,9 @@ def park_batch(records: list, real_topic: str, real_qid: int, dues: list[int], s
         else:
             headers = [h for h in record.headers if h[0] not in _DROPPED_ON_PARK]
         headers += real
-        headers.append((TIMER_OUT_MS, str(dues[i]).encode()))
-        headers.append((PARKED_FROM, f"{origin}{placed[i]}".encode()))
-        append(i, timestamp=record.timestamp, key=record.key, value=record.value, headers=headers)
+        headers.append((TIMER_OUT_MS, b"%d" % dues[i]))
+        headers.append((PARKED_FROM, b"%s%d" % (origin, placed[i])))
+        append(i, record.timestamp, record.key, record.value, headers)
     return bytes(builder.build())
 
 

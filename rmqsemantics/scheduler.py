@@ -11,8 +11,8 @@ time and the offset it came from):
   delivery time. Each level is delivered in order: a level's records have the same delay, so
   its queue is in due order and a level's progress is one offset (RocketMQ's delayOffset).
 * a timer -> ``rmq_sys_wheel_timer`` partition 0 (code = delivery time), indexed in the
-  timing wheel (timer_queue.py); a produced batch's timers are parked one batch per wheel
-  slot, so a slot's delivery reads each batch it needs once. A timer beyond the wheel's
+  timing wheel (timer_queue.py); a slot's timers are read one record at a time
+  (parked_reader.py). A timer beyond the wheel's
   window waits in its last slot and is then parked again (a new copy naming the old one in
   ``PARKED_AT``, so commitlog retention longer than the window never removes a waiting
   timer).
@@ -46,6 +46,7 @@ from rmqkafka.storage.store import MessageStore
 
 from .config import SemanticsConfig
 from .park_replay import ParkReplay, Where
+from .parked_reader import ParkedReader
 from .parked_records import (
     PARKED_FROM,
     delivered_batch,
@@ -55,7 +56,7 @@ from .parked_records import (
     park_batch,
     real_partition,
 )
-from .parking import DELAY, SCHEDULING_HEADERS, Park, scheduling_of
+from .parking import DELAY, Park, scheduling_of
 from .timer_queue import TimerQueue
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,6 @@ DLQ_PREFIX = "rmq_dlq."
 RECONSUME_TIMES = "RECONSUME_TIMES"
 MAX_RECONSUME_CONFIG = "rmq.max.reconsume.times"
 RETRY_BASE_LEVEL = 3  # RocketMQ: a retry waits level 3 + reconsumeTimes
-SCHEDULING_NAMES = frozenset(SCHEDULING_HEADERS)
 
 DELIVERY_BATCH_RECORDS = 5000  # records per delivered batch at most
 DELIVERY_BUDGET = 20_000  # records one deliver_due call handles per queue (the loop yields)
@@ -95,9 +95,10 @@ class Scheduler:
                                   precision_ms=config.timer_precision_ms,
                                   wheel_slots=config.timer_wheel_slots)
         self._replay = ParkReplay(self._cancel, self._replayed_delivery)
+        self._parked = ParkedReader()
         self._fresh = True
         self._selections: deque[list[Park]] = deque()
-        self._last_parked: list[Where] = []
+        self._last_parked: list[tuple[str, int, int, int]] = []  # (topic, partition, base, count)
         self._wakeup: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self.counters = {"delivered": 0, "dropped": 0, "dead_lettered": 0, "cancelled": 0}
@@ -208,8 +209,7 @@ class Scheduler:
         parks: list[Park] = []
         for i, record in enumerate(records):
             headers = record.headers
-            # most records carry no scheduling header: only a name test each, in this loop
-            if headers and any(name in SCHEDULING_NAMES for name, _ in headers):
+            if headers:
                 park = scheduling_of(headers, now, levels, max_ms)
                 if park is not None:
                     taken.append(i)
@@ -238,8 +238,9 @@ class Scheduler:
 
     def abandon(self) -> None:
         """The batch the last park came from was not written: cancel what was parked."""
-        for where in self._last_parked:
-            self._cancel(where)
+        for system, partition, base, count in self._last_parked:
+            for offset in range(base, base + count):
+                self._cancel((system, partition, offset))
         self._last_parked = []
 
     def _park_level(self, level: int, placed: list[tuple[int, object]], due: int, topic: str,
@@ -249,25 +250,16 @@ class Scheduler:
         batch = park_batch(records, topic, partition, dues, (topic, partition),
                            [offset for offset, _ in placed], changes)
         result = self.store.append_built(SCHEDULE_TOPIC, level - 1, batch, dues, records=records)
-        self._last_parked += [(SCHEDULE_TOPIC, level - 1, result.base_offset + i) for i in range(len(records))]
+        self._last_parked.append((SCHEDULE_TOPIC, level - 1, result.base_offset, len(records)))
 
     def _park_timers(self, placed: list[tuple[int, object]], dues: list[int], real_topic: str,
                      real_qid: int, topic: str, partition: int,
                      changes: list[dict[str, bytes]] | None = None) -> None:
-        """One park batch per wheel slot the records fall in."""
-        for indices in self._by_slot(dues):
-            records = [placed[i][1] for i in indices]
-            batch = park_batch(records, real_topic, real_qid, [dues[i] for i in indices], (topic, partition),
-                               [placed[i][0] for i in indices], [changes[i] for i in indices] if changes else None)
-            base = self._append_timers(batch, [dues[i] for i in indices], records)
-            self._last_parked += [(TIMER_TOPIC, 0, base + i) for i in range(len(indices))]
-
-    def _by_slot(self, dues: list[int]) -> list[list[int]]:
-        """Indices of ``dues`` grouped by the wheel slot each is indexed in."""
-        groups: dict[int, list[int]] = {}
-        for i, due in enumerate(dues):
-            groups.setdefault(self._timers.slot_for(due), []).append(i)
-        return list(groups.values())
+        records = [record for _, record in placed]
+        batch = park_batch(records, real_topic, real_qid, dues, (topic, partition),
+                           [offset for offset, _ in placed], changes)
+        base = self._append_timers(batch, dues, records)
+        self._last_parked.append((TIMER_TOPIC, 0, base, len(records)))
 
     def _append_timers(self, batch: bytes, dues: list[int], records: list | None = None) -> int:
         """Append ``batch`` to the timer topic and index its records; returns its base offset.
@@ -359,35 +351,21 @@ class Scheduler:
         plog = self.store.partition(TIMER_TOPIC, 0)
         precision = self._timers.precision
         out: list[Delivery] = []
-        rolled: list[tuple[object, int, int]] = []
-        cache: dict[int, list] = {}
+        rolled: list[tuple[str, object]] = []
+        rolled_dues: list[int] = []
         for due, ref in units:
-            record = self._timer_record(plog, ref, cache)
+            record = self._parked.record(plog, ref) if plog.log_start_offset <= ref < plog.next_offset else None
             if record is None:
+                log.error("%s-0@%d: timer record gone (retention?); not delivered", TIMER_TOPIC, ref)
                 self.counters["dropped"] += 1
             elif due // precision > slot:
-                rolled.append((record, due, ref))
+                rolled.append((marker(TIMER_TOPIC, 0, ref), record))
+                rolled_dues.append(due)
             else:
                 out.append((real_partition(record), marker(TIMER_TOPIC, 0, ref), record))
         self._deliver(out)
-        for indices in self._by_slot([due for _, due, _ in rolled]):
-            items = [rolled[i] for i in indices]
-            copies = delivered_batch([(marker(TIMER_TOPIC, 0, ref), record) for record, _, ref in items])
-            self._append_timers(copies, [due for _, due, _ in items])
-
-    def _timer_record(self, plog, ref: int, cache: dict[int, list]):
-        if not plog.log_start_offset <= ref < plog.next_offset:
-            log.error("%s-0@%d: timer record gone (retention?); not delivered", TIMER_TOPIC, ref)
-            return None
-        position, size, _ = plog.consume_queue.entry(ref)
-        records = cache.get(position)
-        if records is None:
-            cache.clear()
-            records = cache[position] = record_batch.read_records(plog.read_at(position, size))
-        for record in records:
-            if record.offset == ref:
-                return record
-        return None
+        if rolled:
+            self._append_timers(delivered_batch(rolled), rolled_dues)
 
     def _timer_due(self, ref: int) -> int | None:
         plog = self.store.partition(TIMER_TOPIC, 0)

@@ -118,9 +118,6 @@ class TimerQueue:
         for hour, count in Counter(due // HOUR_MS for due, _ in items).items():
             self.pending_by_hour[hour] = self.pending_by_hour.get(hour, 0) + count
 
-    def slot_for(self, due: int) -> int:
-        return self.index.slot_for(due, read_slot=self.read_slot)
-
     def drop(self, ref: int, due: int | None) -> None:
         """``ref`` will not be delivered (cancelled, or found delivered by the replay)."""
         if ref in self.skip:

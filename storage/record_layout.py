@@ -100,13 +100,23 @@ def timestamp_delta(records: bytes, start: int) -> int:
 
 def record_headers(records: bytes, start: int) -> list[Header]:
     """The headers (name, value or None) of the record starting at ``start``, in order."""
+    return decode_record(records, start)[4]
+
+
+def decode_record(records: bytes, start: int) -> tuple[int, int, bytes | None, bytes | None, list[Header]]:
+    """(timestampDelta, offsetDelta, key, value, headers) of the record starting at
+    ``start``: one record read without decoding the others."""
     _, pos = _varint(records, start)  # length
     pos += 1  # attributes
-    _, pos = _varint(records, pos)  # timestampDelta
-    _, pos = _varint(records, pos)  # offsetDelta
+    timestamp_delta, pos = _varint(records, pos)
+    offset_delta, pos = _varint(records, pos)
+    fields: list[bytes | None] = []
     for _ in range(2):  # key, value
         size, pos = _varint(records, pos)
-        if size > 0:
+        if size < 0:
+            fields.append(None)
+        else:
+            fields.append(bytes(records[pos : pos + size]))
             pos += size
     count, pos = _varint(records, pos)
     headers: list[Header] = []
@@ -123,5 +133,5 @@ def record_headers(records: bytes, start: int) -> list[Header]:
             headers.append((name, bytes(records[pos : pos + size])))
             pos += size
     if pos > len(records):
-        raise CorruptRecordError("a record's headers run past the end of the batch")
-    return headers
+        raise CorruptRecordError("a record runs past the end of the batch")
+    return timestamp_delta, offset_delta, fields[0], fields[1], headers

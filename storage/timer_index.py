@@ -379,8 +379,9 @@ class TimerIndex:
         heads: dict[int, tuple[int, int]] = {}  # slot -> (last position, count) as updated
         units = bytearray()
         position = self._end
+        precision, window_end = self._precision, read_slot + n - 1
         for due_ms, ref in items:
-            second = self.slot_for(due_ms, read_slot=read_slot)
+            second = min(max(due_ms // precision, read_slot), window_end)  # slot_for, inline
             head = heads.get(second)
             if head is None:
                 held, last, count = SLOT.unpack(_pread(self._wheel_fd, SLOT_SIZE, (second % n) * SLOT_SIZE))

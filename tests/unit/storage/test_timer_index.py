@@ -475,3 +475,18 @@ def test_add_many_writes_what_add_writes(tmp_path):
     many.close()
     for name in ("wheel",):
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "many" / name).read_bytes()
+
+
+def test_add_many_with_epoch_times_and_a_precision(tmp_path):
+    """Epoch-millisecond due times at 100 ms slots, several per slot, some beyond the window."""
+    t0 = 1_700_000_000_000
+    read = t0 // 100
+    index = TimerIndex(tmp_path / "i", wheel_slots=50, precision_ms=100)
+    index.open(read_slot=read, log_length=None)
+    dues = [250, 1000, 199, 1234, 100, 1, 120, 60_000]
+    index.add_many([(t0 + d, ref) for ref, d in enumerate(dues)], read_slot=read)
+    expected: dict[int, list[tuple[int, int]]] = {}
+    for ref, d in enumerate(dues):
+        expected.setdefault(min(read + d // 100, read + 49), []).append((t0 + d, ref))
+    assert {s: index.entries(s) for s in range(read, read + 50) if index.entries(s)} == expected
+    index.close()
