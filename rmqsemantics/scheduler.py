@@ -71,6 +71,10 @@ MAX_RECONSUME_CONFIG = "rmq.max.reconsume.times"
 RETRY_BASE_LEVEL = 3  # RocketMQ: a retry waits level 3 + reconsumeTimes
 
 DELIVERY_BATCH_RECORDS = 5000  # records per delivered batch at most
+# Bytes of records per parked or delivered batch, about: a batch the broker builds stays far
+# below a commitlog segment (at least 1 MiB), whatever headers it adds.
+PARK_BATCH_BYTES = 256 << 10
+RETRY_MS = 1000  # a failed delivery is tried again this much later
 DELIVERY_BUDGET = 20_000  # records one deliver_due call handles per queue (the loop yields)
 CLEANUP_INTERVAL_MS = 60_000  # how often processed timer-log segments are deleted
 
@@ -245,21 +249,23 @@ class Scheduler:
 
     def _park_level(self, level: int, placed: list[tuple[int, object]], due: int, topic: str,
                     partition: int, changes: list[dict[str, bytes]] | None = None) -> None:
-        records = [record for _, record in placed]
-        dues = [due] * len(records)
-        batch = park_batch(records, topic, partition, dues, (topic, partition),
-                           [offset for offset, _ in placed], changes)
-        result = self.store.append_built(SCHEDULE_TOPIC, level - 1, batch, dues, records=records)
-        self._last_parked.append((SCHEDULE_TOPIC, level - 1, result.base_offset, len(records)))
+        for start, end in _chunks([record for _, record in placed], PARK_BATCH_BYTES):
+            records = [record for _, record in placed[start:end]]
+            dues = [due] * len(records)
+            batch = park_batch(records, topic, partition, dues, (topic, partition),
+                               [offset for offset, _ in placed[start:end]], changes[start:end] if changes else None)
+            result = self.store.append_built(SCHEDULE_TOPIC, level - 1, batch, dues, records=records)
+            self._last_parked.append((SCHEDULE_TOPIC, level - 1, result.base_offset, len(records)))
 
     def _park_timers(self, placed: list[tuple[int, object]], dues: list[int], real_topic: str,
                      real_qid: int, topic: str, partition: int,
                      changes: list[dict[str, bytes]] | None = None) -> None:
-        records = [record for _, record in placed]
-        batch = park_batch(records, real_topic, real_qid, dues, (topic, partition),
-                           [offset for offset, _ in placed], changes)
-        base = self._append_timers(batch, dues, records)
-        self._last_parked.append((TIMER_TOPIC, 0, base, len(records)))
+        for start, end in _chunks([record for _, record in placed], PARK_BATCH_BYTES):
+            records = [record for _, record in placed[start:end]]
+            batch = park_batch(records, real_topic, real_qid, dues[start:end], (topic, partition),
+                               [offset for offset, _ in placed[start:end]], changes[start:end] if changes else None)
+            base = self._append_timers(batch, dues[start:end], records)
+            self._last_parked.append((TIMER_TOPIC, 0, base, len(records)))
 
     def _append_timers(self, batch: bytes, dues: list[int], records: list | None = None) -> int:
         """Append ``batch`` to the timer topic and index its records; returns its base offset.
@@ -310,7 +316,9 @@ class Scheduler:
     # -- delivery --------------------------------------------------------------------------
     def deliver_due(self, now_ms: int | None = None) -> int | None:
         """Deliver what is due at ``now_ms`` (the clock's time by default), at most a budget
-        per queue; returns when to call again (epoch ms), None when nothing is pending."""
+        per queue; returns when to call again (epoch ms), None when nothing is pending. A
+        queue whose delivery fails (an append refused) stops where it failed and is tried
+        again a second later; the others go on."""
         now = self.clock.now_ms() if now_ms is None else now_ms
         wake = [due for due in (self._deliver_level(p, now) for p in range(self._levels)) if due is not None]
         due = self._timers.handle_due(now, DELIVERY_BUDGET, self._handle_timers)
@@ -324,6 +332,7 @@ class Scheduler:
         offset = max(self._level_next.get(partition, 0), plog.log_start_offset)
         end = plog.next_offset
         out: list[Delivery] = []
+        offsets: list[int] = []
         wake = None
         while offset < end and len(out) < DELIVERY_BUDGET:
             position, size, due = plog.consume_queue.entry(offset)
@@ -338,34 +347,48 @@ class Scheduler:
                     self._level_cancelled.discard((partition, record.offset))
                     continue
                 out.append((real_partition(record), marker(SCHEDULE_TOPIC, partition, record.offset), record))
+                offsets.append(record.offset)
             offset = record_batch.next_offset_of(batch)
-        self._deliver(out)
+        delivered = self._deliver(out)
+        if delivered < len(out):
+            self._level_next[partition] = offsets[delivered]
+            return now + RETRY_MS
         self._level_next[partition] = offset
         if wake is None and offset < end:
             return now  # the budget ran out: more is due at once
         return wake
 
-    def _handle_timers(self, slot: int, units: list[tuple[int, int]]) -> None:
+    def _handle_timers(self, slot: int, units: list[tuple[int, int]]) -> set[int]:
         """Deliver a slot's due timers; park again those that only waited in the wheel's
-        last slot."""
+        last slot. Returns the refs handled."""
         plog = self.store.partition(TIMER_TOPIC, 0)
         precision = self._timers.precision
         out: list[Delivery] = []
+        refs: list[int] = []
         rolled: list[tuple[str, object]] = []
-        rolled_dues: list[int] = []
+        rolled_units: list[tuple[int, int]] = []
+        handled: set[int] = set()
         for due, ref in units:
             record = self._parked.record(plog, ref) if plog.log_start_offset <= ref < plog.next_offset else None
             if record is None:
                 log.error("%s-0@%d: timer record gone (retention?); not delivered", TIMER_TOPIC, ref)
                 self.counters["dropped"] += 1
+                handled.add(ref)
             elif due // precision > slot:
                 rolled.append((marker(TIMER_TOPIC, 0, ref), record))
-                rolled_dues.append(due)
+                rolled_units.append((due, ref))
             else:
                 out.append((real_partition(record), marker(TIMER_TOPIC, 0, ref), record))
-        self._deliver(out)
+                refs.append(ref)
+        handled.update(refs[: self._deliver(out)])
         if rolled:
-            self._append_timers(delivered_batch(rolled), rolled_dues)
+            try:
+                for start, end in _chunks([r for _, r in rolled], PARK_BATCH_BYTES):
+                    self._append_timers(delivered_batch(rolled[start:end]), [due for due, _ in rolled_units[start:end]])
+                    handled.update(ref for _, ref in rolled_units[start:end])
+            except Exception:  # retried with the slot's other failures
+                log.exception("%s: re-parking timers failed", TIMER_TOPIC)
+        return handled
 
     def _timer_due(self, ref: int) -> int | None:
         plog = self.store.partition(TIMER_TOPIC, 0)
@@ -373,16 +396,25 @@ class Scheduler:
             return None
         return plog.consume_queue.entry(ref)[2]
 
-    def _deliver(self, out: list[Delivery]) -> None:
-        """Append the deliveries in order, consecutive ones for one partition in one batch."""
+    def _deliver(self, out: list[Delivery]) -> int:
+        """Append the deliveries in order, consecutive ones for one partition in one batch
+        (at most DELIVERY_BATCH_RECORDS and about PARK_BATCH_BYTES); returns how many were
+        delivered or dropped: all, or those before the first append that failed."""
         i = 0
         while i < len(out):
             real = out[i][0]
             j = i + 1
             while j < len(out) and out[j][0] == real and j - i < DELIVERY_BATCH_RECORDS:
                 j += 1
-            self._deliver_to(real, [(m, r) for _, m, r in out[i:j]])
+            for start, end in _chunks([r for _, _, r in out[i:j]], PARK_BATCH_BYTES):
+                try:
+                    self._deliver_to(real, [(m, r) for _, m, r in out[i + start : i + end]])
+                except Exception:  # this queue stops here and retries
+                    log.exception("delivering %d due record(s) to %s failed; retrying in %d ms",
+                                  end - start, real, RETRY_MS)
+                    return i + start
             i = j
+        return len(out)
 
     def _deliver_to(self, real: tuple[str, int] | None, parked: list[tuple[str, object]]) -> None:
         meta = self.store.topics.get(real[0]) if real is not None else None
@@ -459,6 +491,23 @@ class Scheduler:
                 await asyncio.wait_for(self._wakeup.wait(), delay)
             except TimeoutError:
                 pass
+
+
+def _chunks(records: list, limit: int) -> list[tuple[int, int]]:
+    """[start, end) ranges of ``records`` whose keys, values and headers add up to about
+    ``limit`` bytes at most (one record at least)."""
+    ranges = []
+    start = size = 0
+    for i, record in enumerate(records):
+        length = 64 + len(record.key or b"") + len(record.value or b"") + sum(
+            len(name) + len(value or b"") + 4 for name, value in record.headers)
+        if i > start and size + length > limit:
+            ranges.append((start, i))
+            start, size = i, 0
+        size += length
+    if start < len(records):
+        ranges.append((start, len(records)))
+    return ranges
 
 
 def _reconsume_times(record) -> int:

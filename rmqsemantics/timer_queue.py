@@ -36,7 +36,10 @@ from .parked_records import PARKED_AT, PARKED_AT_NEEDLE, header, parse_marker
 log = logging.getLogger(__name__)
 
 HOUR_MS = 3_600_000
-Handler = Callable[[int, list[tuple[int, int]]], None]  # (slot, [(due, ref)]) -> handled
+# (slot, [(due, ref)]) -> the refs handled (delivered, re-parked or found gone); on a failed
+# delivery, the others stay for a later call
+Handler = Callable[[int, list[tuple[int, int]]], set[int]]
+RETRY_MS = 1000  # after a failed delivery
 
 
 class TimerQueue:
@@ -141,8 +144,9 @@ class TimerQueue:
     # -- delivering ------------------------------------------------------------------------
     def handle_due(self, now_ms: int, budget: int, handle: Handler) -> int | None:
         """Hand the units of every slot whose time has wholly come to ``handle`` (at most
-        ``budget`` units), skipped refs left out and uncounted; returns when to call again
-        (epoch ms; ``now_ms`` when the budget ran out), None when nothing is pending."""
+        ``budget`` units), skipped refs left out; returns when to call again (epoch ms;
+        ``now_ms`` when the budget ran out, a second later when a delivery failed), None when
+        nothing is pending."""
         precision = self.precision
         ready = (now_ms + 1) // precision - 1  # the last slot wholly at or before now
         while self.read_slot <= ready and budget > 0:
@@ -157,15 +161,19 @@ class TimerQueue:
                     continue
                 todo.append((due, ref))
             chunk = todo[:budget]
-            for due, _ in chunk:
-                self.uncount(due)
-            handle(slot, chunk)
+            handled = handle(slot, chunk)
+            for due, ref in chunk:
+                if ref in handled:
+                    self.uncount(due)
             budget -= len(chunk)
+            if len(handled) < len(chunk):  # a delivery failed: the rest is tried again later
+                self.done.update(handled)
+                return now_ms + RETRY_MS
             if len(chunk) == len(todo):
                 self.read_slot += 1
                 self.done.clear()
             else:
-                self.done.update(ref for _, ref in chunk)
+                self.done.update(handled)
         if self.read_slot <= ready:
             return now_ms
         return (self.read_slot + 1) * precision - 1 if self.pending else None

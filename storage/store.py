@@ -455,22 +455,22 @@ class MessageStore:
                 continue
             base = plog.next_offset
             offset_codes = batch_codes
-            if out:
-                assert diverter is not None
-                batch, recs, batch_codes, offset_codes = _divert(
-                    diverter, name, p, base, batch, recs, batch_codes, out
-                )
-                info = record_batch.read_info(batch)
-            appended.records.append(recs)
-            appended.tag_codes.append(batch_codes)
-            parts = record_batch.stored_parts(batch, base, append_time)
             try:
+                if out:
+                    assert diverter is not None
+                    batch, recs, batch_codes, offset_codes = _divert(
+                        diverter, name, p, base, batch, recs, batch_codes, out
+                    )
+                    info = record_batch.read_info(batch)
+                parts = record_batch.stored_parts(batch, base, append_time)
                 position = self.commitlog.append(plog.topic_id, p, parts)
             except BaseException:
-                if out:
+                if out:  # what was parked for this batch must never be delivered
                     assert diverter is not None
                     diverter.abandon()
                 raise
+            appended.records.append(recs)
+            appended.tag_codes.append(batch_codes)
             if append_time is not None:
                 info = record_batch.read_info(parts[0])
             plog.dispatch(position, info, base, offset_codes)

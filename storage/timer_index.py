@@ -64,6 +64,7 @@ per unit of that second.
 from __future__ import annotations
 
 import errno
+import mmap
 import functools
 import os
 import shutil
@@ -192,6 +193,9 @@ class TimerIndex:
         self._slots = wheel_slots
         self._segment_bytes = segment_units * UNIT_SIZE
         self._wheel_fd = -1
+        # The wheel is mapped: a slot is read and written in memory, without a system call
+        # (the pages touched count in the RSS until the next take_dirty_fds unmaps them).
+        self._wheel: mmap.mmap | None = None
         self._log_dir_fd = -1
         # Segment base -> fd and -> max unit_slot, in ascending base order (dicts keep
         # insertion order; segments are only appended at the end and deleted at the front).
@@ -225,6 +229,7 @@ class TimerIndex:
                 fsync_path(self._dir)
             rebuild = log_length is not None or not wheel_fresh
             self._scan(read_slot if rebuild else None)
+            self._wheel = mmap.mmap(self._wheel_fd, self._slots * SLOT_SIZE)
         except BaseException:
             self.close()
             raise
@@ -350,7 +355,7 @@ class TimerIndex:
         n = self._slots
         second = min(max(due_ms // self._precision, read_slot), read_slot + n - 1)
         at = (second % n) * SLOT_SIZE
-        held, last, count = SLOT.unpack(_pread(self._wheel_fd, SLOT_SIZE, at))
+        held, last, count = SLOT.unpack_from(self._wheel, at)
         if count > 0 and held == second:
             prev, count = last, count + 1
         elif count > 0 and held > second:
@@ -361,7 +366,7 @@ class TimerIndex:
         position = self._end
         base = position - position % self._segment_bytes
         _pwrite(self._segment_fd(base), UNIT.pack(prev, due_ms, ref, second), position - base)
-        _pwrite(self._wheel_fd, SLOT.pack(second, position, count), at)
+        SLOT.pack_into(self._wheel, at, second, position, count)
         self._end = position + UNIT_SIZE
         self._max_slot[base] = max(self._max_slot[base], second)
         self._dirty.add(base)
@@ -379,12 +384,12 @@ class TimerIndex:
         heads: dict[int, tuple[int, int]] = {}  # slot -> (last position, count) as updated
         units = bytearray()
         position = self._end
-        precision, window_end = self._precision, read_slot + n - 1
+        precision, window_end, wheel = self._precision, read_slot + n - 1, self._wheel
         for due_ms, ref in items:
             second = min(max(due_ms // precision, read_slot), window_end)  # slot_for, inline
             head = heads.get(second)
             if head is None:
-                held, last, count = SLOT.unpack(_pread(self._wheel_fd, SLOT_SIZE, (second % n) * SLOT_SIZE))
+                held, last, count = SLOT.unpack_from(wheel, (second % n) * SLOT_SIZE)
                 if count > 0 and held > second:
                     raise ValueError(f"slot of second {second} holds later second {held}")
                 head = (last, count) if count > 0 and held == second else (NO_POSITION, 0)
@@ -393,7 +398,7 @@ class TimerIndex:
             position += UNIT_SIZE
         self._write_units(bytes(units), max(heads) if heads else None)
         for second, (last, count) in heads.items():
-            _pwrite(self._wheel_fd, SLOT.pack(second, last, count), (second % n) * SLOT_SIZE)
+            SLOT.pack_into(wheel, (second % n) * SLOT_SIZE, second, last, count)
         if heads:
             self._wheel_dirty = True
 
@@ -425,7 +430,7 @@ class TimerIndex:
     def _slot(self, second: int) -> tuple[int, int]:
         """(newest position, count) of ``second``'s list; count 0 if the slot holds another."""
         at = (second % self._slots) * SLOT_SIZE
-        held, last, count = SLOT.unpack(_pread(self._wheel_fd, SLOT_SIZE, at))
+        held, last, count = SLOT.unpack_from(self._wheel, at)
         if count <= 0 or held != second:
             return NO_POSITION, 0
         return last, count
@@ -511,6 +516,11 @@ class TimerIndex:
         if self._wheel_dirty:
             fds.append(self._wheel_fd)
             self._wheel_dirty = False
+            if self._wheel is not None:
+                # Unmap the pages touched since (they stay in the page cache, dirty ones
+                # included, and are written back with the fdatasync): the broker's RSS keeps
+                # only the slots in use between two checkpoints, not the whole wheel.
+                self._wheel.madvise(mmap.MADV_DONTNEED)
         if self._log_dir_dirty:
             fds.append(self._log_dir_fd)
             self._log_dir_dirty = False
@@ -524,6 +534,9 @@ class TimerIndex:
                 os.fdatasync(fd)
 
     def close(self) -> None:
+        if self._wheel is not None:
+            self._wheel.close()
+            self._wheel = None
         for fd in self._segments.values():
             os.close(fd)
         self._segments.clear()
