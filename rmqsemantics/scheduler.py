@@ -365,29 +365,36 @@ class Scheduler:
         precision = self._timers.precision
         out: list[Delivery] = []
         refs: list[int] = []
-        rolled: list[tuple[str, object]] = []
+        rolled: list[Delivery] = []
         rolled_units: list[tuple[int, int]] = []
         handled: set[int] = set()
         for due, ref in units:
-            record = self._parked.record(plog, ref) if plog.log_start_offset <= ref < plog.next_offset else None
-            if record is None:
+            found = self._parked.record(plog, ref) if plog.log_start_offset <= ref < plog.next_offset else None
+            if found is None:
                 log.error("%s-0@%d: timer record gone (retention?); not delivered", TIMER_TOPIC, ref)
                 self.counters["dropped"] += 1
                 handled.add(ref)
             elif due // precision > slot:
-                rolled.append((marker(TIMER_TOPIC, 0, ref), record))
+                rolled.append((found[1], marker(TIMER_TOPIC, 0, ref), found[0]))
                 rolled_units.append((due, ref))
             else:
-                out.append((real_partition(record), marker(TIMER_TOPIC, 0, ref), record))
+                out.append((found[1], marker(TIMER_TOPIC, 0, ref), found[0]))
                 refs.append(ref)
         handled.update(refs[: self._deliver(out)])
-        if rolled:
-            try:
-                for start, end in _chunks([r for _, r in rolled], PARK_BATCH_BYTES):
-                    self._append_timers(delivered_batch(rolled[start:end]), [due for due, _ in rolled_units[start:end]])
-                    handled.update(ref for _, ref in rolled_units[start:end])
-            except Exception:  # retried with the slot's other failures
-                log.exception("%s: re-parking timers failed", TIMER_TOPIC)
+        # Re-parked copies, one batch per real partition (parked_reader: a parked batch's
+        # records are for one partition).
+        by_real: dict[tuple[str, int] | None, list[int]] = {}
+        for i, (real, _, _) in enumerate(rolled):
+            by_real.setdefault(real, []).append(i)
+        try:
+            for indices in by_real.values():
+                copies = [rolled[i][1:] for i in indices]
+                for start, end in _chunks([record for _, record in copies], PARK_BATCH_BYTES):
+                    units_ = [rolled_units[i] for i in indices[start:end]]
+                    self._append_timers(delivered_batch(copies[start:end]), [due for due, _ in units_])
+                    handled.update(ref for _, ref in units_)
+        except Exception:  # retried with the slot's other failures
+            log.exception("%s: re-parking timers failed", TIMER_TOPIC)
         return handled
 
     def _timer_due(self, ref: int) -> int | None:
@@ -499,8 +506,10 @@ def _chunks(records: list, limit: int) -> list[tuple[int, int]]:
     ranges = []
     start = size = 0
     for i, record in enumerate(records):
-        length = 64 + len(record.key or b"") + len(record.value or b"") + sum(
-            len(name) + len(value or b"") + 4 for name, value in record.headers)
+        headers = record.headers
+        length = 64 + len(record.key or b"") + len(record.value or b"")
+        if headers:
+            length += sum([len(name) + len(value or b"") + 4 for name, value in headers])
         if i > start and size + length > limit:
             ranges.append((start, i))
             start, size = i, 0

@@ -53,6 +53,7 @@ class TimerQueue:
         self.skip: set[int] = set()  # refs never to deliver: cancelled, or delivered after the checkpoint
         self.pending_by_hour: dict[int, int] = {}
         self._log_length: int | None = None
+        self._slot_entries: tuple[int, list[tuple[int, int]]] | None = None
 
     # -- state -----------------------------------------------------------------------------
     def state(self) -> list:
@@ -116,6 +117,8 @@ class TimerQueue:
         """Index ``(due, ref)`` of records just appended to the timer topic."""
         if not items:
             return
+        if self._slot_entries is not None and min(due for due, _ in items) // self.precision <= self.read_slot:
+            self._slot_entries = None  # the slot being read gets a unit
         self.index.add_many(items, read_slot=self.read_slot)
         self.enqueued = max(self.enqueued, items[-1][1] + 1)
         for hour, count in Counter(due // HOUR_MS for due, _ in items).items():
@@ -152,7 +155,10 @@ class TimerQueue:
         while self.read_slot <= ready and budget > 0:
             slot = self.read_slot
             todo = []
-            for due, ref in self.index.entries(slot):
+            if self._slot_entries is None or self._slot_entries[0] != slot:
+                # kept while the slot takes several calls (a walk of its list reads it all)
+                self._slot_entries = (slot, self.index.entries(slot))
+            for due, ref in self._slot_entries[1]:
                 if ref in self.done:
                     continue
                 if ref in self.skip:
@@ -172,6 +178,7 @@ class TimerQueue:
             if len(chunk) == len(todo):
                 self.read_slot += 1
                 self.done.clear()
+                self._slot_entries = None
             else:
                 self.done.update(handled)
         if self.read_slot <= ready:
