@@ -32,9 +32,11 @@ class BrokerProcess:
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
-def start_broker(flush: str = "async", extra: list[str] | None = None) -> BrokerProcess:
-    """Start ``rmqk serve`` as a process; ready time = spawn until the started line."""
-    data_dir = tempfile.mkdtemp(prefix="rmqk-bench-")
+def start_broker(flush: str = "async", extra: list[str] | None = None,
+                 data_dir: str | None = None) -> BrokerProcess:
+    """Start ``rmqk serve`` as a process (on ``data_dir``, by default a new temporary one);
+    ready time = spawn until the started line."""
+    data_dir = data_dir or tempfile.mkdtemp(prefix="rmqk-bench-")
     began = time.perf_counter()
     process = subprocess.Popen(
         [sys.executable, "-m", "rmqkafka", "serve", "--port", "0", "--data-dir", data_dir,

@@ -27,14 +27,12 @@ import os
 import random
 import signal
 import struct
-import subprocess
-import sys
 import time
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from .common import STARTED, BrokerProcess, start_broker
+from .common import BrokerProcess, start_broker
 
 DAY_MS = 86_400_000
 PLAIN = 200_000
@@ -78,18 +76,8 @@ def restart(broker: BrokerProcess, kill: bool) -> tuple[BrokerProcess, float]:
     else:
         broker.process.send_signal(signal.SIGTERM)
     broker.process.wait(timeout=60)
-    began = time.perf_counter()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "rmqkafka", "serve", "--port", "0", "--data-dir", broker.data_dir,
-         "--log-level", "WARNING"], stdout=subprocess.PIPE, text=True)
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    ready = time.perf_counter() - began
-    match = STARTED.search(line)
-    if not match:
-        process.kill()
-        raise RuntimeError(f"broker did not restart: {line!r}")
-    return BrokerProcess(process, f"{match.group(1)}:{match.group(2)}", ready, broker.data_dir), ready
+    again = start_broker(data_dir=broker.data_dir)
+    return again, again.ready_seconds
 
 
 def settled_rss(broker: BrokerProcess, seconds: float = 3.0) -> float:

@@ -425,6 +425,19 @@ def echo_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     sys.stdout.flush()
 
 
+def json_bytes(data: bytes | None) -> Any:
+    """Bytes for a JSON document: a str when they are UTF-8, else {"base64": ...}; None stays
+    None."""
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        import base64
+
+        return {"base64": base64.b64encode(data).decode("ascii")}
+
+
 def echo_json(document: Any) -> None:
     import json
 

@@ -40,6 +40,7 @@ from rmqkafka.cli.common import (
     config_error,
     generated_group_id,
     handle_errors,
+    json_bytes,
     kafka_error_text,
     one_line,
     parse_timestamp,
@@ -398,18 +399,6 @@ def _format_renderer(fmt: str) -> Callable[[Any], bytes]:
     return render
 
 
-def _text(data: bytes | None) -> Any:
-    """A str when the bytes are UTF-8, else {"base64": ...}; None stays None."""
-    if data is None:
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        import base64
-
-        return {"base64": base64.b64encode(data).decode("ascii")}
-
-
 def _render_json(msg: Any) -> bytes:
     import json
 
@@ -420,8 +409,8 @@ def _render_json(msg: Any) -> bytes:
         "offset": msg.offset(),
         "timestamp": ms if kind else None,
         "timestamp_type": {1: "CreateTime", 2: "LogAppendTime"}.get(kind),
-        "key": _text(msg.key()),
-        "value": _text(msg.value()),
-        "headers": [{"key": k, "value": _text(v)} for k, v in (msg.headers() or [])],
+        "key": json_bytes(msg.key()),
+        "value": json_bytes(msg.value()),
+        "headers": [{"key": k, "value": json_bytes(v)} for k, v in (msg.headers() or [])],
     }
     return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"

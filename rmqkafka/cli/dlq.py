@@ -53,6 +53,7 @@ from rmqkafka.cli.common import (
     echo_json,
     echo_table,
     handle_errors,
+    json_bytes,
     json_option,
     kafka_error_text,
     one_line,
@@ -317,13 +318,13 @@ def _document(r: DeadLetter, ctx: _Dlq) -> dict[str, Any]:
         "offset": r.offset,
         "timestamp": r.timestamp if r.timestamp_type else None,
         "timestamp_type": {1: "CreateTime", 2: "LogAppendTime"}.get(r.timestamp_type),
-        "key": _json_bytes(r.key),
-        "value": _json_bytes(r.value),
+        "key": json_bytes(r.key),
+        "value": json_bytes(r.value),
         "reconsume_times": r.number(RECONSUME_TIMES),
         "origin_topic": r.text(ORIGIN_TOPIC),
         "origin_partition": r.number(ORIGIN_PARTITION),
         "origin_offset": r.number(ORIGIN_OFFSET),
-        "headers": [{"key": k, "value": _json_bytes(v)} for k, v in r.headers],
+        "headers": [{"key": k, "value": json_bytes(v)} for k, v in r.headers],
         "resent": committed is not None and r.offset < committed,
     }
 
@@ -356,18 +357,6 @@ def _preview(data: bytes | None, width: int) -> str | None:
         return f"<{len(data)} bytes, binary>"
     text = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
     return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def _json_bytes(data: bytes | None) -> Any:
-    """A str when the bytes are UTF-8, else {"base64": ...}; None stays None."""
-    if data is None:
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        import base64
-
-        return {"base64": base64.b64encode(data).decode("ascii")}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -556,7 +545,7 @@ def _planned(r: DeadLetter, target: tuple[str, int | None], to_origin: bool) -> 
     return {
         "partition": r.partition,
         "offset": r.offset,
-        "key": _json_bytes(r.key),
+        "key": json_bytes(r.key),
         "to_topic": target[0],
         "to_partition": target[1],
         "headers": _resent_headers(r.headers, to_origin),
