@@ -150,6 +150,7 @@ class MessageStore:
         self._partitions: dict[tuple[str, int], PartitionLog] = {}
         self._listeners: list[AppendListener] = []
         self._states: list[DerivedState] = []
+        self._opened = False
         self._tasks: list[asyncio.Task] = []
         self._durable_position = 0
         self._durable_waiters: list[tuple[int, asyncio.Future]] = []
@@ -217,6 +218,7 @@ class MessageStore:
         for state in self._states:  # what recovery re-derived, before the checkpoint says so
             _fdatasync_all(state.dirty_fds())
         self._write_checkpoint(self.commitlog.end_position, self._snapshot())
+        self._opened = True
 
     def _derived_files_lost(self, derived: dict[str, list[int]]) -> bool:
         for plog in self._partitions.values():
@@ -387,7 +389,7 @@ class MessageStore:
         registered before ``open`` (registered on an open store, it starts from nothing:
         ``restore(None)`` and ``recovered()`` at once)."""
         self._states.append(state)
-        if hasattr(self, "topics"):
+        if self._opened:
             state.restore(None)
             state.recovered()
 
