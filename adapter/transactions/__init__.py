@@ -1,0 +1,1 @@
+"""Kafka transactions: the transaction coordinator and its ``__transaction_state`` log."""
