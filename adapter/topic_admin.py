@@ -49,7 +49,7 @@ def check_new_topic(
         raise InvalidReplication(
             f"replication factor {replication_factor} is larger than the 1 available broker"
         )
-    return num_partitions, validate_topic_configs(configs)
+    return num_partitions, validate_topic_configs(configs, name)
 
 
 def auto_create(ctx: BrokerContext, name: str) -> TopicMeta:

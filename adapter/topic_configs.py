@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from rmqkafka.rmqsemantics.scheduler import MAX_RECONSUME_CONFIG, RETRY_PREFIX
 from rmqkafka.storage.config import StorageConfig
 
 from .config import AdapterConfig
@@ -384,24 +385,54 @@ _define(
 )
 
 
-_define(
-    "rmq.max.reconsume.times", "INT", "-1", at_least(-1),
-    "On a group's retry topic rmq_retry.<group>: how many times a record is retried before it "
-    "goes to rmq_dlq.<group> (RocketMQ's maxReconsumeTimes); -1: the broker's maxReconsumeTimes.",
-    applied=True,
-)
+# --- RocketMQ's: only on the topics they concern ---------------------------------------------
+
+RETRY_SPECS = {
+    spec.name: spec
+    for spec in [
+        ConfigSpec(
+            MAX_RECONSUME_CONFIG, "INT", _fixed("-1"), lambda raw: _checked("INT", raw, at_least(-1)),
+            "How many times a record of this group is retried before it goes to rmq_dlq.<group> "
+            "(RocketMQ's maxReconsumeTimes); -1: the broker's maxReconsumeTimes.",
+            True,
+        )
+    ]
+}
+
+
+def specs_for(topic: str) -> dict[str, ConfigSpec]:
+    """The configs topic ``topic`` has: every topic's (SPECS), and on a retry topic
+    ``rmq_retry.<group>`` the group's retry settings too."""
+    return {**SPECS, **RETRY_SPECS} if topic.startswith(RETRY_PREFIX) else SPECS
+
+
+def spec_of(name: str) -> ConfigSpec:
+    """The spec of a config any topic may have (KeyError for an unknown name)."""
+    spec = SPECS.get(name) or RETRY_SPECS.get(name)
+    if spec is None:
+        raise KeyError(name)
+    return spec
+
+
+def _checked(kind: str, raw: str, check: Check) -> str:
+    value = _parse(kind, raw)
+    check(value)
+    return value
 
 
 # --- validation and effective values -------------------------------------------------------
 
 
-def validate_topic_configs(configs: dict[str, str | None]) -> dict[str, str]:
-    """Check names and values; returns the configs to store, in canonical form (None values
-    are dropped: they mean "no override")."""
+def validate_topic_configs(configs: dict[str, str | None], topic: str = "") -> dict[str, str]:
+    """Check names and values for topic ``topic``; returns the configs to store, in canonical
+    form (None values are dropped: they mean "no override")."""
     out: dict[str, str] = {}
+    specs = specs_for(topic)
     for name, value in configs.items():
-        spec = SPECS.get(name)
+        spec = specs.get(name)
         if spec is None:
+            if name in RETRY_SPECS:
+                raise InvalidConfig(f"{name} applies only to retry topics ({RETRY_PREFIX}<group>)")
             raise InvalidConfig(f"Unknown topic config name: {name}")
         if value is None:
             continue
@@ -426,7 +457,7 @@ def _check_together(configs: dict[str, str]) -> None:
 
 def effective(name: str, overrides: dict[str, str], a: AdapterConfig, s: StorageConfig) -> str:
     value = overrides.get(name)
-    return value if value is not None else SPECS[name].default(a, s)
+    return value if value is not None else spec_of(name).default(a, s)
 
 
 def source_of(name: str, overrides: dict[str, str], a: AdapterConfig, s: StorageConfig) -> int:
@@ -435,7 +466,7 @@ def source_of(name: str, overrides: dict[str, str], a: AdapterConfig, s: Storage
     from the built-in default was set (file or command line), so it counts as static."""
     if name in overrides:
         return DYNAMIC_TOPIC_CONFIG
-    spec = SPECS[name]
+    spec = spec_of(name)
     if spec.synonym and spec.default(a, s) != spec.default(AdapterConfig(), StorageConfig(s.data_dir)):
         return STATIC_BROKER_CONFIG
     return DEFAULT_CONFIG
@@ -448,7 +479,7 @@ def synonyms_of(
     out = []
     if name in overrides:
         out.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG))
-    spec = SPECS[name]
+    spec = spec_of(name)
     if spec.synonym:
         out.append((spec.synonym, spec.default(a, s), source_of(name, {}, a, s)))
     return out

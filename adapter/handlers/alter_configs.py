@@ -131,7 +131,7 @@ def _refuse_broker(ctx: BrokerContext, resource) -> None:
 
 
 def _replace(ctx: BrokerContext, resource, current: dict[str, str]) -> dict[str, str]:
-    return validate_topic_configs({c.name: c.value for c in resource.configs})
+    return validate_topic_configs({c.name: c.value for c in resource.configs}, resource.resource_name)
 
 
 async def handle(ctx: BrokerContext, request: Request):

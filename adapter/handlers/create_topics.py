@@ -10,7 +10,7 @@ from ..codec.entities import make
 from ..context import BrokerContext
 from ..errors import InvalidTopicName, error_code_for
 from ..topic_admin import check_new_topic
-from ..topic_configs import DYNAMIC_TOPIC_CONFIG, SPECS, effective, source_of
+from ..topic_configs import DYNAMIC_TOPIC_CONFIG, effective, source_of, specs_for
 from ..topic_names import invalid_reason
 from ..view_configs import is_view_request, view_definition
 
@@ -60,7 +60,7 @@ async def handle(ctx: BrokerContext, request: Request):
                 config_source=source_of(name, configs, ctx.config, ctx.storage_config),
                 is_sensitive=False,
             )
-            for name in SPECS
+            for name in specs_for(topic.name)
         ]
     return make(response_type(request), throttle_time=0, topics=results)
 

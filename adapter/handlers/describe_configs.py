@@ -23,10 +23,10 @@ from ..context import BrokerContext
 from ..topic_configs import (
     DEFAULT_CONFIG,
     DYNAMIC_TOPIC_CONFIG,
-    SPECS,
     STATIC_BROKER_CONFIG,
     effective,
     source_of,
+    specs_for,
     synonyms_of,
 )
 from ..view_configs import view_configs
@@ -132,7 +132,7 @@ async def handle(ctx: BrokerContext, request: Request):
                     False,
                     synonyms_of(name, overrides, a, s) if synonyms else [],
                 )
-                for name, spec in SPECS.items()
+                for name, spec in specs_for(meta.name).items()
                 if keys is None or name in keys
             ]
             if meta.name in SYSTEM_TOPICS and (keys is None or STATUS in keys):

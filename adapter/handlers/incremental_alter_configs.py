@@ -55,7 +55,7 @@ def apply_operations(ctx: BrokerContext, resource, current: dict[str, str]) -> d
             else:
                 items = [v for v in items if v not in values]
             configs[op.name] = ",".join(items)
-    return validate_topic_configs(configs)
+    return validate_topic_configs(configs, resource.resource_name)
 
 
 def _split(value: str) -> list[str]:

@@ -106,7 +106,8 @@ def test_fencing_error(current, code):
 
 def run_ops(store, current: dict[str, str], *items):
     resource = types.SimpleNamespace(
-        configs=[types.SimpleNamespace(name=n, config_operation=o, value=v) for n, o, v in items]
+        resource_name="t",
+        configs=[types.SimpleNamespace(name=n, config_operation=o, value=v) for n, o, v in items],
     )
     return apply_operations(context(store), resource, current)
 

@@ -21,6 +21,7 @@ from rmqkafka.adapter.topic_configs import (
     register,
     source_of,
     synonyms_of,
+    specs_for,
     validate_topic_configs,
 )
 from rmqkafka.storage.config import StorageConfig
@@ -111,16 +112,19 @@ S = StorageConfig(data_dir=Path("/nonexistent"))
 
 
 def test_every_kafka_topic_config_is_known_with_its_type():
-    ours = {name: spec.kind for name, spec in SPECS.items() if not name.startswith("rmq.")}
-    assert ours == KAFKA_TOPIC_CONFIGS
+    assert {name: spec.kind for name, spec in SPECS.items()} == KAFKA_TOPIC_CONFIGS
 
 
-def test_rocketmq_topic_configs():
-    assert SPECS["rmq.max.reconsume.times"].kind == "INT"
+def test_rocketmq_topic_configs_only_on_retry_topics():
+    assert "rmq.max.reconsume.times" not in SPECS
     assert effective("rmq.max.reconsume.times", {}, A, S) == "-1"
-    assert validate_topic_configs({"rmq.max.reconsume.times": "3"}) == {"rmq.max.reconsume.times": "3"}
-    with pytest.raises(InvalidConfig):
-        validate_topic_configs({"rmq.max.reconsume.times": "-2"})
+    assert "rmq.max.reconsume.times" in specs_for("rmq_retry.g")
+    assert "rmq.max.reconsume.times" not in specs_for("orders")
+    assert validate_topic_configs({"rmq.max.reconsume.times": "3"}, "rmq_retry.g") == {"rmq.max.reconsume.times": "3"}
+    with pytest.raises(InvalidConfig, match="-2"):
+        validate_topic_configs({"rmq.max.reconsume.times": "-2"}, "rmq_retry.g")
+    with pytest.raises(InvalidConfig, match="only to retry topics"):
+        validate_topic_configs({"rmq.max.reconsume.times": "3"}, "orders")
 
 
 @pytest.mark.parametrize("name", sorted(KAFKA_TOPIC_CONFIGS))
