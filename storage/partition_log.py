@@ -1,12 +1,18 @@
-"""One topic-partition's view of the commitlog: its consume queue, time index and producers.
+"""One topic-partition's view of the commitlog: its consume queue, time index, producers
+and transactions.
 
 Holds no batch bytes itself. ``next_offset`` (the log end offset, which is also the high
 watermark on this single-replica broker) comes from the consume queue; ``log_start_offset``
 is the first offset still readable and only moves forward (retention, DeleteRecords).
+``last_stable_offset`` (LSO) is where a read_committed consumer stops: the first offset of
+the earliest transaction still open (no end marker yet), never below the log start offset,
+or the log end offset when none is open; ``aborted_transactions`` lists what such a
+consumer must drop (see storage.txn_index).
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from uuid import UUID
@@ -17,9 +23,12 @@ from .commitlog import CommitLog
 from .consume_queue import CONTROL_CODE, PARKED_CODE, ConsumeQueue
 from .errors import OffsetOutOfRangeError
 from .producer_state import ProducerStateTable
-from .record_batch import BatchInfo, Buffer
+from .record_batch import NO_PRODUCER_ID, TRANSACTIONAL_BIT, BatchInfo, Buffer
 from .tag_code import tag_code
 from .time_index import TimeIndex
+from .txn_index import ABORT, OngoingTxns, TxnIndex, end_marker_type
+
+log = logging.getLogger(__name__)
 
 _NO_RECORDS = bytes(4)  # a batch's records count field, zero
 
@@ -58,12 +67,29 @@ class PartitionLog:
         self._tag_header = tag_header
         self.consume_queue = ConsumeQueue(directory, entries_per_file)
         self.time_index = TimeIndex(directory / "timeindex")
+        self.txn_index = TxnIndex(directory / "txnindex")
         self.producers = ProducerStateTable()
+        self.ongoing_txns = OngoingTxns()
         self.log_start_offset = self.consume_queue.min_offset
 
     @property
     def next_offset(self) -> int:
         return self.consume_queue.next_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        first = self.ongoing_txns.first_offset()
+        if first is None:
+            return self.next_offset
+        # Retention or DeleteRecords may have removed the start of an open transaction
+        # (Kafka's first unstable offset is likewise never below the log start).
+        return max(first, self.log_start_offset)
+
+    def aborted_transactions(self, start: int, upper: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions with records in
+        [``start``, ``upper``): what a read_committed Fetch from ``start`` that returns data
+        below ``upper`` must list."""
+        return self.txn_index.aborted_between(start, upper)
 
     # -- writing ---------------------------------------------------------------------------
     def tag_codes(self, batch: Buffer, records: list | None = None) -> list[int] | None:
@@ -94,32 +120,67 @@ class PartitionLog:
         return sparse_codes(span, [r.offset - record_batch.base_offset_of(batch) for r in records], codes)
 
     def dispatch(
-        self, position: int, info: BatchInfo, base_offset: int, codes: list[int] | None
+        self, position: int, info: BatchInfo, base_offset: int, codes: list[int] | None,
+        batch: Buffer | None = None,
     ) -> None:
         """Index a batch that is in the commitlog at ``position`` (live append or replay).
 
         ``base_offset`` is the broker-assigned one, ``codes`` what ``tag_codes`` returned
-        for the batch; the batch size is taken from ``info``.
+        for the batch; the batch size is taken from ``info``. ``batch``: its bytes, when the
+        caller has them (only an end-transaction marker is read; without them, from the
+        commitlog).
         """
         self.consume_queue.append(info.last_offset_delta + 1, position, info.length, codes)
         self.time_index.maybe_append(info.max_timestamp, base_offset)
+        if info.producer_id == NO_PRODUCER_ID:
+            return
+        if info.is_control:
+            # A marker takes no part in the producer's sequence numbers (it carries none).
+            self._end_transaction(position, info, base_offset, batch)
+            return
         self.producers.update(info, base_offset)
+        if info.attributes & TRANSACTIONAL_BIT:
+            self.ongoing_txns.begin(info.producer_id, base_offset)
+
+    def _end_transaction(self, position: int, info: BatchInfo, offset: int,
+                         batch: Buffer | None) -> None:
+        """The end marker at ``offset`` closes its producer's open transaction; an ABORT
+        records it. A marker without an open transaction records nothing, and neither does a
+        marker batch without records (what Kafka's cleaner leaves of one), as in Kafka."""
+        if not info.records_count:
+            return
+        if batch is None:
+            batch = self._commitlog.read(position, info.length)
+        kind = end_marker_type(batch)
+        if kind is None:
+            log.error("%s/%d: control batch at offset %d is not an end-transaction marker; "
+                      "ignored", self.topic_id, self.partition, offset)
+            return
+        first = self.ongoing_txns.end(info.producer_id)
+        if kind == ABORT and first is not None:
+            others = self.ongoing_txns.first_offset()
+            stable = offset + 1 if others is None else others
+            self.txn_index.append(info.producer_id, first, offset, stable)
 
     # -- reading ---------------------------------------------------------------------------
-    def read(self, offset: int, max_bytes: int, min_one: bool) -> FetchResult:
+    def read(self, offset: int, max_bytes: int, min_one: bool,
+             max_offset: int | None = None) -> FetchResult:
         """Whole batches from the one holding ``offset`` on, up to ``max_bytes``.
 
         With ``min_one`` the first batch is returned even if it alone exceeds ``max_bytes``,
         so a consumer can always make progress (KIP-74). A stored batch without records (all
         of them parked elsewhere on append) goes out as a covering batch, which every client
-        counts as progress (see storage.batch_builder).
+        counts as progress (see storage.batch_builder). ``max_offset`` (read_committed: the
+        LSO): only batches starting below it, never a part of one; nothing when ``offset``
+        is at or past it (the range check stays against the log end, as in Kafka).
         """
         end = self.next_offset
         if offset < self.log_start_offset or offset > end:
             raise OffsetOutOfRangeError(offset, self.log_start_offset, end)
+        stop = end if max_offset is None else min(max_offset, end)
         batches: list[bytes] = []
         size = 0
-        while offset < end:
+        while offset < stop:
             position, batch_size, _ = self.consume_queue.entry(offset)
             if size + batch_size > max_bytes and (batches or not min_one):
                 break
@@ -131,9 +192,10 @@ class PartitionLog:
             size += len(batch)
         return FetchResult(batches, size, self.log_start_offset, end)
 
-    def bytes_available(self, offset: int, limit: int) -> int:
-        """Bytes of batches from ``offset`` on, counted up to ``limit`` (for min_bytes)."""
-        end = self.next_offset
+    def bytes_available(self, offset: int, limit: int, max_offset: int | None = None) -> int:
+        """Bytes of batches from ``offset`` on, counted up to ``limit`` (for min_bytes);
+        ``max_offset`` as for ``read``."""
+        end = self.next_offset if max_offset is None else min(max_offset, self.next_offset)
         if offset < self.log_start_offset or offset >= end:
             return 0
         size = 0
@@ -182,11 +244,14 @@ class PartitionLog:
         if offset > self.log_start_offset:
             self.log_start_offset = min(offset, self.next_offset)
             self.consume_queue.delete_before(self.log_start_offset)
+            self.txn_index.drop_before(self.log_start_offset)
 
     def flush(self) -> None:
         self.consume_queue.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         self.consume_queue.close()
         self.time_index.close()
+        self.txn_index.close()

@@ -6,24 +6,29 @@ recovery on open, and runs the flush, checkpoint and retention loops.
 Files under ``data_dir``::
 
     commitlog/               segment files (the only source of truth)
-    consumequeue/<id>/<p>/   consume queue files and time index (derived)
+    consumequeue/<id>/<p>/   consume queue files, time index and txnindex (aborted
+                             transactions) (derived)
     topics.json              topic names, ids, partition counts, configs
     producer_ids.json        producer id allocation
     offsets/                 committed consumer-group offsets: journal + snapshot.json
                              (rmqkafka.storage.offset_store; its own crash handling, not derived)
-    checkpoint.json          {"position": P, "producers": ..., "log_start": ...,
-                             "derived": {"<id>/<p>": [consume queue next offset, time index
-                             entries]}}: everything derived is durable and consistent up to
-                             commitlog position P
+    checkpoint.json          {"position": P, "producers": ..., "txns": {"<id>/<p>":
+                             {"<producer id>": first offset of its open transaction}},
+                             "log_start": ..., "derived": {"<id>/<p>": [consume queue next
+                             offset, time index entries, txnindex entries]}}: everything
+                             derived is durable and consistent up to commitlog position P
     meta.json                cluster id
     clean_shutdown           present only between a clean close and the next open
 
 Recovery: if ``clean_shutdown`` is present and the checkpoint covers the whole commitlog,
-nothing is re-read. If a consume queue or time index is shorter than the checkpoint says
-(derived files deleted or lost), every index is rebuilt from the commitlog start. Otherwise derived entries at or after P are dropped (consume queues and
-time indexes are first cut back to the sizes the checkpoint recorded: what was written after
-it may read back as garbage after an OS crash), the commitlog is re-validated from P (length,
-header CRC, batch CRC32C), a torn tail is truncated and the valid entries are re-dispatched.
+nothing is re-read. If a consume queue, time index or txnindex is shorter than the
+checkpoint says (derived files deleted or lost), every index is rebuilt from the commitlog
+start (producer state and open transactions too). Otherwise derived entries at or after P
+are dropped (consume queues, time indexes and txnindexes are first cut back to the sizes the
+checkpoint recorded: what was written after it may read back as garbage after an OS crash),
+producer state and open transactions restart from their snapshot at P, the commitlog is
+re-validated from P (length, header CRC, batch CRC32C), a torn tail is truncated and the
+valid entries are re-dispatched.
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ from .recompress import CODEC_NAMES, NONE, Compression, recompress, records_regi
 from .record_batch import Buffer
 from .record_layout import record_ends
 from .topics import TopicMeta, TopicRegistry
+from .txn_index import OngoingTxns
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +183,7 @@ class MessageStore:
         checkpoint = self._load_checkpoint()
         position = max(int(checkpoint.get("position", 0)), self.commitlog.start_position)
         producers = checkpoint.get("producers", {})
+        txns = checkpoint.get("txns", {})
         log_starts = checkpoint.get("log_start", {})
         derived = checkpoint.get("derived")
         states = checkpoint.get("state", {})
@@ -186,6 +193,8 @@ class MessageStore:
                 key = f"{meta.topic_id}/{p}"
                 if key in producers:
                     plog.producers = ProducerStateTable.from_snapshot(producers[key])
+                if key in txns:
+                    plog.ongoing_txns = OngoingTxns.from_snapshot(txns[key])
                 plog.log_start_offset = max(plog.log_start_offset, int(log_starts.get(key, 0)))
         lost = None
         if position > self.commitlog.end_position:
@@ -200,6 +209,7 @@ class MessageStore:
             for plog in self._partitions.values():  # replayed from the start as well
                 plog.consume_queue.truncate_to(plog.consume_queue.min_offset)
                 plog.producers = ProducerStateTable()
+                plog.ongoing_txns = OngoingTxns()
             states = {}
         for state in self._states:
             state.restore(states.get(state.name))
@@ -210,7 +220,10 @@ class MessageStore:
             state.recovered()
         start = self.commitlog.start_position
         for plog in self._partitions.values():
-            plog.advance_log_start(plog.consume_queue.first_offset_at_position(start))
+            # Never below what the txnindex dropped (DeleteRecords, then a crash before the
+            # checkpoint recorded the new log start).
+            plog.advance_log_start(max(plog.consume_queue.first_offset_at_position(start),
+                                       plog.txn_index.start_offset))
         self._durable_position = self.commitlog.flush()
         for plog in self._partitions.values():
             plog.flush()
@@ -222,8 +235,9 @@ class MessageStore:
 
     def _derived_files_lost(self, derived: dict[str, list[int]]) -> bool:
         for plog in self._partitions.values():
-            next_offset, time_entries = derived.get(f"{plog.topic_id}/{plog.partition}", (0, 0))
-            if plog.next_offset < next_offset or plog.time_index.entry_count < time_entries:
+            next_offset, time_entries, txn_entries = _derived_sizes(derived, plog)
+            if (plog.next_offset < next_offset or plog.time_index.entry_count < time_entries
+                    or plog.txn_index.entry_count < txn_entries):
                 return True
         return False
 
@@ -231,12 +245,13 @@ class MessageStore:
         log.info("recovering commitlog from position %d", position)
         for plog in self._partitions.values():
             if derived is not None:  # a partition absent from it was created after P
-                key = f"{plog.topic_id}/{plog.partition}"
-                next_offset, time_entries = derived.get(key, (0, 0))
+                next_offset, time_entries, txn_entries = _derived_sizes(derived, plog)
                 plog.consume_queue.truncate_to(next_offset)
                 plog.time_index.truncate_entries(time_entries)
+                plog.txn_index.truncate_entries(txn_entries)
             plog.consume_queue.truncate_from_position(position)
             plog.time_index.truncate_to(plog.next_offset)
+            plog.txn_index.truncate_to_offset(plog.next_offset)
         before = self.commitlog.end_position
         end = self.commitlog.recover(position, self._redispatch)
         if end < before:
@@ -269,7 +284,7 @@ class MessageStore:
             log.error("%s-%d: batch at offset %d does not parse; indexed without tags",
                       meta.name, entry.partition, base)
             codes = None
-        plog.dispatch(entry.position, record_batch.read_info(entry.batch), base, codes)
+        plog.dispatch(entry.position, record_batch.read_info(entry.batch), base, codes, entry.batch)
         self.recovered_entries += 1
         for state in self._states:
             state.replay(meta.name, entry.partition, entry.batch)
@@ -359,6 +374,7 @@ class MessageStore:
             if plog is not None:
                 plog.consume_queue.destroy()
                 plog.time_index.close()
+                plog.txn_index.close()
         shutil.rmtree(self._dir / "consumequeue" / str(meta.topic_id), ignore_errors=True)
         return meta
 
@@ -475,7 +491,7 @@ class MessageStore:
             appended.tag_codes.append(batch_codes)
             if append_time is not None:
                 info = record_batch.read_info(parts[0])
-            plog.dispatch(position, info, base, offset_codes)
+            plog.dispatch(position, info, base, offset_codes, batch)
             end_position = self.commitlog.end_position
             if first_base is None:
                 first_base = base
@@ -504,7 +520,7 @@ class MessageStore:
         if append_time is not None:
             info = record_batch.read_info(parts[0])
         tags = plog.tag_codes(batch, records) if codes is None else None
-        plog.dispatch(position, info, base, tags if codes is None else codes)
+        plog.dispatch(position, info, base, tags if codes is None else codes, batch)
         appended = Appended([records], [tags])
         for listener in self._listeners:
             listener(name, p, appended)
@@ -625,6 +641,7 @@ class MessageStore:
             for plog in self._partitions.values():
                 fds.extend(plog.consume_queue.take_dirty_fds())
                 fds.extend(plog.time_index.take_dirty_fds())
+                fds.extend(plog.txn_index.take_dirty_fds())
             for state in self._states:
                 fds.extend(state.dirty_fds())
             loop = asyncio.get_running_loop()
@@ -643,6 +660,11 @@ class MessageStore:
                 for plog in self._partitions.values()
                 if len(plog.producers)
             },
+            "txns": {
+                f"{plog.topic_id}/{plog.partition}": plog.ongoing_txns.snapshot()
+                for plog in self._partitions.values()
+                if len(plog.ongoing_txns)
+            },
             "log_start": {
                 f"{plog.topic_id}/{plog.partition}": plog.log_start_offset
                 for plog in self._partitions.values()
@@ -650,7 +672,7 @@ class MessageStore:
             },
             "derived": {
                 f"{plog.topic_id}/{plog.partition}": [
-                    plog.next_offset, plog.time_index.entry_count
+                    plog.next_offset, plog.time_index.entry_count, plog.txn_index.entry_count
                 ]
                 for plog in self._partitions.values()
             },
@@ -737,6 +759,15 @@ def _divert(diverter: Diverter, name: str, p: int, base: int, batch: Buffer, rec
     deltas = [recs[i].offset - received_base for i in keep]
     return (memoryview(stored), [recs[i] for i in keep], kept_codes,
             sparse_codes(info.last_offset_delta + 1, deltas, kept_codes))
+
+
+def _derived_sizes(derived: dict[str, list[int]], plog: PartitionLog) -> tuple[int, int, int]:
+    """(consume queue next offset, time index entries, txnindex entries) the checkpoint
+    recorded for ``plog``; zeros for a partition created after it, and for the txnindex of
+    a checkpoint written before there was one."""
+    sizes = derived.get(f"{plog.topic_id}/{plog.partition}", [])
+    next_offset, time_entries, txn_entries = (list(sizes) + [0, 0, 0])[:3]
+    return next_offset, time_entries, txn_entries
 
 
 def _check_sizes(infos: list[record_batch.BatchInfo], max_batch_bytes: int, when: str) -> None:
