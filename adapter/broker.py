@@ -18,6 +18,8 @@ from .config import AdapterConfig
 from .connection import KafkaConnection
 from .context import BrokerContext
 from .groups.coordinator import GroupCoordinator, GroupSettings
+from .transactions.coordinator import TxnSettings
+from .transactions.service import TransactionService
 from .long_poll import FetchWaiters
 from .topic_configs import effective
 
@@ -40,6 +42,7 @@ class Broker:
         self.context: BrokerContext | None = None
         self.semantics: Semantics | None = None
         self.groups: GroupCoordinator | None = None
+        self.transactions: TransactionService | None = None
         self._servers: list[asyncio.Server] = []  # the primary listener first
         self._contexts: list[BrokerContext] = []  # one per listener, same order
         self._connections: set[KafkaConnection] = set()
@@ -83,6 +86,13 @@ class Broker:
             ),
         )
         self.groups.start()
+        self.transactions = TransactionService(
+            self.store, self.clock, self.groups,
+            TxnSettings(max_timeout_ms=cfg.transaction_max_timeout_ms,
+                        transactional_id_expiration_ms=cfg.transactional_id_expiration_ms),
+        )
+        self.transactions.open()
+        self.transactions.start()
         bound = []
         for server, (_, _, advertised_host, advertised_port) in zip(self._servers, endpoints):
             host, port = server.sockets[0].getsockname()[:2]
@@ -96,6 +106,7 @@ class Broker:
                     clock=self.clock,
                     waiters=waiters,
                     groups=self.groups,
+                    transactions=self.transactions,
                     advertised_host=advertised_host or (host if host not in ("0.0.0.0", "::") else "127.0.0.1"),
                     advertised_port=advertised_port or port,
                 )
@@ -141,6 +152,8 @@ class Broker:
                 connection.close()
             await asyncio.sleep(0)
             self._servers = []
+        if self.transactions is not None:
+            await self.transactions.stop()
         if self.groups is not None:
             await self.groups.stop()
         if self.semantics is not None:

@@ -39,3 +39,4 @@ class AdapterConfig:
     group_max_session_timeout_ms: int = 1800000  # group.max.session.timeout.ms
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
     transaction_max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
+    transactional_id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms

@@ -1,5 +1,5 @@
 """What every request handler may use: configs, the store, the semantics layer over it, the
-clock, the long-poll waiters, the group coordinator."""
+clock, the long-poll waiters, the group and transaction coordinators."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from rmqkafka.storage.store import MessageStore
 from .config import AdapterConfig
 from .groups.coordinator import GroupCoordinator
 from .long_poll import FetchWaiters
+from .transactions.service import TransactionService
 
 # The peer address of the connection whose request is being handled (DescribeGroups shows it).
 CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="")
@@ -28,5 +29,6 @@ class BrokerContext:
     clock: Clock
     waiters: FetchWaiters
     groups: GroupCoordinator
+    transactions: TransactionService
     advertised_host: str
     advertised_port: int

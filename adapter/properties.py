@@ -42,6 +42,8 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
 ``group.max.session.timeout.ms``    largest session timeout a member may ask for (1800000)
 ``offset.metadata.max.bytes``       longest metadata string of a committed offset (4096)
 ``transaction.max.timeout.ms``      largest transaction timeout a producer may ask for (900000)
+``transactional.id.expiration.ms``  a transactional id unused this long is forgotten
+                                    (>= 1; 604800000 = 7 days)
 ``enablePropertyFilter``            RocketMQ's switch for SQL92 views (default true here;
                                     RocketMQ's own default is false)
 ``messageDelayLevel``               the delay levels, RocketMQ's syntax (``1s 5s 10s 30s 1m
@@ -111,6 +113,7 @@ KNOWN_KEYS = frozenset(
         "group.max.session.timeout.ms",
         "offset.metadata.max.bytes",
         "transaction.max.timeout.ms",
+        "transactional.id.expiration.ms",
         "enablePropertyFilter",
         "messageDelayLevel",
         "timerMaxDelaySec",
@@ -419,6 +422,7 @@ def build_config(
         "group_max_session_timeout_ms": p.integer("group.max.session.timeout.ms", minimum=1),
         "offset_metadata_max_bytes": p.integer("offset.metadata.max.bytes", minimum=0),
         "transaction_max_timeout_ms": p.integer("transaction.max.timeout.ms", minimum=1),
+        "transactional_id_expiration_ms": p.integer("transactional.id.expiration.ms", minimum=1),
     }
     adapter_kwargs.update({k: v for k, v in optional.items() if v is not None})
 

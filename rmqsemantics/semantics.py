@@ -23,7 +23,12 @@ from rmqkafka.storage.topics import TopicMeta
 
 from .config import SemanticsConfig
 from .filters import FilterKind
-from .scheduler import RETRY_PREFIX, SYSTEM_TOPICS, Scheduler
+from .scheduler import RETRY_PREFIX, SYSTEM_TOPICS as SCHEDULER_TOPICS, Scheduler
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"  # adapter.transactions.state_log.TOPIC
+# Topics only the broker writes and that listings leave out: the scheduler's and the
+# transaction coordinator's state log.
+SYSTEM_TOPICS = SCHEDULER_TOPICS | {TRANSACTION_STATE_TOPIC}
 from .view_arrivals import ArrivalTest, arrival_test
 from .view_reader import ReadResult, first_match_at_or_after, read_view
 from .views import SourceInUseError, View, ViewError, ViewExistsError, ViewRegistry
@@ -120,18 +125,19 @@ class Semantics:
 
     # -- reading ---------------------------------------------------------------------------
     def read(self, name_or_entity: str | TopicMeta | View, partition: int, offset: int,
-             max_bytes: int, min_one: bool) -> ReadResult:
+             max_bytes: int, min_one: bool, max_offset: int | None = None) -> ReadResult:
         """What a Fetch returns for one partition: a topic's batches as stored, a view's
         filtered from its source partition (view_reader); offsets, log start and high
         watermark are the source's. Raises UnknownTopicError / UnknownPartitionError and
-        OffsetOutOfRangeError as storage does."""
+        OffsetOutOfRangeError as storage does. ``max_offset`` (read_committed: the source
+        partition's LSO): nothing at or past it is returned, for topics and views alike."""
         entity = self._entity(name_or_entity)
         if isinstance(entity, TopicMeta):
-            result = self.store.partition(entity.name, partition).read(offset, max_bytes, min_one)
+            result = self.store.partition(entity.name, partition).read(offset, max_bytes, min_one, max_offset)
             return ReadResult(result.batches, result.size, result.log_start_offset,
                               result.high_watermark, result.size)
         plog = self.store.partition(self.source_of(entity).name, partition)
-        return read_view(plog, entity.filter, offset, max_bytes, min_one)
+        return read_view(plog, entity.filter, offset, max_bytes, min_one, max_offset=max_offset)
 
     def source_partition(self, name_or_entity: str | TopicMeta | View, partition: int) -> PartitionLog:
         """The stored partition a topic's or view's partition reads (log start, end,

@@ -98,16 +98,20 @@ class ReadResult:
 
 
 def read_view(plog: PartitionLog, flt: RecordFilter, offset: int, max_bytes: int, min_one: bool,
-              *, scan_entries: int = SCAN_ENTRIES, scan_bytes: int = SCAN_BYTES) -> ReadResult:
+              *, scan_entries: int = SCAN_ENTRIES, scan_bytes: int = SCAN_BYTES,
+              max_offset: int | None = None) -> ReadResult:
     """The view's batches from ``offset`` (see the module docstring). Raises
-    OffsetOutOfRangeError as the source's read does."""
+    OffsetOutOfRangeError as the source's read does. ``max_offset`` (read_committed: the
+    source's LSO): the walk, and the gaps it covers, stop there; control batches below it
+    pass through, so a read_committed consumer sees the markers of the view's records."""
     end = plog.next_offset
     start = plog.log_start_offset
     if offset < start or offset > end:
         raise OffsetOutOfRangeError(offset, start, end)
     if flt.kind == "tags" and flt.codes is None:  # "*": every record matches
-        result = plog.read(offset, max_bytes, min_one)
+        result = plog.read(offset, max_bytes, min_one, max_offset)
         return ReadResult(result.batches, result.size, start, end, result.size)
+    stop = end if max_offset is None else min(end, max_offset)
     if not min_one and max_bytes < _SMALLEST_BATCH:  # nothing could be returned: no work
         return ReadResult([], 0, start, end, 0)
     batches: list[bytes] = []
@@ -118,7 +122,7 @@ def read_view(plog: PartitionLog, flt: RecordFilter, offset: int, max_bytes: int
     def fits(length: int) -> bool:
         return size + length <= max_bytes or (min_one and not batches)
 
-    walk = _Walk(plog, flt, offset, end, scan_entries, scan_bytes)
+    walk = _Walk(plog, flt, offset, stop, scan_entries, scan_bytes)
     stopped = False
     for base, nxt, batch, _ in walk:
         if base > cursor:
@@ -245,7 +249,7 @@ class _Walk:
         exact = _header_patterns(self.flt) if 0 not in codes else None
         while self.position < self.end and not self._spent():
             chunk_start = self.position
-            raw = queue.entries(chunk_start, CHUNK)
+            raw = queue.entries(chunk_start, min(CHUNK, self.end - chunk_start))
             count = len(raw) // ENTRY_SIZE
             if not count:
                 break

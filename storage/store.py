@@ -544,6 +544,10 @@ class MessageStore:
         self.offsets.commit(group, offsets)
         if self.config.flush != "sync":
             return
+        await self.wait_offsets_durable()
+
+    async def wait_offsets_durable(self) -> None:
+        """Return once every offset journal record written so far is fsynced."""
         seq = self.offsets.last_seq
         if seq <= self.offsets.flushed_seq:
             return

@@ -54,6 +54,10 @@ class ApiKey(enum.IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
@@ -62,6 +66,8 @@ class ApiKey(enum.IntEnum):
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
     DESCRIBE_TOPIC_PARTITIONS = 75
 
 
@@ -97,6 +103,15 @@ ADVERTISED_VERSIONS: Mapping[int, VersionRange] = MappingProxyType(
         ApiKey.DELETE_TOPICS: VersionRange(1, 6),
         # v0 must stay: librdkafka < 2.11.1 enables idempotence only if it is advertised.
         ApiKey.INIT_PRODUCER_ID: VersionRange(0, 5),
+        # Transactions V1 only: no transaction.version feature is finalized, so clients
+        # never use AddPartitionsToTxn v4+ (broker to broker), EndTxn v5 or TxnOffsetCommit
+        # v5 (KIP-890 part 2); AddOffsetsToTxn v4 is the same request as v3.
+        ApiKey.ADD_PARTITIONS_TO_TXN: VersionRange(0, 3),
+        ApiKey.ADD_OFFSETS_TO_TXN: VersionRange(0, 4),
+        ApiKey.END_TXN: VersionRange(0, 4),
+        ApiKey.TXN_OFFSET_COMMIT: VersionRange(0, 4),
+        ApiKey.DESCRIBE_TRANSACTIONS: VersionRange(0, 0),
+        ApiKey.LIST_TRANSACTIONS: VersionRange(0, 2),
         ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
         ApiKey.CREATE_PARTITIONS: VersionRange(0, 3),
         ApiKey.DELETE_RECORDS: VersionRange(0, 2),

@@ -474,6 +474,13 @@ class GroupCoordinator:
             self.groups[group_id] = ConsumerGroup(group_id)
         await self._store.commit_offsets(group_id, offsets)
 
+    def apply_offsets(self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset]) -> None:
+        """Commit offsets at once, without waiting for durability (a committed transaction's
+        offsets; the caller awaits ``store.wait_offsets_durable`` before answering)."""
+        if group_id not in self.groups:
+            self.groups[group_id] = ConsumerGroup(group_id)
+        self._store.offsets.commit(group_id, offsets)
+
     def committed(self, group_id: str, topic: str, partition: int) -> CommittedOffset | None:
         return self._store.offsets.fetch(group_id, topic, partition)
 

@@ -14,6 +14,13 @@ gaps; a wait on a view is woken only by an append holding a record of the view (
 partition's waiter with the view's test, see long_poll); at ``max_wait`` the answer covers
 whatever gap the source has grown meanwhile, so the consumer's position keeps up with it.
 
+Transactions: every answer carries the partition's last stable offset (LSO). With
+isolation_level read_committed (1) nothing at or past the LSO is returned (for a view too:
+its source's LSO), and ``aborted_transactions`` lists the aborted transactions with records
+in [fetch offset, end of the last batch returned], which the client drops; a read_committed
+fetch that finds nothing below the LSO waits like any other, and the end marker's append
+wakes it.
+
 Fetch sessions (KIP-227): this broker answers every request in full and never creates a
 session (session id 0), which KIP-227 allows; a client that still sends an incremental
 request for an unknown session gets FETCH_SESSION_ID_NOT_FOUND and starts over.
@@ -25,6 +32,7 @@ import uuid
 
 from kio.schema.errors import ErrorCode
 
+from rmqkafka.storage import record_batch
 from rmqkafka.storage.errors import OffsetOutOfRangeError
 
 from ..codec import Encoded, Request, encode_fetch_response
@@ -65,7 +73,8 @@ def _read(ctx: BrokerContext, request: Request) -> tuple[list[dict], int, list[W
     semantics = ctx.semantics
     by_id = request.api_version >= 13
     budget = getattr(body, "max_bytes", NO_LIMIT)
-    aborted = () if getattr(body, "isolation_level", 0) == READ_COMMITTED else None
+    committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
+    aborted = () if committed else None
     total = 0  # bytes toward min_bytes
     sent = 0
     failed = False
@@ -103,8 +112,14 @@ def _read(ctx: BrokerContext, request: Request) -> tuple[list[dict], int, list[W
                 continue
             limit = max(0, min(req.partition_max_bytes, budget))
             try:
-                keys.append(semantics.arrivals(meta, req.partition))
-                result = semantics.read(meta, req.partition, req.fetch_offset, limit, min_one=sent == 0)
+                key = semantics.arrivals(meta, req.partition)
+                plog = semantics.source_partition(meta, req.partition)
+                stable = plog.last_stable_offset
+                if committed and stable < plog.next_offset:
+                    key = (key[0], key[1], None)  # a view's wait: the end marker must wake it too
+                keys.append(key)
+                result = semantics.read(meta, req.partition, req.fetch_offset, limit, min_one=sent == 0,
+                                        max_offset=stable if committed else None)
             except OffsetOutOfRangeError as exc:
                 entry["error_code"] = ErrorCode.offset_out_of_range
                 entry["high_watermark"] = entry["last_stable_offset"] = exc.log_end_offset
@@ -115,12 +130,19 @@ def _read(ctx: BrokerContext, request: Request) -> tuple[list[dict], int, list[W
                 entry["error_code"] = error_code_for(exc)
                 failed = True
                 continue
-            entry["high_watermark"] = entry["last_stable_offset"] = result.high_watermark
+            entry["high_watermark"] = result.high_watermark
+            entry["last_stable_offset"] = stable
             entry["log_start_offset"] = result.log_start_offset
             if result.batches:
                 entry["records"] = result.batches
                 budget -= result.size
                 sent += result.size  # KIP-74: only the response's first batch may exceed limits
+                if committed:
+                    upper = record_batch.next_offset_of(result.batches[-1])
+                    entry["aborted_transactions"] = [
+                        dict(producer_id=pid, first_offset=first)
+                        for pid, first in plog.aborted_transactions(req.fetch_offset, upper)
+                    ]
             # gaps of a view do not count toward min_bytes; a read cut short by its work
             # limit answers at once (its gap already moves the consumer on)
             total += body.min_bytes if result.more else result.record_bytes

@@ -3,18 +3,16 @@
 Without a transactional id every call gets a fresh producer id at epoch 0, unless the client
 asks to bump the epoch of its current id (KIP-360), which fences its older epoch.
 
-With a transactional id Kafka's checks come first, in Kafka's order: an empty id is
-INVALID_REQUEST, a transaction timeout outside ``0 < timeout <= transaction.max.timeout.ms``
-is INVALID_TRANSACTION_TIMEOUT. Then the request is refused with INVALID_REQUEST: the
-transaction APIs (AddPartitionsToTxn, EndTxn, ...) do not exist yet, and a producer that got
-an id would only fail later, against a missing API, after retrying for seconds. No client
-retries INVALID_REQUEST, so a transactional producer fails at ``initTransactions``.
+With a transactional id the transaction coordinator answers (adapter/transactions): an
+empty id is INVALID_REQUEST, a transaction timeout outside
+``0 < timeout <= transaction.max.timeout.ms`` is INVALID_TRANSACTION_TIMEOUT; a new id gets
+a new producer id at epoch 0, a known one its epoch bumped (fencing the older producer and
+aborting its open transaction first: CONCURRENT_TRANSACTIONS, which clients retry).
 """
 
 from __future__ import annotations
 
 import datetime
-import logging
 
 from kio.schema.errors import ErrorCode
 
@@ -23,28 +21,23 @@ from rmqkafka.storage.producer_ids import MAX_EPOCH
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
+from . import _txn
 
 API_KEY = 22
-
-log = logging.getLogger(__name__)
-
-
-def _transactional_error(ctx: BrokerContext, transactional_id: str, timeout: datetime.timedelta) -> ErrorCode:
-    timeout_ms = timeout // datetime.timedelta(milliseconds=1)
-    if not transactional_id:
-        return ErrorCode.invalid_request
-    if not 0 < timeout_ms <= ctx.config.transaction_max_timeout_ms:
-        return ErrorCode.invalid_transaction_timeout
-    log.warning("InitProducerId for transactional id %r refused: transactions are not supported yet",
-                transactional_id)
-    return ErrorCode.invalid_request
 
 
 async def handle(ctx: BrokerContext, request: Request):
     body = request.body
     if body.transactional_id is not None:
-        code = _transactional_error(ctx, body.transactional_id, body.transaction_timeout)
-        return _answer(request, code, -1, -1)
+        timeout_ms = body.transaction_timeout // datetime.timedelta(milliseconds=1)
+        code, result = await _txn.run(
+            ctx, ctx.transactions.coordinator.init_producer_id, body.transactional_id, timeout_ms,
+            getattr(body, "producer_id", -1), getattr(body, "producer_epoch", -1),
+            legacy_epoch_error=_txn.legacy_epoch_error(API_KEY, request.api_version),
+        )
+        if code is not ErrorCode.none:
+            return _answer(request, code, -1, -1)
+        return _answer(request, code, result.producer_id, result.producer_epoch)
     current_id = getattr(body, "producer_id", -1)
     current_epoch = getattr(body, "producer_epoch", -1)
     if current_id >= 0 and 0 <= current_epoch < MAX_EPOCH:

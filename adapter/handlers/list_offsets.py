@@ -1,7 +1,9 @@
 """ListOffsets (2): earliest, latest, by timestamp and max timestamp per partition.
 
-Nothing uncommitted is ever in a real partition, so the last stable offset equals the high
-watermark and read_committed needs no special case.
+With isolation_level read_committed (v2+), LATEST answers the last stable offset (LSO:
+below it every transaction is decided), as Kafka does, and a lookup by timestamp (or max
+timestamp) that finds an offset at or past the LSO answers -1: Kafka answers only offsets
+below the last fetchable one.
 
 A view answers with its source partition's earliest, latest and max-timestamp offsets (its
 offsets are the source's); by timestamp, with the first record of the view stamped at or
@@ -19,6 +21,7 @@ from ..errors import error_code_for
 
 API_KEY = 2
 LATEST = -1
+READ_COMMITTED = 1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
@@ -28,6 +31,8 @@ UNKNOWN = -1
 
 async def handle(ctx: BrokerContext, request: Request):
     semantics = ctx.semantics
+    # read_committed (v2+): LATEST is the last stable offset, as in Kafka
+    committed = getattr(request.body, "isolation_level", 0) == READ_COMMITTED
     topics = []
     for topic in request.body.topics:
         meta = semantics.resolve(topic.name)
@@ -49,17 +54,19 @@ async def handle(ctx: BrokerContext, request: Request):
                 entry["error_code"] = ErrorCode.unknown_leader_epoch
                 continue
             try:
-                entry["offset"], entry["timestamp"] = _lookup(semantics, meta, req.partition_index, req.timestamp)
+                entry["offset"], entry["timestamp"] = _lookup(semantics, meta, req.partition_index, req.timestamp,
+                                                              committed)
             except Exception as exc:
                 entry["error_code"] = error_code_for(exc)
         topics.append(dict(name=topic.name, partitions=partitions))
     return make(response_type(request), throttle_time=0, topics=topics)
 
 
-def _lookup(semantics, entity, partition: int, timestamp: int) -> tuple[int, int]:
+def _lookup(semantics, entity, partition: int, timestamp: int,
+            committed: bool = False) -> tuple[int, int]:
     plog = semantics.source_partition(entity, partition)
     if timestamp == LATEST:
-        return plog.next_offset, UNKNOWN
+        return (plog.last_stable_offset if committed else plog.next_offset), UNKNOWN
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return plog.log_start_offset, UNKNOWN
     if timestamp == LATEST_TIERED:  # nothing is tiered: Kafka answers "no such offset"
@@ -70,4 +77,6 @@ def _lookup(semantics, entity, partition: int, timestamp: int) -> tuple[int, int
         found = semantics.offset_for_timestamp(entity, partition, timestamp)
     else:
         raise ValueError(f"unknown special timestamp {timestamp}")
-    return found if found is not None else (UNKNOWN, UNKNOWN)
+    if found is None or (committed and found[0] >= plog.last_stable_offset):
+        return UNKNOWN, UNKNOWN  # Kafka: nothing past the last fetchable offset (the LSO)
+    return found

@@ -18,15 +18,21 @@ INVALID_TOPIC_EXCEPTION (Kafka's answer to an append to an internal topic) and t
 "'V' is a view (read-only) over topic 'T'; produce to 'T'", whatever the partition index.
 Clients treat the code as fatal for those records (no retries). acks=0 follows the rule
 above: the connection is closed.
+
+Transactions: a control batch from a client is INVALID_RECORD; a transactional batch is
+appended only for the current epoch of its producer (INVALID_PRODUCER_EPOCH) to a partition
+of its Ongoing transaction (INVALID_TXN_STATE), as Kafka 3.6+ verifies.
 """
 
 from __future__ import annotations
 
 import datetime
+import struct
 
 from kio.schema.errors import ErrorCode
 from rmqkafka.rmqsemantics.semantics import SystemTopicError, ViewReadOnlyError
 from rmqkafka.storage.errors import InvalidRecordError, InvalidTimestampError
+from rmqkafka.storage.record_batch import CONTROL_BIT, HEADER_SIZE as _HEADER_SIZE, TRANSACTIONAL_BIT
 from rmqkafka.storage.recompress import GZIP, LZ4, NONE, SNAPPY, ZSTD, Compression
 
 from ..codec import Encoded, Request, encode_produce_response
@@ -37,6 +43,8 @@ from ..topic_configs import LONG_MAX, effective
 API_KEY = 0
 _CODECS = {"uncompressed": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
 _LEVELS = {GZIP: "compression.gzip.level", LZ4: "compression.lz4.level", ZSTD: "compression.zstd.level"}
+_LENGTH = struct.Struct(">i")
+_PID_EPOCH = struct.Struct(">qh")
 _BEFORE, _AFTER = "message.timestamp.before.max.ms", "message.timestamp.after.max.ms"
 
 
@@ -73,6 +81,34 @@ def _as_datetime(ms: int | None) -> datetime.datetime | None:
     return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
 
 
+def _transaction_check(ctx: BrokerContext, topic: str, partition: int,
+                       records) -> tuple[ErrorCode, str] | None:
+    """(error, message) refusing a partition's record set on transactional grounds: a
+    control batch (only the broker writes markers: INVALID_RECORD, as Kafka's LogValidator
+    answers), or a transactional batch the coordinator does not expect here (see
+    TransactionCoordinator.verify_produce). Reads only batch headers."""
+    view = memoryview(records)
+    pos = 0
+    checked = None
+    while pos + _HEADER_SIZE <= len(view):
+        (length,) = _LENGTH.unpack_from(view, pos + 8)
+        if length < _HEADER_SIZE - 12 or view[pos + 16] != 2:
+            return None  # malformed or not v2: the store's validation refuses it
+        attrs = view[pos + 22]
+        if attrs & CONTROL_BIT:
+            return ErrorCode.invalid_record, "Clients are not allowed to write control records"
+        if attrs & TRANSACTIONAL_BIT:
+            producer_id, epoch = _PID_EPOCH.unpack_from(view, pos + 43)
+            if checked != (producer_id, epoch):
+                code = ctx.transactions.coordinator.verify_produce(producer_id, epoch, (topic, partition))
+                if code is not ErrorCode.none:
+                    return code, (f"producer {producer_id} epoch {epoch}: transactional produce to "
+                                  f"{topic}-{partition} refused ({code.name})")
+                checked = (producer_id, epoch)
+        pos += 12 + length
+    return None
+
+
 async def handle(ctx: BrokerContext, request: Request):
     body = request.body
     store = ctx.store
@@ -103,6 +139,11 @@ async def handle(ctx: BrokerContext, request: Request):
                     result["error_message"] = str(refused)
                 else:
                     result["error_code"] = ErrorCode.unknown_topic_or_partition
+                partitions.append(result)
+                continue
+            refusal = None if data.records is None else _transaction_check(ctx, topic.name, data.index, data.records)
+            if refusal is not None:
+                result["error_code"], result["error_message"] = refusal
                 partitions.append(result)
                 continue
             try:

@@ -165,6 +165,7 @@ class TransactionCoordinator:
         self._apply_offsets = apply_offsets
         self.settings = settings
         self._txns: dict[str, TxnMetadata] = {}
+        self._by_producer_id: dict[int, str] = {}
 
     # -- state -----------------------------------------------------------------------------
     def get(self, transactional_id: str) -> TxnMetadata | None:
@@ -179,6 +180,7 @@ class TransactionCoordinator:
         applied on commit, Complete* persisted; Ongoing ones stay Ongoing until they commit,
         abort or time out. Returns the ids completed."""
         self._txns = state_log.replay(records)
+        self._by_producer_id = {meta.producer_id: txn_id for txn_id, meta in self._txns.items()}
         return self.complete_prepared()
 
     def _persist(self, meta: TxnMetadata) -> None:
@@ -192,10 +194,14 @@ class TransactionCoordinator:
             log.exception("transactional id %s: could not append its %s state to %s",
                           meta.transactional_id, meta.state.value, state_log.TOPIC)
             raise TxnError(ErrorCode.coordinator_not_available) from exc
+        old = self._txns.get(meta.transactional_id)
+        if old is not None and self._by_producer_id.get(old.producer_id) == meta.transactional_id:
+            del self._by_producer_id[old.producer_id]
         if meta.state is TxnState.DEAD:
             self._txns.pop(meta.transactional_id, None)
         else:
             self._txns[meta.transactional_id] = meta
+            self._by_producer_id[meta.producer_id] = meta.transactional_id
 
     def _now(self) -> int:
         return self._clock.now_ms()
@@ -257,6 +263,24 @@ class TransactionCoordinator:
         self._persist(new)
         log.info("transactional id %s: producer id %d epoch %d", transactional_id, producer_id, epoch)
         return ProducerIdAndEpoch(producer_id, epoch)
+
+    # -- Produce ---------------------------------------------------------------------------
+    def verify_produce(self, producer_id: int, producer_epoch: int,
+                       partition: TopicPartition) -> ErrorCode:
+        """Whether a transactional batch of this producer may be appended to ``partition``
+        (Kafka 3.6+ verifies it with the coordinator, KIP-890 part 1): its epoch must be the
+        current one (INVALID_PRODUCER_EPOCH otherwise: an older producer, or a transaction
+        aborted by a timeout's fence) and the partition in its Ongoing transaction
+        (INVALID_TXN_STATE otherwise)."""
+        txn_id = self._by_producer_id.get(producer_id)
+        meta = self._txns.get(txn_id) if txn_id is not None else None
+        if meta is None or meta.producer_id != producer_id:
+            return ErrorCode.invalid_txn_state
+        if meta.producer_epoch != producer_epoch:
+            return ErrorCode.invalid_producer_epoch
+        if meta.state is not TxnState.ONGOING or partition not in meta.partitions:
+            return ErrorCode.invalid_txn_state
+        return ErrorCode.none
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn ----------------------------------------------
     def add_partitions(

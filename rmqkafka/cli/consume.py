@@ -94,6 +94,8 @@ class OffsetParam(click.ParamType):
 @click.option("--print-partition", is_flag=True, help="Print Partition:N.")
 @click.option("--print-timestamp", is_flag=True, help="Print CreateTime:MS (or LogAppendTime:MS).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per record (JSON Lines).")
+@click.option("--isolation", type=click.Choice(["read_committed", "read_uncommitted"]), default="read_committed",
+              show_default=True, help="read_committed: only records of committed transactions (and non-transactional ones); read_uncommitted: every record.")
 @progress_option
 @client_options
 @handle_errors
@@ -113,6 +115,7 @@ def consume(
     print_partition: bool,
     print_timestamp: bool,
     as_json: bool,
+    isolation: str,
     progress: bool | None,
     client: ClientOptions,
 ) -> None:
@@ -137,7 +140,8 @@ def consume(
     render = _renderer(fmt, as_json, print_key, print_headers, print_offset, print_partition, print_timestamp)
 
     watch = ErrorWatch()
-    conf: dict[str, Any] = {"error_cb": watch, "enable.partition.eof": True, "enable.auto.offset.store": False}
+    conf: dict[str, Any] = {"error_cb": watch, "enable.partition.eof": True, "enable.auto.offset.store": False,
+                            "isolation.level": isolation}
     if group is not None:
         # auto.offset.reset: where a group without a committed offset starts.
         reset = "earliest" if offset is not None and offset[0] == "beginning" else "latest"

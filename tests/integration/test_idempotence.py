@@ -261,57 +261,28 @@ def test_transaction_max_timeout_is_a_broker_setting(broker_factory, tmp_path):
 
 
 @pytest.mark.parametrize("version", [0, 3, 4, 5])
-def test_transactional_init_producer_id_is_refused_until_transactions_exist(broker, version):
-    """Transactions (AddPartitionsToTxn, EndTxn, ...) are not implemented yet: a transactional
-    producer must fail at its first call, not later against missing APIs. INVALID_REQUEST is
-    what Kafka answers a request this broker cannot serve; no client retries it."""
+def test_transactional_init_producer_id_bumps_the_epoch(broker, version):
+    """A transactional id keeps its producer id; each InitProducerId bumps its epoch (which
+    fences the previous producer). An empty id is INVALID_REQUEST."""
     with connect(broker) as conn:
-        response = conn.init_producer_id(transactional_id="tx-a", version=version)
-        assert response.error_code == ErrorCode.invalid_request
-        assert (response.producer_id, response.producer_epoch) == (-1, -1)
+        first = init_pid(conn, transactional_id="tx-a", version=version)
+        second = init_pid(conn, transactional_id="tx-a", version=version)
+        assert first == (first[0], 0)
+        assert second == (first[0], 1)
+        assert init_pid(conn, transactional_id="tx-b", version=version)[0] != first[0]
         empty = conn.init_producer_id(transactional_id="", version=version)
         assert empty.error_code == ErrorCode.invalid_request
         assert init_pid(conn, version=version)[0] >= 0  # idempotent producers are unaffected
 
 
-def test_confluent_transactional_producer_fails_at_init_transactions(broker):
+def test_confluent_transactional_producer_timeout_is_checked(broker):
     """librdkafka retries every InitProducerId error but the authorization, fencing and timeout
     ones until init_transactions' own timeout, then raises with the broker's error."""
     from confluent_kafka import KafkaError, KafkaException, Producer
 
     bootstrap = f"{broker.host}:{broker.port}"
-    for timeout_ms, expected in ((2_147_483_647, KafkaError.INVALID_TRANSACTION_TIMEOUT),
-                                 (60_000, KafkaError.INVALID_REQUEST)):
-        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "tx-confluent",
-                             "transaction.timeout.ms": timeout_ms})
-        with pytest.raises(KafkaException) as caught:
-            producer.init_transactions(5)
-        assert caught.value.args[0].code() == expected, caught.value
-
-
-def test_python_transactional_producers_fail_at_once(broker):
-    import asyncio
-    import time
-
-    from aiokafka import AIOKafkaProducer
-    from aiokafka.errors import InvalidRequestError
-    from kafka import KafkaProducer
-    from kafka.errors import KafkaError
-
-    bootstrap = f"{broker.host}:{broker.port}"
-
-    async def aiokafka_start() -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="tx-aiokafka")
-        try:
-            with pytest.raises(InvalidRequestError):
-                await asyncio.wait_for(producer.start(), 10)
-        finally:
-            await producer.stop()
-
-    began = time.monotonic()
-    asyncio.run(aiokafka_start())
-    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="tx-kafka-python")
-    with pytest.raises(KafkaError, match="InvalidRequestError"):
-        producer.init_transactions()
-    producer.close(timeout=1)
-    assert time.monotonic() - began < 10
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "tx-confluent",
+                         "transaction.timeout.ms": 2_147_483_647})
+    with pytest.raises(KafkaException) as caught:
+        producer.init_transactions(5)
+    assert caught.value.args[0].code() == KafkaError.INVALID_TRANSACTION_TIMEOUT, caught.value

@@ -577,3 +577,17 @@ class TestGroupSettings:
     def test_negative_delay_is_refused(self):
         with pytest.raises(ConfigError, match="group.initial.rebalance.delay.ms"):
             build_config(parse_properties("group.initial.rebalance.delay.ms=-1\n"))
+
+
+class TestTransactionSettings:
+    def test_transaction_keys_reach_the_adapter_config(self):
+        config = build_config(parse_properties(
+            "transaction.max.timeout.ms=5000\ntransactional.id.expiration.ms=60000\n"))
+        assert config.adapter.transaction_max_timeout_ms == 5000
+        assert config.adapter.transactional_id_expiration_ms == 60000
+        assert config.unknown_keys == ()
+
+    def test_defaults_are_kafkas(self):
+        config = build_config(parse_properties(""))
+        assert config.adapter.transaction_max_timeout_ms == 900_000
+        assert config.adapter.transactional_id_expiration_ms == 604_800_000

@@ -39,6 +39,10 @@ def test_table_is_exactly_the_agreed_one() -> None:
         21: (0, 2),
         22: (0, 5),
         23: (2, 4),
+        24: (0, 3),
+        25: (0, 4),
+        26: (0, 4),
+        28: (0, 4),
         32: (1, 4),
         33: (0, 2),
         35: (1, 4),
@@ -47,6 +51,8 @@ def test_table_is_exactly_the_agreed_one() -> None:
         44: (0, 1),
         47: (0, 0),
         60: (0, 1),
+        65: (0, 0),
+        66: (0, 2),
         75: (0, 0),
     }
     assert {key: set(versions) for key, versions in REJECTED_VERSIONS.items()} == {

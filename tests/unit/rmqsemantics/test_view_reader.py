@@ -423,3 +423,32 @@ def test_a_batch_across_two_consume_queue_chunks(store):
     assert coverage(out) == [(0, base), (base, base + 200), (base + 200, base + 400)]
     assert [r[0] for r in seen(out, 0)] == [base + 199, base + 200, base + 399] == [
         r[0] for r in expected(store, flt)]
+
+
+# -- read_committed: the source's last stable offset bounds a view ------------------------------
+
+
+@pytest.mark.parametrize("expression", ["A", "*"])
+@pytest.mark.parametrize("sql", [False, True])
+def test_max_offset_stops_the_view_at_the_lso(store, expression, sql):
+    """Nothing at or past ``max_offset`` (a read_committed fetch's LSO) is returned, gaps
+    included; the high watermark stays the source's end."""
+    from rmqkafka.adapter.transactions.service import marker_batch
+
+    put(store, make_batch(2, tags=["A", "B"]), make_batch(2, tags=["B", "B"]))
+    store.append("src", 0, make_batch(2, tags=["A", "A"], producer_id=7, producer_epoch=0, base_sequence=0,
+                                      transactional=True), max_batch_bytes=BIG)
+    put(store, make_batch(1, tags=["A"]))
+    plog = store.partition("src", 0)
+    assert (plog.last_stable_offset, plog.next_offset) == (4, 7)
+    flt = compile_filter("sql", "TAGS = 'A'") if sql and expression == "A" else tags_filter(expression)
+    result = read_view(plog, flt, 0, BIG, True, max_offset=plog.last_stable_offset)
+    assert result.high_watermark == 7
+    assert max(record_batch.next_offset_of(b) for b in result.batches) <= 4
+    assert all(r[0] < 4 for r in decoded(result.batches))
+    assert read_view(plog, flt, 5, BIG, True, max_offset=4).batches == []
+    store.append_built("src", 0, marker_batch(7, 0, False, BASE_TS))  # ABORT at 7
+    assert plog.last_stable_offset == 8
+    result = read_view(plog, flt, 0, BIG, True, max_offset=8)
+    assert max(record_batch.next_offset_of(b) for b in result.batches) == 8
+    assert plog.aborted_transactions(0, 8) == [(7, 4)]

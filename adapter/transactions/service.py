@@ -1,0 +1,188 @@
+"""The transaction coordinator wired to the broker: its state log is the hidden system topic
+``__transaction_state`` of the commitlog, its markers are control batches appended to the
+data partitions, its committed offsets go to the offset store.
+
+On start the coordinator is rebuilt from the topic's records (a transaction found decided is
+completed then: markers again, offsets, Complete*); a background task aborts transactions
+past their timeout and removes transactional ids unused for
+``transactional.id.expiration.ms``.
+
+The topic is compacted by rewriting (``compact``) and its states written again when
+retention trims it (``rewrite_if_trimmed``), so it neither grows without bound nor loses an
+id's state.
+
+Durability: every callback appends synchronously (the state record, the markers, the offset
+journal record are written before the coordinator goes on), and a handler awaits
+``durable()`` before answering, which with ``--flush sync`` waits for an fsync covering all
+of it (shared with produce waiters: group commit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections.abc import Sequence
+
+from rmqkafka.rmqsemantics.parked_records import build_batch
+from rmqkafka.storage import record_batch
+from rmqkafka.storage.batch_builder import _finish, zigzag_varint
+from rmqkafka.storage.clock import Clock
+from rmqkafka.storage.offset_store import CommittedOffset
+from rmqkafka.storage.record_batch import CONTROL_BIT, HEADER, NO_SEQUENCE, TRANSACTIONAL_BIT
+from rmqkafka.storage.store import MessageStore
+
+from . import state_log
+from .coordinator import TransactionCoordinator, TxnSettings
+from .state_log import TopicPartition
+
+log = logging.getLogger(__name__)
+
+TOPIC = state_log.TOPIC
+EXPIRE_INTERVAL_S = 1.0  # Kafka: transaction.abort.timed.out.transaction.cleanup.interval.ms (10 s)
+ABORT, COMMIT = 0, 1
+_READ_CHUNK = 1 << 24
+COMPACT_AFTER = 100_000  # records of __transaction_state before it is compacted
+
+
+def marker_batch(producer_id: int, producer_epoch: int, commit: bool, timestamp_ms: int) -> bytes:
+    """A COMMIT or ABORT control batch of one record, as Kafka's EndTransactionMarker writes
+    it: key (version 0, type), value (version 0, coordinator epoch 0); transactional and
+    control bits, the producer's id and epoch, no sequence."""
+    key = struct.pack(">hh", 0, COMMIT if commit else ABORT)
+    value = struct.pack(">hi", 0, 0)
+    body = b"\x00\x00\x00" + zigzag_varint(len(key)) + key + zigzag_varint(len(value)) + value + b"\x00"
+    out = bytearray(HEADER.pack(
+        0, 0, 0, 2, 0, CONTROL_BIT | TRANSACTIONAL_BIT, 0, timestamp_ms, timestamp_ms,
+        producer_id, producer_epoch, NO_SEQUENCE, 1,
+    ))
+    out += zigzag_varint(len(body))
+    out += body
+    return _finish(out)
+
+
+class TransactionService:
+    def __init__(self, store: MessageStore, clock: Clock, groups, settings: TxnSettings) -> None:
+        self.store = store
+        self.clock = clock
+        self.groups = groups
+        self.coordinator = TransactionCoordinator(
+            clock, store.producer_ids.allocate, self._append, self._write_markers,
+            self._apply_offsets, settings,
+        )
+        self._task: asyncio.Task | None = None
+        self._log_start = 0
+
+    # -- callbacks -------------------------------------------------------------------------
+    def _append(self, key: bytes, value: bytes) -> None:
+        batch = build_batch([(self.clock.now_ms(), key, value, [])])
+        self.store.append_built(TOPIC, 0, batch)
+
+    def _write_markers(self, producer_id: int, producer_epoch: int, commit: bool,
+                       partitions: Sequence[TopicPartition]) -> None:
+        now = self.clock.now_ms()
+        for topic, partition in partitions:
+            meta = self.store.topics.get(topic)
+            if meta is None or not 0 <= partition < meta.partitions:
+                log.info("no marker for %s-%d: the partition no longer exists", topic, partition)
+                continue
+            self.store.append_built(topic, partition, marker_batch(producer_id, producer_epoch, commit, now))
+
+    def _apply_offsets(self, group: str, offsets: dict[TopicPartition, CommittedOffset]) -> None:
+        self.groups.apply_offsets(group, offsets)
+
+    # -- life cycle ------------------------------------------------------------------------
+    def open(self) -> None:
+        """Create the system topic if needed and rebuild the coordinator from it."""
+        if self.store.topics.get(TOPIC) is None:
+            self.store.create_topic(TOPIC, state_log.PARTITIONS, {})
+        completed = self.coordinator.load(self._records())
+        self._log_start = self.store.partition(TOPIC, 0).log_start_offset
+        log.info("transaction coordinator: %d transactional ids loaded, %d decided transactions completed",
+                 len(self.coordinator.transactional_ids()), len(completed))
+
+    def _records(self):
+        plog = self.store.partition(TOPIC, 0)
+        offset = plog.log_start_offset
+        while offset < plog.next_offset:
+            result = plog.read(offset, _READ_CHUNK, True)
+            if not result.batches:
+                break
+            for batch in result.batches:
+                if batch[22] & CONTROL_BIT:
+                    offset = record_batch.next_offset_of(batch)
+                    continue
+                for record in record_batch.read_records(batch):
+                    if record.key is not None and record.value is not None:
+                        yield bytes(record.key), bytes(record.value)
+                offset = record_batch.next_offset_of(batch)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._expire_loop(), name="txn-expire")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    async def _expire_loop(self) -> None:
+        while True:
+            await asyncio.sleep(EXPIRE_INTERVAL_S)
+            try:
+                self.coordinator.complete_prepared()
+                self.coordinator.expire()
+                self.coordinator.expire_transactional_ids()
+                self.rewrite_if_trimmed()
+                if self.compact():
+                    await self.store.checkpoint()
+            except Exception:
+                log.exception("transaction expiry failed")
+
+    def compact(self, min_records: int = COMPACT_AFTER) -> bool:
+        """Kafka compacts ``__transaction_state``; here, once the topic holds more than
+        ``min_records`` (and twice as many records as ids), every id's current state is
+        written again and the topic's log start moved past the older records, so a restart
+        replays only those. Until the next checkpoint records the new log start, a crash
+        replays the older records too, which changes nothing (the last record of an id
+        wins; a removed id's records are all older)."""
+        plog = self.store.partition(TOPIC, 0)
+        ids = self.coordinator.transactional_ids()
+        if plog.next_offset - plog.log_start_offset <= max(min_records, 2 * len(ids)):
+            return False
+        mark = plog.next_offset
+        self._rewrite(ids)
+        plog.advance_log_start(mark)
+        self._log_start = plog.log_start_offset
+        log.info("%s compacted: %d states from offset %d on", TOPIC, len(ids), mark)
+        return True
+
+    def _rewrite(self, ids: list[str]) -> None:
+        for txn_id in ids:
+            meta = self.coordinator.get(txn_id)
+            if meta is not None:
+                self._append(*state_log.encode(meta))
+
+    def rewrite_if_trimmed(self) -> bool:
+        """Retention deletes whole old commitlog segments, whatever topic they hold; Kafka
+        compacts ``__transaction_state`` instead. When the topic lost its oldest records,
+        every id's current state is appended again, so a restart still finds it (the
+        window: a crash between the deletion and this call, at most EXPIRE_INTERVAL_S)."""
+        start = self.store.partition(TOPIC, 0).log_start_offset
+        if start == self._log_start:
+            return False
+        self._rewrite(self.coordinator.transactional_ids())
+        self._log_start = self.store.partition(TOPIC, 0).log_start_offset
+        log.info("%s trimmed by retention to offset %d: %d states written again",
+                 TOPIC, start, len(self.coordinator.transactional_ids()))
+        return True
+
+    async def durable(self) -> None:
+        """Return once everything the coordinator wrote so far is durable (flush=sync)."""
+        if self.store.config.flush != "sync":
+            return
+        await self.store.wait_durable(self.store.commitlog.end_position)
+        await self.store.wait_offsets_durable()
