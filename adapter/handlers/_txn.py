@@ -11,7 +11,7 @@ from ..transactions.coordinator import TxnError, legacy_epoch_error
 
 log = logging.getLogger(__name__)
 
-__all__ = ("run", "legacy_epoch_error", "TxnError")
+__all__ = ("TxnError", "legacy_epoch_error", "run")
 
 
 async def run(ctx: BrokerContext, call, *args, **kwargs) -> tuple[ErrorCode, object]:

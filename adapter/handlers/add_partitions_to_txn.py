@@ -9,7 +9,6 @@ Kafka answers); an error of the transaction (fenced epoch, wrong state) is every
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
-
 from rmqkafka.rmqsemantics.semantics import SYSTEM_TOPICS
 
 from ..codec import Request, response_type

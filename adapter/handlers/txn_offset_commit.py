@@ -12,7 +12,6 @@ partition's.
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
-
 from rmqkafka.storage.offset_store import CommittedOffset
 
 from ..codec import Request, response_type

@@ -29,7 +29,12 @@ from rmqkafka.storage import record_batch
 from rmqkafka.storage.batch_builder import _finish, zigzag_varint
 from rmqkafka.storage.clock import Clock
 from rmqkafka.storage.offset_store import CommittedOffset
-from rmqkafka.storage.record_batch import CONTROL_BIT, HEADER, NO_SEQUENCE, TRANSACTIONAL_BIT
+from rmqkafka.storage.record_batch import (
+    CONTROL_BIT,
+    HEADER,
+    NO_SEQUENCE,
+    TRANSACTIONAL_BIT,
+)
 from rmqkafka.storage.store import MessageStore
 
 from . import state_log
