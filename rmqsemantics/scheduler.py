@@ -42,6 +42,7 @@ from pathlib import Path
 
 from rmqkafka.storage import record_batch
 from rmqkafka.storage.clock import Clock
+from rmqkafka.storage.errors import InvalidRecordError
 from rmqkafka.storage.store import MessageStore
 
 from .config import SemanticsConfig
@@ -204,8 +205,12 @@ class Scheduler:
         """Forget selections of a request that was refused before it was written."""
         self._selections.clear()
 
-    def select(self, topic: str, partition: int, records: list) -> list[int]:
+    def select(self, topic: str, partition: int, records: list, transactional: bool = False) -> list[int]:
         if topic.startswith(RETRY_PREFIX):
+            if transactional:
+                raise InvalidRecordError(
+                    f"{topic} takes no transactional batches: a nack parked in a transaction "
+                    "that aborts would still be retried")
             return list(range(len(records)))
         now = self.clock.now_ms()
         levels, max_ms = self.config.delay_levels_ms, self.config.timer_max_delay_sec * 1000
@@ -218,6 +223,10 @@ class Scheduler:
                 if park is not None:
                     taken.append(i)
                     parks.append(park)
+        if taken and transactional:
+            raise InvalidRecordError(
+                "scheduling headers (DELAY, TIMER_*) are not accepted in transactional batches: a "
+                "parked record would be delivered even if its transaction aborted")
         if taken:
             self._selections.append(parks)
         return taken

@@ -102,7 +102,7 @@ class Diverter(Protocol):
     when every record was taken, as Kafka's cleaner leaves them.
     """
 
-    def select(self, topic: str, partition: int, records: list) -> list[int]: ...
+    def select(self, topic: str, partition: int, records: list, transactional: bool) -> list[int]: ...
 
     def park(self, topic: str, partition: int, placed: list[tuple[int, object]]) -> None: ...
 
@@ -456,8 +456,9 @@ class MessageStore:
             for batch, recs, original in zip(batches, parsed, originals)
         ]
         taken = [
-            diverter.select(name, p, recs) if diverter is not None and original is None else []
-            for recs, original in zip(parsed, originals)
+            diverter.select(name, p, recs, bool(info.attributes & record_batch.TRANSACTIONAL_BIT))
+            if diverter is not None and original is None else []
+            for recs, info, original in zip(parsed, infos, originals)
         ]
         append_time = self.clock.now_ms() if log_append_time else None
         first_base: int | None = None

@@ -78,11 +78,12 @@ def tag(name: str) -> tuple[str, bytes]:
     return "TAGS", name.encode()
 
 
-def batch(*records: tuple, pid: int = -1, epoch: int = -1, seq: int = -1, codec: int = 0) -> bytes:
+def batch(*records: tuple, pid: int = -1, epoch: int = -1, seq: int = -1, codec: int = 0,
+          transactional: bool = False) -> bytes:
     """A v2 batch as a producer sends it (aiokafka's builder); record i is stamped
     ``T0 - 1000 + i`` unless it says otherwise."""
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=codec, is_transactional=0, producer_id=pid,
+        magic=2, compression_type=codec, is_transactional=int(transactional), producer_id=pid,
         producer_epoch=epoch, base_sequence=seq, batch_size=BIG,
     )
     for i, (key, value, headers, ts) in enumerate(records):
@@ -573,6 +574,25 @@ async def test_a_timer_in_the_past_stays_in_its_batch(world):
     assert [(o, v) for o, v, _ in got] == [(0, b"past"), (1, b"zero"), (2, b"now"), (3, b"neg")]
     assert hdr(got[0][2], "TIMER_DELIVER_MS") == str(T0 - 1000).encode()  # untouched
     assert b.next_offset(TIMER_TOPIC) == 0
+
+
+async def test_scheduling_headers_in_a_transactional_batch_are_refused(world):
+    """A parked record would outlive its transaction's abort: refused, nothing written; a
+    transactional batch without them is stored as usual (the transaction itself is the
+    coordinator's business, not checked here)."""
+    b = await world.open()
+    b.topic("t", 1)
+    b.topic("rmq_retry.g", 1)
+    for request in (batch(rec(b"i"), rec(b"d", delay(1)), pid=7, epoch=0, seq=0, transactional=True),
+                    batch(rec(b"t", timer_ms(500)), pid=7, epoch=0, seq=0, transactional=True)):
+        with pytest.raises(InvalidRecordError, match="transactional"):
+            b.produce("t", 0, request)
+    with pytest.raises(InvalidRecordError, match="transactional"):
+        b.produce("rmq_retry.g", 0, batch(rec(b"n"), pid=7, epoch=0, seq=0, transactional=True))
+    assert b.next_offset("t") == 0 and b.next_offset("rmq_retry.g") == 0
+    assert [b.next_offset(SCHEDULE_TOPIC, p) for p in range(3)] + [b.next_offset(TIMER_TOPIC)] == [0, 0, 0, 0]
+    b.produce("t", 0, batch(rec(b"plain"), pid=7, epoch=0, seq=0, transactional=True))
+    assert values(b.store, "t") == [b"plain"]
 
 
 async def test_a_timer_over_the_maximum_refuses_the_whole_request(world):
