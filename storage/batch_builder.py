@@ -48,6 +48,7 @@ from .record_batch import (
     NO_SEQUENCE,
     NO_TIMESTAMP,
     TIMESTAMP_TYPE_BIT,
+    TRANSACTIONAL_BIT,
     Buffer,
 )
 from .record_layout import timestamp_delta
@@ -61,6 +62,7 @@ _CRC = struct.Struct(">I")
 # The COMMIT marker's key (version 0, type 1) and value (version 0, coordinator epoch 0), as
 # Kafka's EndTransactionMarker writes them.
 _MARKER_KEY = struct.pack(">hh", 0, 1)
+_ABORT_KEY = struct.pack(">hh", 0, 0)
 _MARKER_VALUE = struct.pack(">hi", 0, 0)
 
 
@@ -123,11 +125,24 @@ def empty_batch(batch: Buffer) -> bytes:
 def covering_batch(first: int, last: int) -> bytes:
     """A batch covering offsets ``first..last`` whose only record is a COMMIT control marker
     at ``last`` (see the module docstring); no producer id, not transactional."""
-    delta = last - first
-    body = b"\x00\x00" + zigzag_varint(delta) + b"\x08" + _MARKER_KEY + b"\x0c" + _MARKER_VALUE + b"\x00"
+    return _control_batch(first, last - first, CONTROL_BIT, NO_TIMESTAMP, NO_PRODUCER_ID, -1, _MARKER_KEY)
+
+
+def marker_batch(producer_id: int, producer_epoch: int, commit: bool, timestamp_ms: int) -> bytes:
+    """A transaction's end marker in one partition, as Kafka's EndTransactionMarker writes
+    it: one control record, key (version 0, COMMIT = 1 / ABORT = 0), value (version 0,
+    coordinator epoch 0); transactional and control bits, the producer's id and epoch, no
+    sequence."""
+    key = _MARKER_KEY if commit else _ABORT_KEY
+    return _control_batch(0, 0, CONTROL_BIT | TRANSACTIONAL_BIT, timestamp_ms, producer_id, producer_epoch, key)
+
+
+def _control_batch(base: int, delta: int, attributes: int, timestamp: int, producer_id: int,
+                   producer_epoch: int, key: bytes) -> bytes:
+    body = b"\x00\x00" + zigzag_varint(delta) + b"\x08" + key + b"\x0c" + _MARKER_VALUE + b"\x00"
     out = bytearray(HEADER.pack(
-        first, 0, 0, 2, 0, CONTROL_BIT, delta, NO_TIMESTAMP, NO_TIMESTAMP,
-        NO_PRODUCER_ID, -1, NO_SEQUENCE, 1,
+        base, 0, 0, 2, 0, attributes, delta, timestamp, timestamp,
+        producer_id, producer_epoch, NO_SEQUENCE, 1,
     ))
     out += zigzag_varint(len(body))
     out += body

@@ -21,19 +21,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 from collections.abc import Sequence
 
 from rmqkafka.rmqsemantics.parked_records import build_batch
 from rmqkafka.storage import record_batch
-from rmqkafka.storage.batch_builder import _finish, zigzag_varint
+from rmqkafka.storage.batch_builder import marker_batch
 from rmqkafka.storage.clock import Clock
 from rmqkafka.storage.offset_store import CommittedOffset
 from rmqkafka.storage.record_batch import (
     CONTROL_BIT,
-    HEADER,
-    NO_SEQUENCE,
-    TRANSACTIONAL_BIT,
 )
 from rmqkafka.storage.store import MessageStore
 
@@ -48,22 +44,6 @@ EXPIRE_INTERVAL_S = 1.0  # Kafka: transaction.abort.timed.out.transaction.cleanu
 ABORT, COMMIT = 0, 1
 _READ_CHUNK = 1 << 24
 COMPACT_AFTER = 100_000  # records of __transaction_state before it is compacted
-
-
-def marker_batch(producer_id: int, producer_epoch: int, commit: bool, timestamp_ms: int) -> bytes:
-    """A COMMIT or ABORT control batch of one record, as Kafka's EndTransactionMarker writes
-    it: key (version 0, type), value (version 0, coordinator epoch 0); transactional and
-    control bits, the producer's id and epoch, no sequence."""
-    key = struct.pack(">hh", 0, COMMIT if commit else ABORT)
-    value = struct.pack(">hi", 0, 0)
-    body = b"\x00\x00\x00" + zigzag_varint(len(key)) + key + zigzag_varint(len(value)) + value + b"\x00"
-    out = bytearray(HEADER.pack(
-        0, 0, 0, 2, 0, CONTROL_BIT | TRANSACTIONAL_BIT, 0, timestamp_ms, timestamp_ms,
-        producer_id, producer_epoch, NO_SEQUENCE, 1,
-    ))
-    out += zigzag_varint(len(body))
-    out += body
-    return _finish(out)
 
 
 class TransactionService:

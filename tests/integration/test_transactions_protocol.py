@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 from rawkafka import ErrorCode, KafkaRaw, decode_records, make_batch
-
-from rmqkafka.adapter.transactions.service import marker_batch
+from rmqkafka.storage.batch_builder import marker_batch
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import struct
 
 from aiokafka.record.default_records import DefaultRecordBatch
-
 from rmqkafka.adapter.transactions.coordinator import TxnSettings
-from rmqkafka.adapter.transactions.service import TOPIC, TransactionService, marker_batch
+from rmqkafka.adapter.transactions.service import TOPIC, TransactionService
 from rmqkafka.adapter.transactions.state_log import TxnState
 from rmqkafka.storage import record_batch
+from rmqkafka.storage.batch_builder import marker_batch
 from rmqkafka.storage.clock import ManualClock
 from rmqkafka.storage.config import StorageConfig
 from rmqkafka.storage.offset_store import CommittedOffset

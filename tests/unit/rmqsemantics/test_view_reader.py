@@ -17,17 +17,17 @@ from aiokafka.record.memory_records import MemoryRecords
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "storage"))
 
-from batches import BASE_TS, CODEC_NAMES, CODECS, GZIP, NONE, make_batch  # noqa: E402
-from rmqkafka.rmqsemantics import view_reader  # noqa: E402
-from rmqkafka.rmqsemantics.filters import compile_filter  # noqa: E402
-from rmqkafka.rmqsemantics.view_arrivals import arrival_test  # noqa: E402
-from rmqkafka.rmqsemantics.view_reader import first_match_at_or_after, read_view  # noqa: E402
-from rmqkafka.storage import record_batch  # noqa: E402
-from rmqkafka.storage.batch_builder import covering_batch  # noqa: E402
-from rmqkafka.storage.clock import ManualClock  # noqa: E402
-from rmqkafka.storage.config import StorageConfig  # noqa: E402
-from rmqkafka.storage.errors import OffsetOutOfRangeError  # noqa: E402
-from rmqkafka.storage.store import Appended, MessageStore  # noqa: E402
+from batches import BASE_TS, CODEC_NAMES, CODECS, GZIP, NONE, make_batch
+from rmqkafka.rmqsemantics import view_reader
+from rmqkafka.rmqsemantics.filters import compile_filter
+from rmqkafka.rmqsemantics.view_arrivals import arrival_test
+from rmqkafka.rmqsemantics.view_reader import first_match_at_or_after, read_view
+from rmqkafka.storage import record_batch
+from rmqkafka.storage.batch_builder import covering_batch
+from rmqkafka.storage.clock import ManualClock
+from rmqkafka.storage.config import StorageConfig
+from rmqkafka.storage.errors import OffsetOutOfRangeError
+from rmqkafka.storage.store import Appended, MessageStore
 
 BIG = 1 << 30
 
@@ -433,7 +433,7 @@ def test_a_batch_across_two_consume_queue_chunks(store):
 def test_max_offset_stops_the_view_at_the_lso(store, expression, sql):
     """Nothing at or past ``max_offset`` (a read_committed fetch's LSO) is returned, gaps
     included; the high watermark stays the source's end."""
-    from rmqkafka.adapter.transactions.service import marker_batch
+    from rmqkafka.storage.batch_builder import marker_batch
 
     put(store, make_batch(2, tags=["A", "B"]), make_batch(2, tags=["B", "B"]))
     store.append("src", 0, make_batch(2, tags=["A", "A"], producer_id=7, producer_epoch=0, base_sequence=0,
