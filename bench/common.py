@@ -69,3 +69,19 @@ class MockCluster:
         self.ready_seconds = time.perf_counter() - began
         broker = next(iter(brokers.values()))
         self.bootstrap = f"{broker.host}:{broker.port}"
+
+
+def create_topic(bootstrap: str, name: str, is_mock: bool, partitions: int = 4) -> None:
+    """A topic of ``partitions`` partitions on our broker (CreateTopics); on the librdkafka
+    mock, which has no CreateTopics, auto-created with 4 by one empty record."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    quiet = {"log_level": 0}
+    if is_mock:
+        producer = Producer({"bootstrap.servers": bootstrap, **quiet})
+        producer.produce(name, b"", partition=0)
+        producer.flush(10)
+        return
+    admin = AdminClient({"bootstrap.servers": bootstrap, **quiet})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(10)

@@ -54,7 +54,7 @@ def main() -> None:
 
     from pyspark.sql import SparkSession
 
-    import rmqkafka.spark_connector as spark_connector
+    from rmqkafka import spark_connector
 
     spark_connector.use_this_python_for_workers()
     jars = [j for j in re.split(r"[:,]", os.environ.get("SPARK_KAFKA_JARS", "")) if j]

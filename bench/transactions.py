@@ -34,24 +34,12 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from .common import MockCluster, start_broker
+from .common import MockCluster, create_topic, start_broker
 
 PARTITIONS = 4
 PER_TXN = 100
 VALUE = b"x" * 100
 QUIET = {"log_level": 0}
-
-
-def create_topic(bootstrap: str, name: str, is_mock: bool) -> None:
-    if is_mock:  # auto-created with 4 partitions on first produce
-        p = Producer({"bootstrap.servers": bootstrap, **QUIET})
-        p.produce(name, b"", partition=0)
-        p.flush(10)
-        return
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
-    admin.create_topics([NewTopic(name, PARTITIONS, 1)])[name].result(10)
 
 
 def produce_transactions(bootstrap: str, topic: str, transactions: int) -> float:
