@@ -26,7 +26,7 @@ from .producer_state import ProducerStateTable
 from .record_batch import NO_PRODUCER_ID, TRANSACTIONAL_BIT, BatchInfo, Buffer
 from .tag_code import tag_code
 from .time_index import TimeIndex
-from .txn_index import ABORT, OngoingTxns, TxnIndex, end_marker_type
+from .txn_index import ABORT, OngoingTxns, TxnIndex, end_marker
 
 log = logging.getLogger(__name__)
 
@@ -151,11 +151,13 @@ class PartitionLog:
             return
         if batch is None:
             batch = self._commitlog.read(position, info.length)
-        kind = end_marker_type(batch)
-        if kind is None:
+        marker = end_marker(batch)
+        if marker is None:
             log.error("%s/%d: control batch at offset %d is not an end-transaction marker; "
                       "ignored", self.topic_id, self.partition, offset)
             return
+        kind, coordinator_epoch = marker
+        self.producers.end_transaction(info, coordinator_epoch)
         first = self.ongoing_txns.end(info.producer_id)
         if kind == ABORT and first is not None:
             others = self.ongoing_txns.first_offset()

@@ -5,15 +5,23 @@ batch equal to one of the last five acknowledged ones is a retry and gets its or
 back; a gap is OUT_OF_ORDER_SEQUENCE; an older epoch is fenced. The state is derived from the
 batches in the commitlog (each carries producer id, epoch and base sequence): it is
 snapshotted with each checkpoint and rebuilt by re-dispatch after a crash.
+
+Each entry also keeps what DescribeProducers reports: the max timestamp of the producer's
+last batch or end marker, and the coordinator epoch of its last end marker (-1 before one).
+An end marker with a newer epoch than the entry's (the coordinator bumped it when it
+aborted a timed-out or fenced transaction) moves the entry to that epoch with no sequence
+written yet, as Kafka's producer state does: batches of the older epoch are fenced from
+then on, and the producer's first batch in the new epoch starts at sequence 0.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from .errors import InvalidProducerEpochError, OutOfOrderSequenceError
-from .record_batch import NO_PRODUCER_ID, BatchInfo
+from .record_batch import NO_PRODUCER_ID, NO_SEQUENCE, BatchInfo
 
 RECENT_BATCHES = 5  # as many as a producer may have in flight
 _SEQ_MASK = 0x7FFFFFFF
@@ -25,6 +33,8 @@ class ProducerEntry:
     last_sequence: int
     # (first sequence, last sequence, base offset) of the newest batches
     recent: deque[tuple[int, int, int]] = field(default_factory=lambda: deque(maxlen=RECENT_BATCHES))
+    last_timestamp: int = -1
+    coordinator_epoch: int = -1
 
 
 class ProducerStateTable:
@@ -92,18 +102,34 @@ class ProducerStateTable:
             self._producers[pid] = entry
         entry.last_sequence = info.last_sequence
         entry.recent.append((info.base_sequence, info.last_sequence, base_offset))
+        entry.last_timestamp = info.max_timestamp
+
+    def end_transaction(self, info: BatchInfo, coordinator_epoch: int) -> None:
+        """Record an end marker (live append or replay): see the module docstring."""
+        entry = self._producers.get(info.producer_id)
+        if entry is None or info.producer_epoch > entry.epoch:
+            entry = ProducerEntry(info.producer_epoch, NO_SEQUENCE)
+            self._producers[info.producer_id] = entry
+        entry.last_timestamp = info.max_timestamp
+        entry.coordinator_epoch = coordinator_epoch
+
+    def entries(self) -> Iterator[tuple[int, ProducerEntry]]:
+        """(producer id, entry) of every producer that wrote to the partition."""
+        return iter(self._producers.items())
 
     def snapshot(self) -> dict[str, list]:
         return {
-            str(pid): [e.epoch, e.last_sequence, [list(b) for b in e.recent]]
+            str(pid): [e.epoch, e.last_sequence, [list(b) for b in e.recent], e.last_timestamp, e.coordinator_epoch]
             for pid, e in self._producers.items()
         }
 
     @classmethod
     def from_snapshot(cls, data: dict[str, list]) -> ProducerStateTable:
         table = cls()
-        for pid, (epoch, last_sequence, recent) in data.items():
-            entry = ProducerEntry(epoch, last_sequence)
+        for pid, (epoch, last_sequence, recent, *described) in data.items():
+            # checkpoints written before DescribeProducers have three fields
+            entry = ProducerEntry(epoch, last_sequence, last_timestamp=described[0] if described else -1,
+                                  coordinator_epoch=described[1] if described else -1)
             entry.recent.extend(tuple(b) for b in recent)
             table._producers[int(pid)] = entry
         return table

@@ -69,14 +69,16 @@ MAGIC = 0x524D4B54584E4958  # "RMKTXNIX"
 VERSION = 1
 ABORT, COMMIT = 0, 1  # control record types of an end-transaction marker's key
 _MARKER_KEY = struct.Struct(">hh")  # version, type
+_MARKER_VALUE = struct.Struct(">hi")  # version, coordinator epoch
 _SCAN_SLOTS = 256  # entries read per pread while scanning
 
 
-def end_marker_type(batch: Buffer) -> int | None:
-    """ABORT or COMMIT for a control batch holding an end-transaction marker; None when its
-    first record's key is not one (Kafka refuses such a batch; it never ends anything)."""
+def end_marker(batch: Buffer) -> tuple[int, int] | None:
+    """(ABORT or COMMIT, coordinator epoch) of a control batch holding an end-transaction
+    marker; None when its first record's key is not one (Kafka refuses such a batch; it
+    never ends anything). A value too short for a coordinator epoch reads as -1."""
     try:
-        key = decode_record(bytes(records_region(batch)), 0)[2]
+        _, _, key, value, _ = decode_record(bytes(records_region(batch)), 0)
     except CorruptRecordError:
         return None
     if key is None or len(key) < _MARKER_KEY.size:
@@ -84,7 +86,8 @@ def end_marker_type(batch: Buffer) -> int | None:
     version, kind = _MARKER_KEY.unpack_from(key)
     if version < 0 or kind not in (ABORT, COMMIT):
         return None
-    return kind
+    epoch = _MARKER_VALUE.unpack_from(value)[1] if value is not None and len(value) >= _MARKER_VALUE.size else -1
+    return kind, epoch
 
 
 class TxnIndex:
@@ -258,6 +261,10 @@ class OngoingTxns:
     def first_offset(self) -> int | None:
         """The first offset of the earliest open transaction, None if none is open."""
         return next(iter(self._first.values()), None)
+
+    def first_offset_of(self, producer_id: int) -> int:
+        """The first offset of ``producer_id``'s open transaction, -1 if it has none."""
+        return self._first.get(producer_id, -1)
 
     def snapshot(self) -> dict[str, int]:
         return {str(pid): first for pid, first in self._first.items()}

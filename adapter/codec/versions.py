@@ -66,6 +66,7 @@ class ApiKey(enum.IntEnum):
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
     DESCRIBE_TOPIC_PARTITIONS = 75
@@ -110,6 +111,7 @@ ADVERTISED_VERSIONS: Mapping[int, VersionRange] = MappingProxyType(
         ApiKey.ADD_OFFSETS_TO_TXN: VersionRange(0, 4),
         ApiKey.END_TXN: VersionRange(0, 4),
         ApiKey.TXN_OFFSET_COMMIT: VersionRange(0, 4),
+        ApiKey.DESCRIBE_PRODUCERS: VersionRange(0, 0),
         ApiKey.DESCRIBE_TRANSACTIONS: VersionRange(0, 0),
         ApiKey.LIST_TRANSACTIONS: VersionRange(0, 2),
         ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),

@@ -12,9 +12,17 @@ refused (exit status 2); other ``-X`` properties only affect that metadata reque
 
 ``list --hanging`` shows transactions in state Ongoing that have been open longer than their
 transaction timeout, by the coordinator's own view (DescribeTransactions' start time and
-timeout). Kafka's ``kafka-transactions.sh find-hanging`` also inspects partitions with
-DescribeProducers, which this broker does not implement; a healthy coordinator aborts
-timed-out transactions by itself, so anything listed here is a coordinator that fell behind.
+timeout); a healthy coordinator aborts timed-out transactions by itself, so anything listed
+there is a coordinator that fell behind.
+
+``describe-producers`` and ``find-hanging`` look from the partitions' side, as
+``kafka-transactions.sh`` does: DescribeProducers (61) at each partition's leader lists the
+producers with an open transaction there; ``find-hanging`` keeps those whose last write is
+older than ``--max-transaction-timeout`` minutes and asks their coordinators
+(ListTransactions by producer id, then DescribeTransactions): an open transaction is
+hanging when no coordinator knows its producer, the coordinator's epoch for it is newer, or
+the coordinator's transaction does not include the partition. Such a transaction holds the
+partition's last stable offset back until something writes its marker.
 """
 
 from __future__ import annotations
@@ -41,10 +49,11 @@ from rmqkafka.cli.common import (
     handle_errors,
     json_option,
     one_line,
+    topic_error,
     warn,
 )
 
-LIST_TRANSACTIONS, DESCRIBE_TRANSACTIONS, FIND_COORDINATOR = 66, 65, 10
+LIST_TRANSACTIONS, DESCRIBE_TRANSACTIONS, DESCRIBE_PRODUCERS, FIND_COORDINATOR = 66, 65, 61, 10
 _KEY_TYPE_TRANSACTION = 1
 STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
           "CompleteAbort", "Dead", "PrepareEpochFence")
@@ -54,6 +63,10 @@ LIST_HEADERS = ["TransactionalId", "Coordinator", "ProducerId", "TransactionStat
 DESCRIBE_HEADERS = ["CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState",
                     "TransactionTimeoutMs", "CurrentTransactionStartTimeMs", "TransactionDurationMs",
                     "TopicPartitions"]
+PRODUCERS_HEADERS = ["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence", "LastTimestamp",
+                     "CurrentTransactionStartOffset"]
+FIND_HANGING_HEADERS = ["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset",
+                        "LastTimestamp", "Duration(min)"]
 HANGING_HEADERS = ["TransactionalId", "Coordinator", "ProducerId", "ProducerEpoch", "TransactionState",
                    "CurrentTransactionDurationMs", "TransactionTimeoutMs", "TopicPartitions"]
 
@@ -322,6 +335,76 @@ def _partitions_text(parts: list[str]) -> str:
     return ",".join(parts) if parts else "-"
 
 
+def topic_partitions(metadata: Any, topic: str | None, partition: int | None) -> list[tuple[str, int]]:
+    """The (topic, partition)s named (all of ``topic``, or every partition of every topic)."""
+    if topic is None:
+        return sorted((name, p) for name, meta in metadata.topics.items() for p in meta.partitions)
+    error = topic_error(metadata, topic)
+    if error is not None:
+        raise CliError(error)
+    partitions = sorted(metadata.topics[topic].partitions)
+    if partition is None:
+        return [(topic, p) for p in partitions]
+    if partition not in partitions:
+        raise CliError(f"topic {topic!r} has no partition {partition} (it has {len(partitions)})")
+    return [(topic, partition)]
+
+
+def describe_producers(client: ClientOptions, metadata: Any, partitions: list[tuple[str, int]]) -> list[dict[str, Any]]:
+    """DescribeProducers of each partition at its leader: one dict per producer, with its
+    topic and partition."""
+    brokers = {node_id: (host, port) for node_id, host, port in _brokers(metadata)}
+    by_leader: dict[int, dict[str, list[int]]] = {}
+    for topic, partition in partitions:
+        leader = metadata.topics[topic].partitions[partition].leader
+        if leader not in brokers:
+            raise CliError(f"partition {topic}-{partition} has no leader")
+        by_leader.setdefault(leader, {}).setdefault(topic, []).append(partition)
+    from kio.schema.describe_producers.v0.request import TopicRequest
+
+    out: list[dict[str, Any]] = []
+    for leader, topics in sorted(by_leader.items()):
+        host, port = brokers[leader]
+        with _Connection(host, port, client.timeout) as conn:
+            response = conn.request(DESCRIBE_PRODUCERS, 0, topics=tuple(
+                TopicRequest(name=topic, partition_indexes=tuple(ps)) for topic, ps in topics.items()))
+        for topic in response.topics:
+            for p in topic.partitions:
+                if not _ok(p.error_code):
+                    raise CliError(f"cannot describe the producers of {topic.name}-{p.partition_index}: "
+                                   f"{_code_name(p.error_code)}{f' ({p.error_message})' if p.error_message else ''}")
+                out.extend({"topic": topic.name, "partition": int(p.partition_index),
+                            "producer_id": int(s.producer_id), "producer_epoch": int(s.producer_epoch),
+                            "coordinator_epoch": int(s.coordinator_epoch), "last_sequence": int(s.last_sequence),
+                            "last_timestamp": int(s.last_timestamp),
+                            "current_transaction_start_offset": int(s.current_txn_start_offset)}
+                           for s in p.active_producers)
+    out.sort(key=lambda s: (s["topic"], s["partition"], s["producer_id"]))
+    return out
+
+
+def open_candidates(producers: list[dict[str, Any]], now_ms: int, max_timeout_ms: int) -> list[dict[str, Any]]:
+    """Producers with a transaction open in their partition whose last write is older than
+    ``max_timeout_ms`` (no coordinator keeps a transaction open that long)."""
+    return [s for s in producers
+            if s["current_transaction_start_offset"] >= 0 and now_ms - s["last_timestamp"] > max_timeout_ms]
+
+
+def hanging_among(candidates: list[dict[str, Any]], transactional_ids: dict[int, str],
+                  descriptions: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The candidates no coordinator accounts for: an unknown producer id, a newer epoch at
+    the coordinator, or a coordinator transaction without the partition."""
+    hanging = []
+    for s in candidates:
+        txn_id = transactional_ids.get(s["producer_id"])
+        description = descriptions.get(txn_id) if txn_id is not None else None
+        if (description is None or description["producer_id"] != s["producer_id"]
+                or description["producer_epoch"] > s["producer_epoch"]
+                or f"{s['topic']}-{s['partition']}" not in description["topic_partitions"]):
+            hanging.append(s)
+    return hanging
+
+
 # ---------------------------------------------------------------------------------------------
 # Commands
 
@@ -338,8 +421,7 @@ def transactions() -> None:
               help="Only transactions of this producer id (repeatable).")
 @click.option("--hanging", is_flag=True,
               help="Only Ongoing transactions open longer than their timeout, as the coordinator "
-                   "sees them (Kafka's find-hanging also asks partition leaders with "
-                   "DescribeProducers, which this broker does not implement).")
+                   "sees them (find-hanging looks from the partitions' side).")
 @json_option
 @client_options
 @handle_errors
@@ -392,4 +474,62 @@ def describe_cmd(transactional_ids: tuple[str, ...], as_json: bool, client: Clie
          d["transaction_timeout_ms"], d["transaction_start_time_ms"], d["current_transaction_duration_ms"],
          _partitions_text(d["topic_partitions"]))
         for d in found
+    ])
+
+
+@transactions.command("describe-producers")
+@click.option("--topic", required=True, help="The topic.")
+@click.option("--partition", required=True, type=click.IntRange(min=0), help="The partition.")
+@json_option
+@client_options
+@handle_errors
+def describe_producers_cmd(topic: str, partition: int, as_json: bool, client: ClientOptions) -> None:
+    """The producers of a partition, with the first offset of their open transaction."""
+    check_plain_tcp(client)
+    _, metadata = admin_client(client)
+    found = describe_producers(client, metadata, topic_partitions(metadata, topic, partition))
+    if as_json:
+        echo_json([{k: v for k, v in s.items() if k not in ("topic", "partition")} for s in found])
+        return
+    echo_table(PRODUCERS_HEADERS, [
+        (s["producer_id"], s["producer_epoch"], s["coordinator_epoch"], s["last_sequence"], s["last_timestamp"],
+         s["current_transaction_start_offset"] if s["current_transaction_start_offset"] >= 0 else "None")
+        for s in found
+    ])
+
+
+@transactions.command("find-hanging")
+@click.option("--topic", help="Only this topic's partitions (default: every topic).")
+@click.option("--partition", type=click.IntRange(min=0), help="Only this partition of --topic.")
+@click.option("--max-transaction-timeout", "max_minutes", type=click.IntRange(min=0), default=15, show_default=True,
+              metavar="MINUTES", help="Transactions open longer than this (the brokers' transaction.max.timeout.ms) are candidates.")
+@json_option
+@client_options
+@handle_errors
+def find_hanging_cmd(topic: str | None, partition: int | None, max_minutes: int, as_json: bool,
+                     client: ClientOptions) -> None:
+    """Open transactions in partitions that no coordinator will ever finish."""
+    if partition is not None and topic is None:
+        raise CliUsageError("--partition needs --topic")
+    check_plain_tcp(client)
+    _, metadata = admin_client(client)
+    now_ms = int(time.time() * 1000)
+    candidates = open_candidates(describe_producers(client, metadata, topic_partitions(metadata, topic, partition)),
+                                 now_ms, max_minutes * 60_000)
+    hanging: list[dict[str, Any]] = []
+    if candidates:
+        producer_ids = tuple(sorted({s["producer_id"] for s in candidates}))
+        listed = list_transactions(client, metadata, (), producer_ids)
+        transactional_ids = {t["producer_id"]: t["transactional_id"] for t in listed}
+        descriptions = {d["transactional_id"]: d for d in
+                        describe_transactions(client, metadata, list(transactional_ids.values()), missing_ok=True)}
+        hanging = hanging_among(candidates, transactional_ids, descriptions)
+    rows = [dict(s, duration_minutes=(now_ms - s["last_timestamp"]) // 60_000) for s in hanging]
+    if as_json:
+        echo_json(rows)
+        return
+    echo_table(FIND_HANGING_HEADERS, [
+        (s["topic"], s["partition"], s["producer_id"], s["producer_epoch"], s["coordinator_epoch"],
+         s["current_transaction_start_offset"], s["last_timestamp"], s["duration_minutes"])
+        for s in rows
     ])

@@ -4,18 +4,24 @@ transactional producer (as in test_transactions.py).
 Commands run in-process through click's CliRunner, as in test_cli_delays.py. The broker
 aborts a transaction past its timeout within about a second, so ``list --hanging`` is tested
 only for not listing a fresh open transaction; the age computation is unit-tested below.
+Likewise ``find-hanging``: this broker refuses a transactional produce to a partition that
+is not in the producer's transaction and keeps coordinator state and markers in one
+commitlog, so no client can leave a hanging transaction; the integration test checks that
+an open transaction past ``--max-transaction-timeout 0`` is a candidate the coordinator
+accounts for, and the decision itself is unit-tested below.
 """
 
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
 
-from rmqkafka.cli.transactions import is_hanging, transaction_duration_ms
+from rmqkafka.cli.transactions import hanging_among, is_hanging, open_candidates, transaction_duration_ms
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -120,6 +126,34 @@ def test_open_transaction_then_commit(open_txn: Any) -> None:
 
 
 @pytest.mark.integration
+def test_describe_producers_and_find_hanging(open_txn: Any) -> None:
+    bootstrap, txn_id, topic, producer = open_txn
+    b = ("-b", bootstrap)
+    [d] = json.loads(ok("transactions", "describe", "--json", txn_id, *b).stdout)
+    [state] = json.loads(ok("transactions", "describe-producers", "--topic", topic, "--partition", "1", "--json", *b).stdout)
+    assert state["producer_id"] == d["producer_id"] and state["producer_epoch"] == d["producer_epoch"]
+    assert (state["current_transaction_start_offset"], state["last_sequence"], state["coordinator_epoch"]) == (0, 0, -1)
+    header, row = ok("transactions", "describe-producers", "--topic", topic, "--partition", "0", *b).stdout.splitlines()
+    assert header.split() == ["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence", "LastTimestamp",
+                              "CurrentTransactionStartOffset"]
+    assert row.split()[-1] == "0"
+
+    # open for longer than 0 minutes, so a candidate; its coordinator holds both partitions
+    time.sleep(0.01)
+    assert json.loads(ok("transactions", "find-hanging", "--max-transaction-timeout", "0", "--json", *b).stdout) == []
+    assert ok("transactions", "find-hanging", "--topic", topic, *b).stdout.split() == [
+        "Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset", "LastTimestamp",
+        "Duration(min)"]
+
+    producer.commit_transaction(10)
+    [state] = json.loads(ok("transactions", "describe-producers", "--topic", topic, "--partition", "1", "--json", *b).stdout)
+    assert (state["current_transaction_start_offset"], state["coordinator_epoch"]) == (-1, 0)
+    assert rmqk("transactions", "describe-producers", "--topic", topic, "--partition", "2", *b).exit_code == 1
+    result = rmqk("transactions", "find-hanging", "--partition", "0", *b)
+    assert result.exit_code == 2 and "--partition needs --topic" in result.stderr
+
+
+@pytest.mark.integration
 def test_describe_unknown_transactional_id(broker: Any) -> None:
     result = rmqk("transactions", "describe", "no-such-txn", "-b", broker.bootstrap_servers)
     assert result.exit_code == 1
@@ -185,3 +219,32 @@ def test_is_hanging() -> None:
     assert not is_hanging(dict(base, transaction_state="CompleteCommit"), 60_000)
     assert not is_hanging(dict(base, transaction_state="PrepareCommit"), 60_000)
     assert not is_hanging(dict(base, transaction_start_time_ms=-1), 60_000)
+
+
+# ---------------------------------------------------------------------------------------------
+# unit: find-hanging's decision
+
+
+def _open(producer_id: int, epoch: int = 0, partition: int = 0, last: int = 0, start: int = 5) -> dict[str, Any]:
+    return {"topic": "t", "partition": partition, "producer_id": producer_id, "producer_epoch": epoch,
+            "last_timestamp": last, "current_transaction_start_offset": start}
+
+
+def test_open_candidates() -> None:
+    producers = [_open(1, last=1_000), _open(2, last=1_000, start=-1), _open(3, last=9_000)]
+    assert [s["producer_id"] for s in open_candidates(producers, 10_000, 5_000)] == [1]
+    assert [s["producer_id"] for s in open_candidates(producers, 10_000, 0)] == [1, 3]
+
+
+def test_hanging_among() -> None:
+    def described(pid: int, epoch: int, *parts: str) -> dict[str, Any]:
+        return {"producer_id": pid, "producer_epoch": epoch, "topic_partitions": list(parts)}
+
+    candidates = [_open(1), _open(2), _open(3, epoch=1), _open(4, partition=1), _open(5), _open(6)]
+    ids = {2: "b", 3: "c", 4: "d", 5: "e", 6: "f"}
+    descriptions = {"b": described(2, 0, "t-0"),  # accounted for
+                    "c": described(3, 2, "t-0"),  # the coordinator moved on to a newer epoch
+                    "d": described(4, 0, "t-0"),  # its transaction lacks the partition
+                    "f": described(7, 0, "t-0")}  # the id now belongs to another producer
+    # 1: no coordinator knows it; 5: listed a moment ago, gone when described
+    assert [s["producer_id"] for s in hanging_among(candidates, ids, descriptions)] == [1, 3, 4, 5, 6]

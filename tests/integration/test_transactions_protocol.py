@@ -11,7 +11,7 @@ from rmqkafka.storage.batch_builder import marker_batch
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
-OFFSET_FETCH, DESCRIBE_TXNS, LIST_TXNS = 9, 65, 66
+OFFSET_FETCH, DESCRIBE_PRODUCERS, DESCRIBE_TXNS, LIST_TXNS = 9, 61, 65, 66
 LATEST = -1
 
 
@@ -166,3 +166,41 @@ def test_txn_offsets_describe_and_list(broker):
                               transactional_id_pattern="off.*")
         assert [(t.transactional_id, t.transaction_state) for t in listed.transaction_states] == [
             ("offsets", "CompleteCommit")]
+
+
+def test_describe_producers(broker):
+    """DescribeProducers (61) as kafka-transactions.sh describe-producers / find-hanging ask:
+    every producer of the partition, its open transaction's first offset, and after the
+    coordinator's abort, the bumped epoch and the coordinator epoch of the marker."""
+    with KafkaRaw(broker.host, broker.port) as conn:
+        conn.create_topic("t", partitions=2)
+
+        def described(partitions=(0,), topic="t"):
+            response = conn.request(DESCRIBE_PRODUCERS, 0, topics=[dict(name=topic, partition_indexes=list(partitions))])
+            return {p.partition_index: (p.error_code, {s.producer_id: s for s in p.active_producers})
+                    for p in response.topics[0].partitions}
+
+        assert described((0, 1)) == {0: (ErrorCode.none, {}), 1: (ErrorCode.none, {})}
+        idempotent = conn.init_producer_id()
+        conn.produce("t", 0, make_batch([b"x", b"y"], producer_id=idempotent.producer_id, producer_epoch=0,
+                                        base_sequence=0))
+        txn = Txn(conn, "described")
+        assert txn.add("t") == ErrorCode.none
+        assert txn.produce("t", [b"a", b"b", b"c"]).base_offset == 2
+        error, producers = described()[0]
+        assert error == ErrorCode.none and set(producers) == {idempotent.producer_id, txn.pid}
+        plain = producers[idempotent.producer_id]
+        assert (plain.producer_epoch, plain.last_sequence, plain.coordinator_epoch,
+                plain.current_txn_start_offset) == (0, 1, -1, -1)
+        assert plain.last_timestamp > 0
+        open_txn = producers[txn.pid]
+        assert (open_txn.producer_epoch, open_txn.last_sequence, open_txn.current_txn_start_offset) == (txn.epoch, 2, 2)
+
+        assert txn.end(commit=False) == ErrorCode.none
+        ended = described()[0][1][txn.pid]
+        assert (ended.producer_epoch, ended.last_sequence, ended.coordinator_epoch,
+                ended.current_txn_start_offset) == (txn.epoch, 2, 0, -1)
+
+        # an unknown topic or partition, as Kafka answers
+        assert described((5,))[5][0] == ErrorCode.unknown_topic_or_partition
+        assert described((0,), topic="nope")[0][0] == ErrorCode.unknown_topic_or_partition

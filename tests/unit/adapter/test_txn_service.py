@@ -15,7 +15,7 @@ from rmqkafka.storage.clock import ManualClock
 from rmqkafka.storage.config import StorageConfig
 from rmqkafka.storage.offset_store import CommittedOffset
 from rmqkafka.storage.store import MessageStore
-from rmqkafka.storage.txn_index import ABORT, COMMIT, end_marker_type
+from rmqkafka.storage.txn_index import ABORT, COMMIT, end_marker
 
 BIG = 1 << 30
 
@@ -57,7 +57,7 @@ def test_marker_batch_is_kafkas_end_marker():
         info = record_batch.read_info(batch)
         assert info.is_control and info.attributes & record_batch.TRANSACTIONAL_BIT
         assert (info.producer_id, info.producer_epoch, info.records_count) == (5, 3, 1)
-        assert end_marker_type(batch) == kind
+        assert end_marker(batch) == (kind, 0)
         (record,) = list(DefaultRecordBatch(batch))
         assert record.key == struct.pack(">hh", 0, kind) and record.value == struct.pack(">hi", 0, 0)
 

@@ -186,3 +186,58 @@ def test_check_all_sees_earlier_batches_of_the_request_and_changes_nothing():
     with pytest.raises(InvalidProducerEpochError):
         table.check_all([info(1, 1, 0), info(1, 0, 2)], 2)
     assert table.snapshot() == before
+
+
+def marker_info(pid: int, epoch: int, timestamp: int = 0) -> BatchInfo:
+    """An end marker's header: control, no sequence."""
+    return BatchInfo(length=70, attributes=0x30, last_offset_delta=0, base_timestamp=timestamp,
+                     max_timestamp=timestamp, producer_id=pid, producer_epoch=epoch, base_sequence=-1,
+                     records_count=1)
+
+
+def test_a_marker_of_a_newer_epoch_fences_the_older_one():
+    """The coordinator bumps the epoch when it aborts (timeout, fencing): its marker moves
+    the producer to that epoch, as in Kafka."""
+    table = ProducerStateTable()
+    append(table, info(1, 0, 0, 3), 0)
+    table.end_transaction(marker_info(1, 1), 0)
+    with pytest.raises(InvalidProducerEpochError):
+        table.check(info(1, 0, 3))  # the zombie's next batch
+    with pytest.raises(InvalidProducerEpochError):
+        table.check(info(1, 0, 0, 3))  # and its retry
+    with pytest.raises(OutOfOrderSequenceError):
+        table.check(info(1, 1, 5))
+    assert append(table, info(1, 1, 0), 4) is None  # the new epoch starts at 0
+    assert table.check(info(1, 2, 0)) is None
+
+
+def test_a_marker_of_the_same_epoch_keeps_the_sequence():
+    table = ProducerStateTable()
+    append(table, info(1, 0, 0, 3), 0)
+    table.end_transaction(marker_info(1, 0), 0)
+    assert table.check(info(1, 0, 0, 3)) == 0  # a retry is still a duplicate
+    assert table.check(info(1, 0, 3)) is None
+    with pytest.raises(OutOfOrderSequenceError):
+        table.check(info(1, 0, 0))
+
+
+def test_described_fields_and_their_snapshot():
+    table = ProducerStateTable()
+    append(table, BatchInfo(100, 0, 1, 5, 9, 1, 0, 0, 2), 0)
+    append(table, info(2, 0, 0), 2)
+    entries = dict(table.entries())
+    assert (entries[1].last_timestamp, entries[1].coordinator_epoch) == (9, -1)
+    table.end_transaction(marker_info(1, 0, timestamp=20), 4)
+    assert (entries[1].last_timestamp, entries[1].coordinator_epoch, entries[1].last_sequence) == (20, 4, 1)
+    table.end_transaction(marker_info(3, 2, timestamp=30), 4)  # a marker of a producer never seen
+    restored = dict(ProducerStateTable.from_snapshot(json.loads(json.dumps(table.snapshot()))).entries())
+    assert [(e.epoch, e.last_sequence, e.last_timestamp, e.coordinator_epoch) for _, e in sorted(restored.items())] == [
+        (0, 1, 20, 4), (0, 0, 0, -1), (2, -1, 30, 4)]
+
+
+def test_a_snapshot_without_described_fields_still_loads():
+    """Checkpoints written before DescribeProducers held [epoch, last sequence, recent]."""
+    table = ProducerStateTable.from_snapshot({"7": [1, 4, [[3, 4, 10]]]})
+    entry = dict(table.entries())[7]
+    assert (entry.epoch, entry.last_sequence, entry.last_timestamp, entry.coordinator_epoch) == (1, 4, -1, -1)
+    assert table.check(info(7, 1, 3, 2)) == 10

@@ -460,7 +460,7 @@ async def test_checkpoint_records_a_consistent_position(stores, count_fsyncs):
     data = json.loads((stores.data_dir / "checkpoint.json").read_text())
     assert data["position"] == store.commitlog.end_position
     key = f"{store.topics.get('t').topic_id}/0"
-    assert data["producers"][key] == {"5": [0, 1, [[0, 1, 0]]]}
+    assert data["producers"][key] == {"5": [0, 1, [[0, 1, 0]], 1_700_000_000_001, -1]}
     assert len(count_fsyncs) == 1
     assert set(count_fsyncs[0]) >= {store.commitlog.segments[-1].fd}
     await stores.aclose(store)

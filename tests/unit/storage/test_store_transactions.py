@@ -20,18 +20,18 @@ import pytest
 from batches import BASE_TS, fix_crc, make_batch, values_of
 from rmqkafka.storage import record_batch as rb
 from rmqkafka.storage.batch_builder import zigzag_varint
-from rmqkafka.storage.errors import OffsetOutOfRangeError, OutOfOrderSequenceError
-from rmqkafka.storage.txn_index import ABORT, COMMIT, MAGIC, SLOT, SLOT_SIZE, VERSION, end_marker_type
+from rmqkafka.storage.errors import InvalidProducerEpochError, OffsetOutOfRangeError, OutOfOrderSequenceError
+from rmqkafka.storage.txn_index import ABORT, COMMIT, MAGIC, SLOT, SLOT_SIZE, VERSION, end_marker
 from storage_helpers import append, read_all, sync_checkpoint
 
 HW = 1 << 62  # an upper bound past any offset of these tests
 
 
-def marker(pid: int, epoch: int, kind: int, *, key: bytes | None = None) -> bytes:
+def marker(pid: int, epoch: int, kind: int, *, key: bytes | None = None, value: bytes | None = None) -> bytes:
     """An end-transaction control batch: one record, key (version 0, type), value
     (version 0, coordinator epoch); transactional and control bits, no sequence."""
     key = struct.pack(">hh", 0, kind) if key is None else key
-    value = struct.pack(">hi", 0, 7)
+    value = struct.pack(">hi", 0, 7) if value is None else value
     body = (b"\x00" + zigzag_varint(0) + zigzag_varint(0) + zigzag_varint(len(key)) + key
             + zigzag_varint(len(value)) + value + zigzag_varint(0))
     attrs = rb.TRANSACTIONAL_BIT | rb.CONTROL_BIT
@@ -84,14 +84,15 @@ async def started(stores, **kw):
 
 
 # -- markers ---------------------------------------------------------------------------------
-def test_end_marker_type():
-    assert end_marker_type(marker(1, 0, ABORT)) == ABORT
-    assert end_marker_type(marker(1, 0, COMMIT)) == COMMIT
-    assert end_marker_type(marker(1, 0, 2)) is None  # not a transaction marker
-    assert end_marker_type(marker(1, 0, ABORT, key=b"\x00")) is None  # key too short
-    assert end_marker_type(marker(1, 0, ABORT, key=struct.pack(">hh", -1, 0))) is None
-    assert end_marker_type(marker(1, 0, COMMIT, key=struct.pack(">hhh", 1, 0, 9))) == ABORT
-    assert end_marker_type(make_batch(1)) is None  # no key at all
+def test_end_marker():
+    assert end_marker(marker(1, 0, ABORT)) == (ABORT, 7)
+    assert end_marker(marker(1, 0, COMMIT)) == (COMMIT, 7)
+    assert end_marker(marker(1, 0, COMMIT, value=b"\x00\x00")) == (COMMIT, -1)  # value too short
+    assert end_marker(marker(1, 0, 2)) is None  # not a transaction marker
+    assert end_marker(marker(1, 0, ABORT, key=b"\x00")) is None  # key too short
+    assert end_marker(marker(1, 0, ABORT, key=struct.pack(">hh", -1, 0))) is None
+    assert end_marker(marker(1, 0, COMMIT, key=struct.pack(">hhh", 1, 0, 9))) == (ABORT, 7)
+    assert end_marker(make_batch(1)) is None  # no key at all
 
 
 # -- LSO and aborted transactions ------------------------------------------------------------
@@ -669,3 +670,22 @@ def test_retention_keeps_transactions_straddling_the_log_start(stores):
     assert not store.clean_start
     assert plog.last_stable_offset == plog.next_offset == end
     assert plog.aborted_transactions(cut, HW) == [(2, b_second), (4, d_first)]
+
+
+@pytest.mark.parametrize("reopen", ["close", "crash"])
+def test_markers_move_producer_state_and_it_survives_a_restart(stores, reopen):
+    """An end marker records its coordinator epoch and time for DescribeProducers, and a
+    marker of a bumped epoch fences the producer's older epoch, after a restart too."""
+    store = stores.open()
+    store.create_topic("t", 1, {})
+    a = Producer(1)
+    a.send(store, 2)
+    store.append_built("t", 0, marker(1, 1, ABORT))  # the coordinator aborted with epoch 1
+    getattr(stores, reopen)(store)
+    store = stores.open()
+    entry = dict(store.partition("t", 0).producers.entries())[1]
+    assert (entry.epoch, entry.last_sequence, entry.coordinator_epoch, entry.last_timestamp) == (1, -1, 7, BASE_TS)
+    with pytest.raises(InvalidProducerEpochError):
+        a.send(store)
+    a.epoch, a.seq = 1, 0
+    assert a.send(store) == 3
