@@ -387,3 +387,84 @@ def test_aiokafka_send_offsets_to_transaction(broker):
     committed = asyncio.run(run())
     assert committed == 3  # the last record (offset 2) + 1
     assert _values(broker, sink, "read_committed") == [b"S0", b"S1", b"S2"]
+
+
+def test_aborted_transactions_across_segment_rolls(broker_factory, tmp_path):
+    """Two transactional producers interleave on small commitlog segments (4 KiB), so
+    transactions start in one segment and end several later, aborted ones overlapping
+    committed ones. read_committed readers, from the start and from offsets inside aborted
+    transactions, get exactly the committed records in order, before and after kill -9."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    config = tmp_path / "server.properties"
+    config.write_text("log.segment.bytes=4096\n")
+    broker = broker_factory(config_file=config)
+    topic = "txn-rolls"
+    _admin_create(broker, topic, partitions=2)
+    a = _producer(broker, "tx-rolls-a")
+    b = _producer(broker, "tx-rolls-b")
+    committed: dict[int, list[tuple[int, bytes]]] = {0: [], 1: []}  # (offset, value)
+    pad = "x" * 200
+    for round_ in range(8):
+        a.begin_transaction()
+        b.begin_transaction()
+        sent: dict[str, list[tuple[int, int, bytes]]] = {"a": [], "b": []}
+        for i in range(12):
+            for name, producer in (("a", a), ("b", b)):
+                value = f"{name}{round_}-{i}-{pad}".encode()
+                producer.produce(topic, value, partition=i % 2, on_delivery=lambda err, msg, name=name: (
+                    sent[name].append((msg.partition(), msg.offset(), msg.value())) if err is None else None))
+            a.flush(10)
+            b.flush(10)
+        # a aborts every other round, b every third; the committing one ends last half the time
+        abort_a, abort_b = round_ % 2 == 0, round_ % 3 == 0
+        ends = [(a, abort_a, "a"), (b, abort_b, "b")]
+        for producer, abort, name in ends if round_ % 4 < 2 else reversed(ends):
+            if abort:
+                producer.abort_transaction(10)
+            else:
+                producer.commit_transaction(10)
+                for partition, offset, value in sent[name]:
+                    committed[partition].append((offset, value))
+    assert len(sent["a"]) == len(sent["b"]) == 12
+    expected = {p: [v for _, v in sorted(records)] for p, records in committed.items()}
+    segments = sorted((broker.data_dir / "commitlog").glob("*.log"))
+    assert len(segments) > 10, segments
+
+    def read_committed(partition: int, start: int) -> list[bytes]:
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "rolls",
+                             "isolation.level": "read_committed", "enable.auto.commit": False,
+                             "fetch.max.bytes": 2048, "message.max.bytes": 1000,
+                             "max.partition.fetch.bytes": 1024})
+        consumer.assign([TopicPartition(topic, partition, start)])
+        out: list[bytes] = []
+        try:
+            _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), 10)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                msg = consumer.poll(0.2)
+                if msg is not None:
+                    assert msg.error() is None, msg.error()
+                    out.append((msg.offset(), msg.value()))
+                if consumer.position([TopicPartition(topic, partition)])[0].offset >= high:
+                    break
+        finally:
+            consumer.close()
+        return out
+
+    def check() -> None:
+        for partition in (0, 1):
+            got = read_committed(partition, 0)
+            assert [v for _, v in got] == expected[partition]
+            # start inside the aborted and committed transactions too: the records of
+            # committed ones from there on, and no aborted record
+            offsets = [o for o, _ in got]
+            for start in (3, 17, 40, 77, 101):
+                tail = [v for o, v in got if o >= start]
+                assert [v for _, v in read_committed(partition, start)] == tail, (partition, start)
+            assert len(set(offsets)) == len(offsets)
+
+    check()
+    broker.kill()
+    broker.restart(same_port=True)
+    check()
