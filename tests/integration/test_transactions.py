@@ -412,7 +412,7 @@ def test_aborted_transactions_across_segment_rolls(broker_factory, tmp_path):
         for i in range(12):
             for name, producer in (("a", a), ("b", b)):
                 value = f"{name}{round_}-{i}-{pad}".encode()
-                producer.produce(topic, value, partition=i % 2, on_delivery=lambda err, msg, name=name: (
+                producer.produce(topic, value, partition=i % 2, on_delivery=lambda err, msg, name=name, sent=sent: (
                     sent[name].append((msg.partition(), msg.offset(), msg.value())) if err is None else None))
             a.flush(10)
             b.flush(10)

@@ -710,3 +710,60 @@ def test_batch_reads_delayed_and_timed_records(spark: Any, bootstrap: str) -> No
     rows = reader(spark, bootstrap, name, startingOffsets="earliest", endingOffsets="latest").load().collect()
     assert sorted(bytes(r["value"]) for r in rows) == sorted(b"v%d" % i for i in range(60))
     assert sorted(r["offset"] for r in rows if int(bytes(r["value"])[1:]) % 3 == 0) == list(range(0, 60, 3))
+
+
+def test_read_committed_batch_and_stream(spark: Any, bootstrap: str, tmp_path: Path) -> None:
+    """kafka.isolation.level=read_committed with failOnDataLoss=true: the Java consumer skips
+    aborted records and markers; batch and streaming reads end at the last stable offset
+    while a transaction is open and read its records once it commits; read_uncommitted sees
+    every data record."""
+    from confluent_kafka import Producer
+
+    name = f"spark-txn-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, name, partitions=2)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{name}-tx", "linger.ms": 5})
+    producer.init_transactions(30)
+    committed: list[bytes] = []
+    everything: list[bytes] = []
+    for r in range(6):
+        producer.begin_transaction()
+        values = [b"%d-%d" % (r, i) for i in range(10)]
+        for i, value in enumerate(values):
+            producer.produce(name, value, partition=i % 2)
+        producer.flush(30)  # abort_transaction purges what is not sent yet
+        everything += values
+        if r % 3 == 1:
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+            committed += values
+    producer.begin_transaction()
+    pending = [b"pending-%d" % i for i in range(6)]
+    for i, value in enumerate(pending):
+        producer.produce(name, value, partition=i % 2)
+    producer.flush(30)
+
+    def values(df: Any) -> list[bytes]:
+        return sorted(bytes(r["value"]) for r in df.collect())
+
+    rc = {"kafka.isolation.level": "read_committed"}
+    batch = {"startingOffsets": "earliest", "endingOffsets": "latest"}
+    assert values(reader(spark, bootstrap, name, **batch, **rc).load()) == sorted(committed)
+    assert values(reader(spark, bootstrap, name, **batch).load()) == sorted(everything + pending)
+
+    got: list[bytes] = []
+    checkpoint = str(tmp_path / "checkpoint")
+
+    def run() -> list[bytes]:
+        got.clear()
+        run_available_now(
+            stream_reader(spark, bootstrap, name, **rc).load()
+            .writeStream.foreachBatch(lambda b, _id: got.extend(bytes(r["value"]) for r in b.collect()))
+            .option("checkpointLocation", checkpoint)
+        )
+        return sorted(got)
+
+    assert run() == sorted(committed)
+    producer.commit_transaction(30)
+    assert values(reader(spark, bootstrap, name, **batch, **rc).load()) == sorted(committed + pending)
+    assert run() == sorted(pending)

@@ -626,6 +626,59 @@ def test_delayed_and_timed_records_read_like_any_records(spark: Any, broker: Any
         assert "PARKED_AT" in names and "DELAY" not in names and "TIMER_DELAY_MS" not in names
 
 
+def _transactions(bootstrap: str, name: str, txn_id: str, rounds: range) -> tuple[list[bytes], list[bytes], Any]:
+    """Transactions of 10 records over 2 partitions: round r commits unless r % 3 == 1; then
+    one more transaction left open. (committed values, aborted values, producer)"""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5})
+    producer.init_transactions(30)
+    committed: list[bytes] = []
+    aborted: list[bytes] = []
+    for r in rounds:
+        producer.begin_transaction()
+        values = [b"%s-%d-%d" % (txn_id.encode(), r, i) for i in range(10)]
+        for i, value in enumerate(values):
+            producer.produce(name, value, partition=i % 2)
+        producer.flush(30)  # abort_transaction purges what is not sent yet
+        if r % 3 == 1:
+            producer.abort_transaction(30)
+            aborted += values
+        else:
+            producer.commit_transaction(30)
+            committed += values
+    return committed, aborted, producer
+
+
+def test_read_committed_batch_and_stream(spark: Any, broker: Any, topic: Any, tmp_path: Path) -> None:
+    """kafka.isolation.level=read_committed: batch and streaming reads see committed records
+    only, end at the last stable offset while a transaction is open, and pick up its records
+    once it commits; read_uncommitted sees every data record (markers never)."""
+    name = topic(2)
+    committed, aborted, producer = _transactions(broker.bootstrap_servers, name, f"{name}-tx", range(6))
+    producer.begin_transaction()
+    pending = [b"pending-%d" % i for i in range(6)]
+    for i, value in enumerate(pending):
+        producer.produce(name, value, partition=i % 2)
+    producer.flush(30)
+
+    def values(df: Any) -> list[bytes]:
+        return sorted(bytes(r["value"]) for r in df.collect())
+
+    rc = {"kafka.isolation.level": "read_committed"}
+    assert values(reader(spark, broker, subscribe=name, **rc).load()) == sorted(committed)
+    assert values(reader(spark, broker, subscribe=name).load()) == sorted(committed + aborted + pending)
+    checkpoint = tmp_path / "rc"
+    first = flat(run_available_now(stream_reader(spark, broker, subscribe=name, startingOffsets="earliest", **rc).load(),
+                                   checkpoint))
+    assert sorted(r.value for r in first) == sorted(committed)
+
+    producer.commit_transaction(30)
+    assert values(reader(spark, broker, subscribe=name, **rc).load()) == sorted(committed + pending)
+    second = flat(run_available_now(stream_reader(spark, broker, subscribe=name, **rc).load(), checkpoint))
+    assert sorted(r.value for r in second) == sorted(pending)
+
+
 # --- errors ---------------------------------------------------------------------------------
 
 
