@@ -9,7 +9,6 @@ it appends and reads batches.
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -23,7 +22,8 @@ from rmqkafka.storage.topics import TopicMeta
 
 from .config import SemanticsConfig
 from .filters import FilterKind
-from .scheduler import RETRY_PREFIX, SYSTEM_TOPICS as SCHEDULER_TOPICS, Scheduler
+from .scheduler import RETRY_PREFIX, Scheduler
+from .scheduler import SYSTEM_TOPICS as SCHEDULER_TOPICS
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"  # adapter.transactions.state_log.TOPIC
 # Topics only the broker writes and that listings leave out: the scheduler's and the
@@ -44,7 +44,7 @@ class SystemTopicError(Exception):
 
 # Uncompressed batches without these bytes carry no scheduling header: no record is parsed
 # for one (parking.py names the headers).
-_SCHEDULING_BYTES = re.compile(rb"DELAY|TIMER_")
+_SCHEDULING_NAMES = (b"DELAY", b"TIMER_")
 
 
 class Semantics:
@@ -228,7 +228,9 @@ class Semantics:
 def _may_schedule(records: Buffer) -> bool:
     """Whether a request's record set may hold a scheduling header: the header names occur in
     its bytes, or a batch is compressed (its bytes say nothing)."""
-    if _SCHEDULING_BYTES.search(records) is not None:
+    data = records if isinstance(records, bytes) else bytes(records)
+    # substring tests run at memchr speed, several times faster than a regex alternation
+    if any(name in data for name in _SCHEDULING_NAMES):
         return True
     view = memoryview(records)
     position = 0
