@@ -447,26 +447,40 @@ class GroupCoordinator:
 
     # -- offsets ---------------------------------------------------------------------------
     def check_commit(
-        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+        transactional: bool = False,
     ) -> ErrorCode:
-        """Whether an OffsetCommit from this member and generation may be applied."""
+        """Whether an OffsetCommit (or, ``transactional``, a TxnOffsetCommit) from this member
+        and generation may be applied: Kafka's validateOffsetCommit for classic groups.
+
+        A commit naming a generation, a member or an instance must come from a current
+        member of that generation. A group unknown here (never joined here, or its members
+        forgotten by a restart: membership is not persisted) is an older generation for
+        OffsetCommit; TxnOffsetCommit treats it as an empty group, whose members are unknown
+        (so a zombie of a forgotten generation is fenced, KIP-447). Without any of the three,
+        a "simple" consumer's commit is accepted unless the group has members (OffsetCommit
+        only: older TxnOffsetCommit versions carry none of them).
+        """
         if not group_id:
             return ErrorCode.invalid_group_id
         group = self.groups.get(group_id)
-        if group is None or not group.members:
-            # A "simple" consumer (assign + commit) of a group without members.
-            if generation_id < 0 or group is None:
-                return ErrorCode.none
-            return ErrorCode.illegal_generation if member_id else ErrorCode.none
-        try:
-            group, _ = self._member(group_id, member_id, group_instance_id)
-        except GroupError as exc:
-            return exc.code
-        if generation_id != group.generation_id:
+        if group is None and generation_id >= 0 and not transactional:
             return ErrorCode.illegal_generation
-        if group.state is GroupState.COMPLETING_REBALANCE:
-            return ErrorCode.rebalance_in_progress
-        group.members[member_id].last_seen = self._clock.monotonic()
+        if group is not None and group.state is GroupState.DEAD:
+            return ErrorCode.coordinator_not_available
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            try:
+                group, member = self._member(group_id, member_id, group_instance_id)
+            except GroupError as exc:
+                return exc.code
+            if generation_id != group.generation_id:
+                return ErrorCode.illegal_generation
+            if not transactional and group.state is GroupState.COMPLETING_REBALANCE:
+                return ErrorCode.rebalance_in_progress
+            member.last_seen = self._clock.monotonic()
+            return ErrorCode.none
+        if not transactional and group is not None and group.members:
+            return ErrorCode.unknown_member_id
         return ErrorCode.none
 
     async def commit(self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset]) -> None:

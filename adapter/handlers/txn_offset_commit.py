@@ -2,8 +2,8 @@
 
 KIP-447 (v3+): a request naming a generation or a member is checked against the group as
 an OffsetCommit is (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID), except that
-a rebalance in progress does not refuse it, as in Kafka; one naming neither is accepted for
-any group. Unknown partitions are UNKNOWN_TOPIC_OR_PARTITION, metadata too long
+a rebalance in progress does not refuse it and a group unknown here is an empty one (its
+members unknown), as in Kafka; one naming neither is accepted for any group. Unknown partitions are UNKNOWN_TOPIC_OR_PARTITION, metadata too long
 OFFSET_METADATA_TOO_LARGE; the transaction's own errors (INVALID_PRODUCER_ID_MAPPING,
 INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE when AddOffsetsToTxn was not called) are every
 partition's.
@@ -23,15 +23,8 @@ API_KEY = 28
 
 
 def _group_error(ctx: BrokerContext, body) -> ErrorCode:
-    generation = getattr(body, "generation_id", -1)
-    member_id = getattr(body, "member_id", "")
-    if not body.group_id:
-        return ErrorCode.invalid_group_id
-    if generation < 0 and not member_id:
-        return ErrorCode.none
-    code = ctx.groups.check_commit(body.group_id, generation, member_id,
-                                   getattr(body, "group_instance_id", None))
-    return ErrorCode.none if code is ErrorCode.rebalance_in_progress else code
+    return ctx.groups.check_commit(body.group_id, getattr(body, "generation_id", -1), getattr(body, "member_id", ""),
+                                   getattr(body, "group_instance_id", None), transactional=True)
 
 
 async def handle(ctx: BrokerContext, request: Request):

@@ -11,7 +11,7 @@ from rmqkafka.storage.batch_builder import marker_batch
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
-OFFSET_FETCH, DESCRIBE_PRODUCERS, DESCRIBE_TXNS, LIST_TXNS = 9, 61, 65, 66
+OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_PRODUCERS, DESCRIBE_TXNS, LIST_TXNS = 8, 9, 61, 65, 66
 LATEST = -1
 
 
@@ -166,6 +166,36 @@ def test_txn_offsets_describe_and_list(broker):
                               transactional_id_pattern="off.*")
         assert [(t.transactional_id, t.transaction_state) for t in listed.transaction_states] == [
             ("offsets", "CompleteCommit")]
+
+
+def test_txn_offset_commit_of_a_zombie_is_fenced(broker):
+    """KIP-447: a TxnOffsetCommit naming a generation or member of a group this broker does
+    not know (its membership is not persisted, so a restart forgets it) is UNKNOWN_MEMBER_ID,
+    as for Kafka's empty group; OffsetCommit gets ILLEGAL_GENERATION."""
+    with KafkaRaw(broker.host, broker.port) as conn:
+        conn.create_topic("z", partitions=1)
+        txn = Txn(conn, "zombie")
+        assert conn.request(ADD_OFFSETS, 3, transactional_id="zombie", producer_id=txn.pid,
+                            producer_epoch=txn.epoch, group_id="forgotten").error_code == ErrorCode.none
+        topics = [dict(name="z", partitions=[dict(partition_index=0, committed_offset=5, committed_leader_epoch=-1,
+                                                  committed_metadata="")])]
+
+        def txn_commit(generation: int, member: str) -> ErrorCode:
+            response = conn.request(TXN_OFFSET_COMMIT, 3, transactional_id="zombie", group_id="forgotten",
+                                    producer_id=txn.pid, producer_epoch=txn.epoch, generation_id=generation,
+                                    member_id=member, group_instance_id=None, topics=topics)
+            return response.topics[0].partitions[0].error_code
+
+        assert txn_commit(5, "zombie-member") == ErrorCode.unknown_member_id
+        assert txn_commit(5, "") == ErrorCode.unknown_member_id
+        response = conn.request(OFFSET_COMMIT, 8, group_id="forgotten", generation_id_or_member_epoch=5,
+                                member_id="zombie-member", group_instance_id=None, topics=[
+                                    dict(name="z", partitions=[dict(partition_index=0, committed_offset=5,
+                                                                    committed_leader_epoch=-1,
+                                                                    committed_metadata="")])])
+        assert response.topics[0].partitions[0].error_code == ErrorCode.illegal_generation
+        assert txn_commit(-1, "") == ErrorCode.none  # no group management: accepted
+        assert txn.end(commit=True) == ErrorCode.none
 
 
 def test_describe_producers(broker):

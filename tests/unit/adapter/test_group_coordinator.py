@@ -273,6 +273,39 @@ async def test_commit_rules(coordinator):
     assert coordinator.check_commit("g", -1, "", None) is ErrorCode.unknown_member_id
 
 
+async def test_commit_rules_of_unknown_and_empty_groups(coordinator):
+    """Kafka's validateOffsetCommit: a commit naming a generation or a member must come from
+    a current member. A group this coordinator does not know (never joined here, or a broker
+    restart forgot its members) is an older generation for OffsetCommit, and for
+    TxnOffsetCommit an empty group the member is not in (KIP-447's zombie fencing)."""
+    offsets = {("t", 0): CommittedOffset(5, -1, "m", 0)}
+    assert coordinator.check_commit("unknown", 5, "zombie", None) is ErrorCode.illegal_generation
+    assert coordinator.check_commit("unknown", 5, "", None) is ErrorCode.illegal_generation
+    assert coordinator.check_commit("unknown", -1, "zombie", None) is ErrorCode.unknown_member_id
+    assert coordinator.check_commit("unknown", 5, "zombie", None, transactional=True) is ErrorCode.unknown_member_id
+    assert coordinator.check_commit("unknown", 5, "", None, transactional=True) is ErrorCode.unknown_member_id
+    assert coordinator.check_commit("unknown", -1, "", "instance", transactional=True) is ErrorCode.unknown_member_id
+    assert coordinator.check_commit("unknown", -1, "", None, transactional=True) is ErrorCode.none
+    assert coordinator.check_commit("unknown", -1, "", None) is ErrorCode.none
+    await coordinator.commit("empty", offsets)  # a group with offsets and no members
+    assert coordinator.check_commit("empty", 3, "stale-member", None) is ErrorCode.unknown_member_id
+    assert coordinator.check_commit("empty", 3, "", None) is ErrorCode.unknown_member_id
+    assert coordinator.check_commit("empty", 3, "stale-member", None, transactional=True) is ErrorCode.unknown_member_id
+    assert coordinator.check_commit("empty", -1, "", None) is ErrorCode.none
+
+
+async def test_txn_commit_rules_of_a_live_group(coordinator):
+    a = await join_new(coordinator)
+    await join(coordinator, member_id=a)
+    # Kafka answers REBALANCE_IN_PROGRESS only to OffsetCommit while the group completes its
+    # rebalance; a transactional commit of the current generation is accepted
+    assert coordinator.check_commit("g", 1, a, None, transactional=True) is ErrorCode.none
+    assert coordinator.check_commit("g", 0, a, None, transactional=True) is ErrorCode.illegal_generation
+    assert coordinator.check_commit("g", 1, "stranger", None, transactional=True) is ErrorCode.unknown_member_id
+    # no generation and no member: older TxnOffsetCommit versions carry neither
+    assert coordinator.check_commit("g", -1, "", None, transactional=True) is ErrorCode.none
+
+
 async def test_delete_and_list(coordinator):
     a = await join_new(coordinator)
     await join(coordinator, member_id=a)
