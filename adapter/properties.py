@@ -53,6 +53,12 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
 ``timerRollWindowSlot``             timing-wheel window in slots (default 2 days of slots)
 ``maxReconsumeTimes``               retries before a nacked record goes to the dead-letter
                                     topic (default 16; per group: ``rmq.max.reconsume.times``)
+``transactionCheckInterval``        ms between passes of the half-message check service
+                                    (default 30000, RocketMQ 5's)
+``transactionTimeOut``              ms a half message waits before its producer group is
+                                    asked (default 6000)
+``transactionCheckMax``             checks before an undecided half message is rolled back
+                                    (default 15)
 =================================== ==========================================================
 
 Precedence, highest first: command-line overrides (host, port, data_dir, flush), the file,
@@ -120,6 +126,9 @@ KNOWN_KEYS = frozenset(
         "timerPrecisionMs",
         "timerRollWindowSlot",
         "maxReconsumeTimes",
+        "transactionCheckInterval",
+        "transactionTimeOut",
+        "transactionCheckMax",
     }
 )
 
@@ -454,6 +463,9 @@ def build_config(
         "timer_precision_ms": p.integer("timerPrecisionMs", minimum=1),
         "timer_wheel_slots": p.integer("timerRollWindowSlot", minimum=2),
         "max_reconsume_times": p.integer("maxReconsumeTimes", minimum=0),
+        "transaction_check_interval_ms": p.integer("transactionCheckInterval", minimum=1),
+        "transaction_timeout_ms": p.integer("transactionTimeOut", minimum=0),
+        "transaction_check_max": p.integer("transactionCheckMax", minimum=0),
     }
     precision = semantics_kwargs["timer_precision_ms"]
     if isinstance(precision, int) and precision > 60_000:

@@ -32,3 +32,11 @@ class SemanticsConfig:
     # maxReconsumeTimes: retries before a nacked record goes to the group's dead-letter topic;
     # a group overrides it with the topic config rmq.max.reconsume.times on rmq_retry.<group>.
     max_reconsume_times: int = 16
+    # RocketMQ transaction messages (half messages), RocketMQ 5's keys and defaults, in ms:
+    # transactionCheckInterval: how often the check service looks for undecided half messages;
+    # transactionTimeOut: how old a half message must be before its producer group is asked
+    # (a message's CHECK_IMMUNITY_TIME_IN_SECONDS header raises it for that message);
+    # transactionCheckMax: checks before an undecided half message is rolled back.
+    transaction_check_interval_ms: int = 30_000
+    transaction_timeout_ms: int = 6_000
+    transaction_check_max: int = 15

@@ -46,10 +46,14 @@ from rmqkafka.storage.errors import InvalidRecordError
 from rmqkafka.storage.store import MessageStore
 
 from .config import SemanticsConfig
+from .half_messages import HalfMessages
+from .half_records import Intent
 from .park_replay import ParkReplay, Where
 from .parked_reader import ParkedReader
 from .parked_records import (
     PARKED_FROM,
+    TIMER_OUT_MS,
+    build_batch,
     delivered_batch,
     due_of,
     header,
@@ -108,6 +112,7 @@ class Scheduler:
         self._task: asyncio.Task | None = None
         self.counters = {"delivered": 0, "dropped": 0, "dead_lettered": 0, "cancelled": 0}
         self._saved_read_slots: deque[int] = deque(maxlen=2)
+        self.halves = HalfMessages(config, store, clock, self._deliver_committed, SYSTEM_TOPICS)
 
     # -- DerivedState ----------------------------------------------------------------------
     def snapshot(self) -> object:
@@ -118,6 +123,7 @@ class Scheduler:
             "levels": {str(p): n for p, n in self._level_next.items()},
             "level_cancelled": sorted(self._level_cancelled),
             "timers": self._timers.state(),
+            "halves": self.halves.snapshot(),
         }
 
     def dirty_fds(self) -> list[int]:
@@ -130,6 +136,7 @@ class Scheduler:
         self._level_cancelled = {(int(p), int(o)) for p, o in state.get("level_cancelled", [])}
         self._timers.restore(state.get("timers"), self.clock.now_ms())
         self._replay = ParkReplay(self._cancel, self._replayed_delivery)
+        self.halves.restore(state.get("halves"))
 
     def codes(self, topic: str, partition: int, batch: bytes) -> list[int] | None:
         """Consume-queue codes of a replayed batch of a system topic: its due times."""
@@ -138,6 +145,7 @@ class Scheduler:
         return [due_of(record) for record in record_batch.read_records(batch)]
 
     def replay(self, topic: str, partition: int, batch: bytes) -> None:
+        self.halves.replay(topic, partition, batch)
         if topic in SYSTEM_TOPICS:
             records = record_batch.read_records(batch)
             if records and header(records[0], PARKED_FROM) is not None:
@@ -186,6 +194,7 @@ class Scheduler:
 
     def recovered(self) -> None:
         self._replay.orphaned()
+        self.halves.recovered()
         self._ensure_system_topics()
         self._timers.open(self.store.partition(TIMER_TOPIC, 0), fresh=self._fresh,
                           clean=self.store.clean_start)
@@ -204,6 +213,7 @@ class Scheduler:
     def begin(self) -> None:
         """Forget selections of a request that was refused before it was written."""
         self._selections.clear()
+        self.halves.begin()
 
     def select(self, topic: str, partition: int, records: list, transactional: bool = False) -> list[int]:
         if topic.startswith(RETRY_PREFIX):
@@ -212,45 +222,63 @@ class Scheduler:
                     f"{topic} takes no transactional batches: a nack parked in a transaction "
                     "that aborts would still be retried")
             return list(range(len(records)))
+        intents = self.halves.classify(topic, records, transactional)
         now = self.clock.now_ms()
         levels, max_ms = self.config.delay_levels_ms, self.config.timer_max_delay_sec * 1000
         taken: list[int] = []
-        parks: list[Park] = []
+        kinds: list[Park | Intent] = []
         for i, record in enumerate(records):
             headers = record.headers
             if headers:
-                park = scheduling_of(headers, now, levels, max_ms)
-                if park is not None:
+                park = scheduling_of(headers, now, levels, max_ms)  # validates a half's delay too
+                intent = intents.get(i)
+                if intent is not None:
                     taken.append(i)
-                    parks.append(park)
+                    kinds.append(intent)
+                elif park is not None:
+                    taken.append(i)
+                    kinds.append(park)
         if taken and transactional:
             raise InvalidRecordError(
                 "scheduling headers (DELAY, TIMER_*) are not accepted in transactional batches: a "
                 "parked record would be delivered even if its transaction aborted")
         if taken:
-            self._selections.append(parks)
+            self._selections.append(kinds)
         return taken
 
     def park(self, topic: str, partition: int, placed: list[tuple[int, object]]) -> None:
+        """Half messages, then delayed records: the batch's parks right before the batch, in
+        the order the replays expect (park_replay.py). End records take effect once the
+        batch is written (``written``)."""
         self._last_parked = []
         if topic.startswith(RETRY_PREFIX):
             self._park_retries(topic, partition, placed)
-        else:
-            parks = self._selections.popleft()
-            by_level: dict[int | None, list[int]] = {}
-            for i, park in enumerate(parks):
-                by_level.setdefault(park.level, []).append(i)
-            for level, indices in by_level.items():
-                items = [placed[i] for i in indices]
-                dues = [parks[i].due_ms for i in indices]
-                if level is None:
-                    self._park_timers(items, dues, topic, partition, topic, partition)
-                else:
-                    self._park_level(level, items, dues[0], topic, partition)
+            self._wake()
+            return
+        kinds = self._selections.popleft()
+        self.halves.defer_ends([kind for kind in kinds if isinstance(kind, Intent) and kind.end])
+        self.halves.park(topic, partition,
+                         [item for kind, item in zip(kinds, placed) if isinstance(kind, Intent) and not kind.end])
+        parks = [kind for kind in kinds if isinstance(kind, Park)]
+        delayed = [item for kind, item in zip(kinds, placed) if isinstance(kind, Park)]
+        by_level: dict[int | None, list[int]] = {}
+        for i, park in enumerate(parks):
+            by_level.setdefault(park.level, []).append(i)
+        for level, indices in by_level.items():
+            items = [delayed[i] for i in indices]
+            dues = [parks[i].due_ms for i in indices]
+            if level is None:
+                self._park_timers(items, dues, topic, partition, topic, partition)
+            else:
+                self._park_level(level, items, dues[0], topic, partition)
         self._wake()
+
+    def written(self) -> None:
+        self.halves.written()
 
     def abandon(self) -> None:
         """The batch the last park came from was not written: cancel what was parked."""
+        self.halves.abandon()
         for system, partition, base, count in self._last_parked:
             for offset in range(base, base + count):
                 self._cancel((system, partition, offset))
@@ -442,6 +470,28 @@ class Scheduler:
         self.store.append_built(real[0], real[1], delivered_batch(parked), **options)
         self.counters["delivered"] += len(parked)
 
+    def _deliver_committed(self, record, headers: list, topic: str, partition: int) -> None:
+        """A committed half message: to its partition now, or parked for its DELAY /
+        TIMER_* (counted from the commit, as RocketMQ delays a committed message)."""
+        meta = self.store.topics.get(topic)
+        if meta is None or not 0 <= partition < meta.partitions:
+            log.warning("committed half message dropped: its partition %s-%d no longer exists", topic, partition)
+            self.counters["dropped"] += 1
+            return
+        now = self.clock.now_ms()
+        park = scheduling_of(headers, now, self.config.delay_levels_ms, self.config.timer_max_delay_sec * 1000)
+        if park is None:
+            batch = build_batch([(record.timestamp, record.key, record.value, headers)])
+            self.store.append_built(topic, partition, batch, **self._delivery_options(meta.configs))
+            return
+        batch = build_batch([(record.timestamp, record.key, record.value,
+                              [*headers, (TIMER_OUT_MS, b"%d" % park.due_ms)])])
+        if park.level is None:
+            self._append_timers(batch, [park.due_ms])
+        else:
+            self.store.append_built(SCHEDULE_TOPIC, park.level - 1, batch, [park.due_ms])
+        self._wake()
+
     # -- status ----------------------------------------------------------------------------
     def status(self) -> dict:
         """What ``rmqk delays`` shows: per level its delay, depth and next due time; timers
@@ -488,6 +538,7 @@ class Scheduler:
     async def _run(self) -> None:
         assert self._wakeup is not None
         last_cleanup = 0
+        last_check = self.clock.now_ms()
         while True:
             self._wakeup.clear()
             try:
@@ -496,6 +547,14 @@ class Scheduler:
                 log.exception("scheduled delivery failed; retrying in 1 s")
                 wake = self.clock.now_ms() + 1000
             now = self.clock.now_ms()
+            interval = self.config.transaction_check_interval_ms
+            if now - last_check >= interval:
+                last_check = now
+                try:
+                    self.halves.check_pass(now)
+                except Exception:  # a check bug must not stop deliveries
+                    log.exception("half-message check pass failed")
+            wake = min(wake, last_check + interval) if wake is not None else last_check + interval
             if now - last_cleanup > CLEANUP_INTERVAL_MS and len(self._saved_read_slots) == 2:
                 self._timers.index.delete_processed(self._saved_read_slots[0])
                 last_cleanup = now

@@ -22,13 +22,15 @@ from rmqkafka.storage.topics import TopicMeta
 
 from .config import SemanticsConfig
 from .filters import FilterKind
+from .half_messages import SYSTEM_TOPICS as HALF_TOPICS
+from .half_records import NEEDLES as HALF_NEEDLES
 from .scheduler import RETRY_PREFIX, Scheduler
 from .scheduler import SYSTEM_TOPICS as SCHEDULER_TOPICS
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"  # adapter.transactions.state_log.TOPIC
-# Topics only the broker writes and that listings leave out: the scheduler's and the
-# transaction coordinator's state log.
-SYSTEM_TOPICS = SCHEDULER_TOPICS | {TRANSACTION_STATE_TOPIC}
+# Topics only the broker writes and that listings leave out: the scheduler's, the half and
+# op topics of RocketMQ transaction messages, and the transaction coordinator's state log.
+SYSTEM_TOPICS = SCHEDULER_TOPICS | HALF_TOPICS | {TRANSACTION_STATE_TOPIC}
 from .view_arrivals import ArrivalTest, arrival_test
 from .view_reader import ReadResult, first_match_at_or_after, read_view
 from .views import SourceInUseError, View, ViewError, ViewExistsError, ViewRegistry
@@ -42,9 +44,9 @@ class SystemTopicError(Exception):
     """A client write to, or deletion of, a system topic (the schedule and timer topics)."""
 
 
-# Uncompressed batches without these bytes carry no scheduling header: no record is parsed
-# for one (parking.py names the headers).
-_SCHEDULING_NAMES = (b"DELAY", b"TIMER_")
+# Uncompressed batches without these bytes carry no scheduling or transaction-message header:
+# no record is parsed for one (parking.py and half_records.py name the headers).
+_SCHEDULING_NAMES = (b"DELAY", b"TIMER_", *HALF_NEEDLES)
 
 
 class Semantics:

@@ -106,6 +106,11 @@ class Diverter(Protocol):
 
     def park(self, topic: str, partition: int, placed: list[tuple[int, object]]) -> None: ...
 
+    def written(self) -> None:
+        """The batch the last ``park`` came from is in the commitlog and indexed: what must
+        happen only once it is (and may append to any partition, this one included)
+        happens now."""
+
     def abandon(self) -> None:
         """The batch the last ``park`` came from could not be written."""
 
@@ -493,6 +498,9 @@ class MessageStore:
             if append_time is not None:
                 info = record_batch.read_info(parts[0])
             plog.dispatch(position, info, base, offset_codes, batch)
+            if out:
+                assert diverter is not None
+                diverter.written()
             end_position = self.commitlog.end_position
             if first_base is None:
                 first_base = base

@@ -2,6 +2,10 @@
 
 The system topics SCHEDULE_TOPIC_XXXX and rmq_sys_wheel_timer also answer a read-only
 ``rmq.scheduler.status``: the delay scheduler's state as JSON (``rmqk delays`` reads it).
+RMQ_SYS_TRANS_HALF_TOPIC answers ``rmq.transaction.half.status`` (counters, the pending count
+and the oldest 1000 pending half messages) and, asked by name only,
+``rmq.transaction.half.<group>/<UNIQ_KEY>``: one pending half message, or null
+(``rmqk transactions half list|describe`` read them).
 
 A subscription view answers its definition instead of topic configs (adapter/view_configs.py):
 ``rmq.view.source`` and ``rmq.view.tags`` | ``rmq.view.sql`` as DYNAMIC_TOPIC_CONFIG, the
@@ -15,6 +19,7 @@ import json
 
 from kio.schema.errors import ErrorCode
 
+from rmqkafka.rmqsemantics.half_records import HALF_TOPIC
 from rmqkafka.rmqsemantics.scheduler import SYSTEM_TOPICS
 
 from ..codec import Request, response_type
@@ -37,6 +42,13 @@ _STATUS_DOC = (
     "Read-only, on the system topics SCHEDULE_TOPIC_XXXX and rmq_sys_wheel_timer: the delay "
     "scheduler's state as JSON (per level: delay, depth, next due time; timers pending per due "
     "hour; delivery counters). What `rmqk delays` shows."
+)
+HALF_STATUS = "rmq.transaction.half.status"
+HALF_ONE = "rmq.transaction.half."  # + group/UNIQ_KEY
+_HALF_DOC = (
+    "Read-only, on RMQ_SYS_TRANS_HALF_TOPIC: RocketMQ transaction messages as JSON (counters, "
+    "pending count, the oldest 1000 pending half messages with age and checks); "
+    "rmq.transaction.half.<group>/<UNIQ_KEY>, asked by name, is one pending half message or null."
 )
 TOPIC = 2
 BROKER = 4
@@ -137,10 +149,17 @@ async def handle(ctx: BrokerContext, request: Request):
             ]
             if meta.name in SYSTEM_TOPICS and (keys is None or STATUS in keys):
                 value = json.dumps(ctx.semantics.scheduler.status(), sort_keys=True)
-                result["configs"].append(
-                    _entry(STATUS, value, DEFAULT_CONFIG, "STRING", _STATUS_DOC if docs else None, True,
-                           [(STATUS, value, DEFAULT_CONFIG)] if synonyms else [])
-                )
+                result["configs"].append(_read_only(STATUS, value, _STATUS_DOC, docs, synonyms))
+            if meta.name == HALF_TOPIC:
+                halves = ctx.semantics.scheduler.halves
+                if keys is None or HALF_STATUS in keys:
+                    value = json.dumps(halves.status(), sort_keys=True)
+                    result["configs"].append(_read_only(HALF_STATUS, value, _HALF_DOC, docs, synonyms))
+                for key in keys or ():
+                    if key.startswith(HALF_ONE) and key != HALF_STATUS and "/" in key:
+                        group, uniq_key = key[len(HALF_ONE):].split("/", 1)
+                        value = json.dumps(halves.find(group, uniq_key), sort_keys=True)
+                        result["configs"].append(_read_only(key, value, _HALF_DOC, docs, synonyms))
         elif resource.resource_type == BROKER:
             if resource.resource_name not in ("", str(ctx.config.node_id)):
                 result["error_code"] = ErrorCode.invalid_request
@@ -163,3 +182,8 @@ async def handle(ctx: BrokerContext, request: Request):
             result["error_code"] = ErrorCode.invalid_request
             result["error_message"] = f"resource type {resource.resource_type} is not supported"
     return make(response_type(request), throttle_time=0, results=results)
+
+
+def _read_only(name: str, value: str, doc: str, docs: bool, synonyms: bool) -> dict:
+    return _entry(name, value, DEFAULT_CONFIG, "STRING", doc if docs else None, True,
+                  [(name, value, DEFAULT_CONFIG)] if synonyms else [])

@@ -1,0 +1,203 @@
+"""RocketMQ transaction messages as record headers: what producers send, and the records the
+broker writes for them.
+
+What a producer sends (any Kafka client; values are ASCII, as RocketMQ's properties are):
+
+``TRAN_MSG=true``  a half message: stored in ``RMQ_SYS_TRANS_HALF_TOPIC``, invisible, until
+                   its producer (or a back-check) commits or rolls it back;
+``PGROUP``         the producer group (required with ``TRAN_MSG`` and ``TRAN_END``);
+``UNIQ_KEY``       the message's id in its group (required; RocketMQ's message id);
+``TRAN_END``       an end record: ``COMMIT`` or ``ROLLBACK`` (RocketMQ's ``COMMIT_MESSAGE``
+                   and ``ROLLBACK_MESSAGE`` too) for the half message ``PGROUP`` / ``UNIQ_KEY``,
+                   produced to the half message's topic (any partition); it is never stored
+                   as a record of its own;
+``CHECK_IMMUNITY_TIME_IN_SECONDS``  optional: no back-check before this many seconds.
+
+What the broker writes:
+
+* the half message, in ``RMQ_SYS_TRANS_HALF_TOPIC`` partition 0: the produced record (key,
+  value, timestamp, headers) plus ``REAL_TOPIC`` / ``REAL_QID`` (its partition),
+  ``HALF_STORED_MS`` (when the broker took it) and ``PARKED_FROM`` (the offset it keeps, as
+  a gap, in its produced batch; see park_replay.py);
+* on commit, the committed message in its partition: the half message without ``TRAN_MSG``,
+  ``PARKED_FROM`` and ``HALF_STORED_MS``, with ``PARKED_AT`` =
+  ``RMQ_SYS_TRANS_HALF_TOPIC-0@<offset>`` (how a replay after a crash knows it was
+  committed). With a ``DELAY`` or ``TIMER_*`` header it is parked for its delay instead,
+  as RocketMQ delays a committed transaction message;
+* an op record per decision, in ``RMQ_SYS_TRANS_OP_HALF_TOPIC`` partition 0: key
+  ``UNIQ_KEY``, value the half offset in decimal (RocketMQ's op body), headers ``TAGS=d``
+  (RocketMQ's remove tag), ``PGROUP``, ``UNIQ_KEY``, ``TRAN_END``, ``TRAN_END_BY``
+  (``PRODUCER`` or ``CHECK_MAX``) and ``TRAN_HALF`` (the half message's place);
+* a check request per back-check, in ``rmq_trans_check.<group>`` (a visible topic the
+  group's producers consume as one consumer group): the half message's key, value,
+  timestamp and headers without ``PARKED_FROM``, plus ``TRAN_HALF`` and
+  ``TRANSACTION_CHECK_TIMES`` (which check this is, from 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .parked_records import (
+    PARKED_AT,
+    PARKED_FROM,
+    REAL_QID,
+    REAL_TOPIC,
+    TIMER_OUT_MS,
+    Header,
+    build_batch,
+    header,
+    marker,
+    parse_marker,
+)
+
+HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+CHECK_PREFIX = "rmq_trans_check."
+CHECK_PARTITIONS = 4  # a check goes to partition crc32(UNIQ_KEY) % 4 of its group's topic
+
+TRAN_MSG = "TRAN_MSG"
+PGROUP = "PGROUP"
+UNIQ_KEY = "UNIQ_KEY"
+TRAN_END = "TRAN_END"
+TRAN_END_BY = "TRAN_END_BY"
+TRAN_HALF = "TRAN_HALF"
+HALF_STORED_MS = "HALF_STORED_MS"
+CHECK_IMMUNITY = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
+COMMIT, ROLLBACK = "COMMIT", "ROLLBACK"
+BY_PRODUCER, BY_CHECK_MAX = "PRODUCER", "CHECK_MAX"
+_DECISIONS = {b"COMMIT": COMMIT, b"COMMIT_MESSAGE": COMMIT, b"ROLLBACK": ROLLBACK, b"ROLLBACK_MESSAGE": ROLLBACK}
+# headers a producer may not set on a half message: the broker's own
+_BROKER_HEADERS = frozenset((REAL_TOPIC, REAL_QID, PARKED_AT, PARKED_FROM, TIMER_OUT_MS, HALF_STORED_MS, TRAN_HALF,
+                             CHECK_TIMES, TRAN_END_BY))
+_DROPPED_ON_COMMIT = frozenset((TRAN_MSG, PARKED_FROM, HALF_STORED_MS))
+_DROPPED_ON_CHECK = frozenset((PARKED_FROM, CHECK_TIMES))
+NEEDLES = (TRAN_MSG.encode(), TRAN_END.encode())
+
+
+class HalfHeaderError(ValueError):
+    """A record whose transaction headers the rules above refuse."""
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    """What a produced record asks: a half message, or an end of one."""
+
+    group: str
+    key: str
+    end: str | None = None  # COMMIT / ROLLBACK for an end record, None for a half message
+
+
+def intent_of(headers: list[Header]) -> Intent | None:
+    """The Intent of a record with these headers, None for an ordinary record; raises
+    HalfHeaderError for a half message or end record missing what it needs."""
+    tran = end = group = key = None
+    for name, value in headers:
+        if name == TRAN_MSG:
+            tran = value
+        elif name == TRAN_END:
+            end = value
+        elif name == PGROUP:
+            group = value
+        elif name == UNIQ_KEY:
+            key = value
+    is_half = tran is not None and tran.strip().lower() == b"true"
+    if not is_half and end is None:
+        return None
+    what = "an end record (TRAN_END)" if end is not None else "a half message (TRAN_MSG=true)"
+    if is_half and end is not None:
+        raise HalfHeaderError("a record is a half message (TRAN_MSG=true) or an end record (TRAN_END), not both")
+    if not group or not key:
+        raise HalfHeaderError(f"{what} needs the headers PGROUP and UNIQ_KEY")
+    try:
+        group_text, key_text = group.decode(), key.decode()
+    except UnicodeDecodeError:
+        raise HalfHeaderError(f"{what}: PGROUP and UNIQ_KEY must be UTF-8") from None
+    if end is None:
+        return Intent(group_text, key_text)
+    decision = _DECISIONS.get(end.strip().upper())
+    if decision is None:
+        raise HalfHeaderError(f"TRAN_END={end.decode('ascii', 'replace')!r}: COMMIT or ROLLBACK expected")
+    return Intent(group_text, key_text, decision)
+
+
+def immunity_ms(headers: list[Header]) -> int:
+    """CHECK_IMMUNITY_TIME_IN_SECONDS in ms (0 when absent or not a whole number >= 0)."""
+    value = header_of(headers, CHECK_IMMUNITY)
+    try:
+        return max(0, int(value)) * 1000 if value is not None else 0
+    except ValueError:
+        return 0
+
+
+def header_of(headers: list[Header], name: str) -> bytes | None:
+    for key, value in headers:
+        if key == name:
+            return value
+    return None
+
+
+def half_batch(records: list, real_topic: str, real_qid: int, source: tuple[str, int], placed: list[int],
+               stored_ms: int) -> bytes:
+    """The half-topic copy of ``records`` (aiokafka records) produced to ``real_topic`` /
+    ``real_qid``, taken from ``placed`` offsets of partition ``source``."""
+    origin = f"{source[0]}-{source[1]}@"
+    rows = []
+    for record, offset in zip(records, placed):
+        headers = [(k, v) for k, v in record.headers if k not in _BROKER_HEADERS]
+        headers += [(REAL_TOPIC, real_topic.encode()), (REAL_QID, b"%d" % real_qid),
+                    (HALF_STORED_MS, b"%d" % stored_ms), (PARKED_FROM, f"{origin}{offset}".encode())]
+        rows.append((record.timestamp, record.key, record.value, headers))
+    return build_batch(rows)
+
+
+def committed_headers(record, half_offset: int) -> list[Header]:
+    """A committed message's headers (see the module docstring)."""
+    headers = [(k, v) for k, v in record.headers if k not in _DROPPED_ON_COMMIT]
+    headers.append((PARKED_AT, half_marker(half_offset).encode()))
+    return headers
+
+
+def op_batch(ops: list[tuple[int, str, str, str, str]], timestamp: int) -> bytes:
+    """Op records for (half offset, group, key, decision, by)."""
+    return build_batch(
+        (timestamp, key.encode(), b"%d" % offset,
+         [("TAGS", b"d"), (PGROUP, group.encode()), (UNIQ_KEY, key.encode()), (TRAN_END, decision.encode()),
+          (TRAN_END_BY, by.encode()), (TRAN_HALF, half_marker(offset).encode())])
+        for offset, group, key, decision, by in ops
+    )
+
+
+def check_batch(checks: list[tuple[object, int, int]]) -> bytes:
+    """Check requests for (half record, its offset, check number)."""
+    rows = []
+    for record, offset, times in checks:
+        headers = [(k, v) for k, v in record.headers if k not in _DROPPED_ON_CHECK]
+        headers += [(TRAN_HALF, half_marker(offset).encode()), (CHECK_TIMES, b"%d" % times)]
+        rows.append((record.timestamp, record.key, record.value, headers))
+    return build_batch(rows)
+
+
+def half_marker(offset: int) -> str:
+    return marker(HALF_TOPIC, 0, offset)
+
+
+def half_offset_of(value: bytes | None) -> int | None:
+    """The half offset a ``TRAN_HALF`` / ``PARKED_AT`` value names, None if it names none."""
+    where = parse_marker(value) if value is not None else None
+    if where is None or where[0] != HALF_TOPIC or where[1] != 0:
+        return None
+    return where[2]
+
+
+def check_topic(group: str) -> str:
+    return CHECK_PREFIX + group
+
+
+def int_header(record, name: str, default: int = 0) -> int:
+    value = header(record, name)
+    try:
+        return int(value) if value is not None else default
+    except ValueError:
+        return default
