@@ -74,6 +74,9 @@ log = logging.getLogger(__name__)
 SYSTEM_TOPICS = frozenset((HALF_TOPIC, OP_TOPIC))
 ENDED_REMEMBERED = 100_000  # recent ends kept to say "already committed" rather than "unknown"
 CHECK_BATCH_RECORDS = 1000
+# pending half messages a status lists: its JSON stays below the 32767 bytes a DescribeConfigs
+# value may have in the versions before v4 (a legacy string)
+STATUS_LIMIT = 100
 
 # deliver(record, headers, real topic, real qid): append a committed message (or park it)
 Deliver = Callable[[object, list, str, int], None]
@@ -364,7 +367,7 @@ class HalfMessages:
                 "half_offset": offset, "stored_ms": entry.stored_ms, "age_ms": max(0, now - entry.stored_ms),
                 "checks": entry.checks, "first_check_ms": entry.first_check_ms}
 
-    def status(self, limit: int = 1000, group: str | None = None) -> dict:
+    def status(self, limit: int = STATUS_LIMIT, group: str | None = None) -> dict:
         """Counters, pending count and the oldest ``limit`` pending half messages."""
         now = self.clock.now_ms()
         shown = []

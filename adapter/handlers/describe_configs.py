@@ -3,7 +3,7 @@
 The system topics SCHEDULE_TOPIC_XXXX and rmq_sys_wheel_timer also answer a read-only
 ``rmq.scheduler.status``: the delay scheduler's state as JSON (``rmqk delays`` reads it).
 RMQ_SYS_TRANS_HALF_TOPIC answers ``rmq.transaction.half.status`` (counters, the pending count
-and the oldest 1000 pending half messages) and, asked by name only,
+and the oldest 100 pending half messages) and, asked by name only,
 ``rmq.transaction.half.<group>/<UNIQ_KEY>``: one pending half message, or null
 (``rmqk transactions half list|describe`` read them).
 
@@ -47,7 +47,7 @@ HALF_STATUS = "rmq.transaction.half.status"
 HALF_ONE = "rmq.transaction.half."  # + group/UNIQ_KEY
 _HALF_DOC = (
     "Read-only, on RMQ_SYS_TRANS_HALF_TOPIC: RocketMQ transaction messages as JSON (counters, "
-    "pending count, the oldest 1000 pending half messages with age and checks); "
+    "pending count, the oldest 100 pending half messages with age and checks); "
     "rmq.transaction.half.<group>/<UNIQ_KEY>, asked by name, is one pending half message or null."
 )
 TOPIC = 2
