@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 
 from kio.schema.errors import ErrorCode
-
 from rmqkafka.rmqsemantics.half_records import HALF_TOPIC
 from rmqkafka.rmqsemantics.scheduler import SYSTEM_TOPICS
 
