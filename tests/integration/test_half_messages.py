@@ -256,3 +256,40 @@ def test_kill_9_in_the_middle_of_halves_and_ends(broker_factory, tmp_path):
     missing = sorted(committed - set(seen))
     assert not missing, (len(missing), missing[:10])
     assert len(ends_acked) >= 2000
+
+
+def test_fifteen_unanswered_checks_then_rollback(broker_factory, tmp_path):
+    """RocketMQ's default transactionCheckMax (15), time-scaled: a check every 150 ms. The
+    group's check topic gets exactly 15 requests for the message, numbered 1..15, then the
+    broker rolls it back and it is never visible."""
+    from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+    config = tmp_path / "server.properties"
+    config.write_text("transactionCheckInterval=150\ntransactionTimeOut=100\n")
+    broker = broker_factory(config_file=config)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    producer.produce("silent", b"v", key=b"k", headers=half_headers("S", "quiet", ("x", b"1")))
+    assert producer.flush(10) == 0
+    deadline = time.monotonic() + 30
+    while status(broker)["rolled_back_unchecked"] < 1:
+        assert time.monotonic() < deadline, status(broker)
+        time.sleep(0.2)
+    final = status(broker)
+    assert (final["pending"], final["checks_sent"], final["transaction_check_max"]) == (0, 15, 15)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "c", "enable.partition.eof": True})
+    consumer.assign([TopicPartition("rmq_trans_check.quiet", p, 0) for p in range(4)])
+    checks, at_end = [], set()
+    while len(at_end) < 4:
+        msg = consumer.poll(5)
+        assert msg is not None
+        if msg.error() is not None:
+            assert msg.error().code() == KafkaError._PARTITION_EOF
+            at_end.add(msg.partition())
+            continue
+        checks.append(msg)
+    consumer.close()
+    assert [int(dict(m.headers())["TRANSACTION_CHECK_TIMES"]) for m in checks] == list(range(1, 16))
+    assert all((m.key(), m.value(), dict(m.headers())["x"], dict(m.headers())["UNIQ_KEY"]) == (b"k", b"v", b"1", b"S")
+               for m in checks)
+    assert len({m.partition() for m in checks}) == 1
+    assert visible(broker, "silent") == []
