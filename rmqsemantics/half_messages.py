@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from rmqkafka.storage import record_batch
@@ -74,6 +74,7 @@ log = logging.getLogger(__name__)
 SYSTEM_TOPICS = frozenset((HALF_TOPIC, OP_TOPIC))
 ENDED_REMEMBERED = 100_000  # recent ends kept to say "already committed" rather than "unknown"
 CHECK_BATCH_RECORDS = 1000
+CHECK_STEP = 5000  # half messages a check step handles before the service yields
 # pending half messages a status lists: its JSON stays below the 32767 bytes a DescribeConfigs
 # value may have in the versions before v4 (a legacy string)
 STATUS_LIMIT = 100
@@ -258,11 +259,21 @@ class HalfMessages:
     def check_pass(self, now_ms: int | None = None) -> int:
         """One pass of the check service: a check request for each pending half message due
         for one, a rollback for those out of checks. Returns the requests sent."""
-        now = self.clock.now_ms() if now_ms is None else now_ms
-        due = [(offset, entry) for offset, entry in self.pending.items() if entry.first_check_ms <= now]
+        return sum(self.check_steps(self.clock.now_ms() if now_ms is None else now_ms))
+
+    def check_steps(self, now: int, budget: int = CHECK_STEP) -> Iterator[int]:
+        """``check_pass`` in steps of at most ``budget`` half messages, yielding the requests
+        each sent, so the caller can let other work run in between (a pass over 100,000
+        pending messages takes over a second). A message ended between steps is skipped."""
+        due = [offset for offset, entry in self.pending.items() if entry.first_check_ms <= now]
+        for start in range(0, len(due), budget):
+            yield self._check([o for o in due[start:start + budget] if o in self.pending], now)
+
+    def _check(self, offsets: list[int], now: int) -> int:
         plog = self.store.partition(HALF_TOPIC, 0)
         by_group: dict[str, list[tuple[object, int, int]]] = {}
-        for offset, entry in due:
+        for offset in offsets:
+            entry = self.pending[offset]
             if entry.checks >= self.config.transaction_check_max:
                 self._decide(offset, "ROLLBACK", BY_CHECK_MAX, now)
                 continue
@@ -272,10 +283,7 @@ class HalfMessages:
                 self._decide(offset, "ROLLBACK", BY_CHECK_MAX, now)
                 continue
             by_group.setdefault(entry.group, []).append((found[0], offset, entry.checks + 1))
-        sent = 0
-        for group, checks in by_group.items():
-            sent += self._send_checks(group, checks)
-        return sent
+        return sum(self._send_checks(group, checks) for group, checks in by_group.items())
 
     def _send_checks(self, group: str, checks: list[tuple[object, int, int]]) -> int:
         topic = check_topic(group)

@@ -387,3 +387,13 @@ async def test_a_forged_parked_at_in_another_topic_does_not_end_a_half(world):
     await world.crash(b)
     b = await world.open(CONFIG)
     assert halves(b)["pending"] == 1
+
+
+async def test_a_check_pass_in_steps_skips_what_ended_in_between(world):
+    b = await opened(world)
+    b.produce("orders", 0, batch(*(half(b"v%d" % i, f"K{i}") for i in range(10))))
+    steps = b.scheduler.halves.check_steps(T0 + TIMEOUT, budget=4)
+    assert next(steps) == 4
+    b.produce("orders", 0, batch(end("K5"), end("K9", b"ROLLBACK")))  # while the service yields
+    assert list(steps) == [3, 1]
+    assert {e["uniq_key"]: e["checks"] for e in halves(b)["oldest"]} == {f"K{i}": 1 for i in (0, 1, 2, 3, 4, 6, 7, 8)}
