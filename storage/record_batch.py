@@ -148,6 +148,16 @@ def validate(batch: memoryview) -> BatchInfo:
     return info
 
 
+def check_offset_deltas(batch: Buffer, records: list) -> None:
+    """Kafka's rule for a produced batch: its records' offset deltas are 0, 1, ..., n-1
+    (``validate`` has checked that n - 1 is the header's lastOffsetDelta). Raises
+    CorruptRecordError otherwise."""
+    base = base_offset_of(batch)
+    for i, record in enumerate(records):
+        if record.offset - base != i:
+            raise CorruptRecordError(f"record {i} of the batch has offset delta {record.offset - base}, not {i}")
+
+
 def crc_ok(batch: bytes | memoryview) -> bool:
     (stored_crc,) = struct.unpack_from(">I", batch, 17)
     return crc32c(memoryview(batch)[CRC_START:]) == stored_crc

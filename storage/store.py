@@ -448,6 +448,8 @@ class MessageStore:
             self._check_fits_a_segment(sum(info.length for info in infos), when)
             _check_sizes(infos, max_batch_bytes, when)
         parsed = [record_batch.read_records(b) for b in batches]
+        for b, recs in zip(batches, parsed):
+            record_batch.check_offset_deltas(b, recs)
         if timestamp_range is not None and not log_append_time:
             for recs in parsed:
                 errors = record_batch.timestamp_errors(recs, *timestamp_range)

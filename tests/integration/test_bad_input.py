@@ -20,6 +20,7 @@ import uuid
 
 import psutil
 import pytest
+from crc32c import crc32c
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
 from rawkafka import (
@@ -570,6 +571,23 @@ def test_flipped_crc_byte_is_corrupt_message(world, scratch):
     batch = bytearray(make_batch([b"a", b"b"], compression=GZIP))
     batch[18] ^= 0x80  # inside the CRC field itself
     _refused(world, scratch, 1, bytes(batch), ErrorCode.corrupt_message)
+    world.verify(scratch)
+
+
+@pytest.mark.parametrize("deltas", [(0, 5, 2), (0, 0, 0)], ids=str)
+def test_records_with_wrong_offset_deltas_are_corrupt_message(world, scratch, deltas):
+    """Offset deltas must be 0..n-1: stored, 0,5,2 made consumers see one offset twice and
+    another never."""
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    for i, delta in enumerate(deltas):
+        builder.append(delta, timestamp=int(time.time() * 1000), key=None, value=b"d%d" % i, headers=[])
+    batch = bytearray(builder.build())
+    struct.pack_into(">i", batch, 23, len(deltas) - 1)  # lastOffsetDelta as the count says
+    struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
+    _refused(world, scratch, 0, bytes(batch), ErrorCode.corrupt_message)
     world.verify(scratch)
 
 

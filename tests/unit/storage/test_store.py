@@ -191,6 +191,33 @@ def test_invalid_input_writes_nothing(stores):
     assert store.partition("t", 0).next_offset == 0
 
 
+def _with_deltas(deltas: list[int], codec: int = 0) -> bytes:
+    """A batch whose records carry these offset deltas, its header consistent with its
+    record count."""
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=0, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    for i, delta in enumerate(deltas):
+        builder.append(delta, timestamp=1_700_000_000_000, key=None, value=b"v%d" % i, headers=[])
+    # lastOffsetDelta (at byte 23) as the record count says, whatever the deltas
+    return with_field(bytes(builder.build()), 23, ">i", len(deltas) - 1)
+
+
+@pytest.mark.parametrize("deltas", [[0, 5, 2], [0, 0, 0], [1, 2, 3], [2, 1, 0]], ids=str)
+@pytest.mark.parametrize("codec", [0, 4], ids=["none", "zstd"])
+def test_records_with_wrong_offset_deltas_are_refused(stores, deltas, codec):
+    """Kafka's rule: a produced batch's records have offset deltas 0, 1, ..., n-1; others
+    would make consumers see an offset twice and others never."""
+    store = stores.open()
+    store.create_topic("t", 1, {})
+    bad = _with_deltas(deltas, codec)
+    with pytest.raises(CorruptRecordError, match="offset delta"):
+        append(store, "t", 0, make_batch(1), bad)
+    assert store.partition("t", 0).next_offset == 0
+    assert append(store, "t", 0, _with_deltas([0, 1, 2], codec)).base_offset == 0
+
+
 @pytest.mark.parametrize("codec", CODECS, ids=lambda c: CODEC_NAMES[c])
 def test_unparseable_batch_with_valid_crc_is_rejected_before_writing(stores, codec):
     """A batch whose CRC is right but whose records do not match its header must be refused
