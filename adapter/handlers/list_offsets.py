@@ -5,6 +5,9 @@ below it every transaction is decided), as Kafka does, and a lookup by timestamp
 timestamp) that finds an offset at or past the LSO answers -1: Kafka answers only offsets
 below the last fetchable one.
 
+A timestamp below the special values (-1 .. -5) is looked up like any other, as Kafka does
+(the first record stamped at or after it).
+
 A view answers with its source partition's earliest, latest and max-timestamp offsets (its
 offsets are the source's); by timestamp, with the first record of the view stamped at or
 after it, or -1 when there is none (as Kafka answers when no record is that recent).
@@ -73,10 +76,8 @@ def _lookup(semantics, entity, partition: int, timestamp: int,
         return UNKNOWN, UNKNOWN
     if timestamp == MAX_TIMESTAMP:
         found = plog.max_timestamp()
-    elif timestamp >= 0:
+    else:  # any other value, negative ones too, is searched for as Kafka does
         found = semantics.offset_for_timestamp(entity, partition, timestamp)
-    else:
-        raise ValueError(f"unknown special timestamp {timestamp}")
     if found is None or (committed and found[0] >= plog.last_stable_offset):
         return UNKNOWN, UNKNOWN  # Kafka: nothing past the last fetchable offset (the LSO)
     return found

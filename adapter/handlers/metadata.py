@@ -70,8 +70,12 @@ async def handle(ctx: BrokerContext, request: Request):
         may_create = getattr(body, "allow_auto_topic_creation", True) and ctx.config.auto_create_topics
         for item in wanted:
             topic_id = getattr(item, "topic_id", None)
-            if item.name is None and topic_id not in (None, ZERO_UUID):
-                meta = ctx.semantics.resolve_id(topic_id)
+            if request.api_version < 12 and (item.name is None or topic_id not in (None, ZERO_UUID)):
+                # Kafka: names only before v12 (a response name may not be null there)
+                topics.append(_error_entry(item.name or "", ErrorCode.invalid_request, topic_id))
+                continue
+            if item.name is None:
+                meta = ctx.semantics.resolve_id(topic_id) if topic_id is not None else None
                 topics.append(
                     topic_entry(ctx, meta, topic_operations) if meta else _error_entry(None, ErrorCode.unknown_topic_id, topic_id)
                 )

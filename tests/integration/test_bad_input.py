@@ -759,6 +759,46 @@ def test_unknown_topic_id_in_fetch_v13(world):
     world.verify()
 
 
+@pytest.mark.parametrize("version", [10, 11, 12, 13])
+def test_metadata_by_topic_id(world, version):
+    """Kafka refuses topic ids in Metadata v10-11 (INVALID_REQUEST: names only there) and
+    answers an unknown id with UNKNOWN_TOPIC_ID and a null name from v12; either way the
+    connection stays open (a null name used to fail to encode and close it)."""
+    conn = world.connect()
+    unknown = uuid.uuid4()
+    response = conn.request(ApiKey.METADATA, version, topics=[dict(name=None, topic_id=unknown)],
+                            allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+                            include_topic_authorized_operations=False)
+    [topic] = response.topics
+    if version < 12:
+        assert (topic.error_code, topic.name) == (ErrorCode.invalid_request, "")
+    else:
+        assert (topic.error_code, topic.name, topic.topic_id) == (ErrorCode.unknown_topic_id, None, unknown)
+        known = conn.metadata([STORED], version=version).topics[0].topic_id
+        by_id = conn.request(ApiKey.METADATA, version, topics=[dict(name=None, topic_id=known)],
+                             allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+                             include_topic_authorized_operations=False)
+        assert (by_id.topics[0].error_code, by_id.topics[0].name) == (ErrorCode.none, STORED)
+    assert conn.api_versions().error_code == ErrorCode.none
+    conn.close()
+    world.verify()
+
+
+def test_list_offsets_with_an_unknown_negative_timestamp(world):
+    """A timestamp below the special values (-1 .. -5) is looked up like any timestamp, as
+    Kafka does: the first record stamped at or after it, the earliest. No error, no
+    traceback in the log (a client could flood it)."""
+    tracebacks = world.broker.stderr.count("Traceback")
+    conn = world.connect()
+    for version in (1, 10):
+        for timestamp in (-10, -(2**63)):
+            entry = conn.list_offsets(STORED, 0, timestamp, version=version)
+            assert (entry.error_code, entry.offset) == (ErrorCode.none, 0)
+    conn.close()
+    world.verify()
+    assert world.broker.stderr.count("Traceback") == tracebacks
+
+
 def test_missing_partition_in_list_offsets(world):
     conn = world.connect()
     for version in (1, 10):
