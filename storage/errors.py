@@ -7,6 +7,13 @@ class StorageError(Exception):
     """Base class of every error the store raises on purpose."""
 
 
+class StorageFailedError(StorageError):
+    """An fsync failed: what it covered may not be on disk, and a later fsync could report
+    success for pages the kernel has already dropped (PostgreSQL's "fsyncgate"). The store
+    refuses every write from then on; only a restart, whose recovery reads what is really
+    on disk, makes it writable again."""
+
+
 class CorruptRecordError(StorageError):
     """A record batch failed its CRC32C, or its framing contradicts itself."""
 

@@ -29,11 +29,18 @@ checkpoint recorded: what was written after it may read back as garbage after an
 producer state and open transactions restart from their snapshot at P, the commitlog is
 re-validated from P (length, header CRC, batch CRC32C), a torn tail is truncated and the
 valid entries are re-dispatched.
+
+An fsync that fails (EIO, ENOSPC, ... anything but a descriptor closed meanwhile) is fatal
+for what it covered: nothing it covered is ever acknowledged (its waiters get
+StorageFailedError), every later write is refused with it, no checkpoint or clean-shutdown
+marker is written again, and ``failed`` is set so the broker can exit and let recovery read
+what really is on disk.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
 import os
@@ -54,6 +61,7 @@ from .errors import (
     InvalidTimestampError,
     RecordListTooLargeError,
     RecordTooLargeError,
+    StorageFailedError,
     UnknownPartitionError,
     UnknownTopicError,
 )
@@ -171,6 +179,8 @@ class MessageStore:
         self._checkpoint_lock: asyncio.Lock | None = None
         self.recovered_entries = 0
         self.clean_start = False
+        self.failure: StorageFailedError | None = None
+        self.failed = asyncio.Event()  # set with ``failure``: the broker must stop
 
     # -- lifecycle -------------------------------------------------------------------------
     def open(self) -> None:
@@ -312,6 +322,32 @@ class MessageStore:
         if self.config.flush == "sync":
             self._tasks.append(asyncio.create_task(self._group_commit_loop(), name="group-commit"))
 
+    def _fail(self, exc: OSError) -> StorageFailedError:
+        """An fsync failed: see the module docstring. Returns the error to raise."""
+        if self.failure is None:
+            self.failure = StorageFailedError(
+                f"fsync failed ({exc}): records appended since commitlog position "
+                f"{self._durable_position} may not be on disk; writes are refused until a restart")
+            self.failure.__cause__ = exc
+            log.critical("%s", self.failure)
+            for _, fut in self._durable_waiters + self._offset_waiters:
+                if not fut.done():
+                    fut.set_exception(self.failure)
+            self._durable_waiters.clear()
+            self._offset_waiters.clear()
+            self.failed.set()
+        return self.failure
+
+    def _check_writable(self) -> None:
+        if self.failure is not None:
+            raise self.failure
+
+    async def _fdatasync(self, fds: list[int]) -> None:
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, _fdatasync_all, fds)
+        except OSError as exc:
+            raise self._fail(exc) from exc
+
     async def close(self) -> None:
         """Stop the loops, flush everything, checkpoint, and mark the shutdown clean."""
         for task in self._tasks:
@@ -329,6 +365,12 @@ class MessageStore:
             self.close_sync()
 
     def close_sync(self) -> None:
+        if self.failure is not None:  # nothing may claim to be durable now: no checkpoint, no marker
+            for plog in self._partitions.values():
+                plog.close()
+            self.commitlog.close()
+            self.offsets.close()
+            return
         end = self.commitlog.flush()
         for plog in self._partitions.values():
             plog.flush()
@@ -436,6 +478,7 @@ class MessageStore:
         stored, as in Kafka). ``timestamp_range``: without ``log_append_time``, a batch with
         a record timestamp outside [low, high] is refused (InvalidTimestampError).
         """
+        self._check_writable()
         plog = self.partition(name, p)
         self._check_fits_a_segment(len(records), "")
         batches = record_batch.split_batches(records)
@@ -519,6 +562,7 @@ class MessageStore:
         producer sent is in question, so there are no producer checks. ``records``: the
         batch's records as the append listeners should see them, when the caller has them
         (with ``codes`` given, the batch is then not parsed at all); otherwise it is parsed."""
+        self._check_writable()
         plog = self.partition(name, p)
         self._check_fits_a_segment(len(batch), "")
         info = record_batch.validate(memoryview(batch))
@@ -552,6 +596,7 @@ class MessageStore:
         (the group-commit loop's, shared with produce waiters); with flush="async" the next
         periodic checkpoint fsyncs it.
         """
+        self._check_writable()
         self.offsets.commit(group, offsets)
         if self.config.flush != "sync":
             return
@@ -562,9 +607,10 @@ class MessageStore:
         seq = self.offsets.last_seq
         if seq <= self.offsets.flushed_seq:
             return
+        self._check_writable()
         if self._flush_wakeup is None:  # not started: no group-commit loop to ride on
             fds, seq = self.offsets.unflushed_fds()
-            await asyncio.get_running_loop().run_in_executor(None, _fdatasync_all, fds)
+            await self._fdatasync(fds)
             self.offsets.mark_flushed(seq)
             return
         fut = asyncio.get_running_loop().create_future()
@@ -590,6 +636,7 @@ class MessageStore:
         With flush="sync" the group-commit loop fsyncs at once, one fsync for all current
         waiters; with flush="async" the next periodic checkpoint releases the caller.
         """
+        self._check_writable()
         if position <= self._durable_position:
             return
         fut = asyncio.get_running_loop().create_future()
@@ -600,7 +647,6 @@ class MessageStore:
 
     async def _group_commit_loop(self) -> None:
         assert self._flush_wakeup is not None
-        loop = asyncio.get_running_loop()
         while True:
             await self._flush_wakeup.wait()
             self._flush_wakeup.clear()
@@ -608,7 +654,10 @@ class MessageStore:
             # wait for the next round.
             fds, end = self.commitlog.unflushed()
             offset_fds, offset_seq = self.offsets.unflushed_fds()
-            await loop.run_in_executor(None, _fdatasync_all, fds + offset_fds)
+            try:
+                await self._fdatasync(fds + offset_fds)
+            except StorageFailedError:
+                return  # its waiters have the error; nothing is acknowledged any more
             self.commitlog.mark_flushed(end)
             self.offsets.mark_flushed(offset_seq)
             self._release_durable(end)
@@ -634,6 +683,8 @@ class MessageStore:
             await asyncio.sleep(interval)
             try:
                 await self.checkpoint()
+            except StorageFailedError:
+                return
             except OSError:
                 log.exception("checkpoint failed")
 
@@ -659,13 +710,13 @@ class MessageStore:
                 fds.extend(plog.txn_index.take_dirty_fds())
             for state in self._states:
                 fds.extend(state.dirty_fds())
-            loop = asyncio.get_running_loop()
-            await loop.run_in_executor(None, _fdatasync_all, fds)
+            self._check_writable()
+            await self._fdatasync(fds)
             self.commitlog.mark_flushed(end)
             self.offsets.mark_flushed(offset_seq)
             self._release_durable(end)
             self._release_offsets(self.offsets.flushed_seq)
-            await loop.run_in_executor(None, self._write_checkpoint, end, snapshot)
+            await asyncio.get_running_loop().run_in_executor(None, self._write_checkpoint, end, snapshot)
 
     def _snapshot(self) -> dict:
         return {
@@ -794,11 +845,14 @@ def _check_sizes(infos: list[record_batch.BatchInfo], max_batch_bytes: int, when
 
 
 def _fdatasync_all(fds: list[int]) -> None:
+    """fdatasync each descriptor; any failure but EBADF (a file closed meanwhile by
+    retention or a topic deletion: nothing left to keep) is raised."""
     for fd in fds:
         try:
             os.fdatasync(fd)
-        except OSError:  # closed meanwhile by retention or a topic deletion: nothing to keep
-            pass
+        except OSError as exc:
+            if exc.errno != errno.EBADF:
+                raise
 
 
 def _kafka_style_id() -> str:

@@ -14,7 +14,9 @@ and no clean-shutdown marker (the next start runs crash recovery).
 Exit status: 0 after a clean stop; 2 for errors the user can fix (bad configuration,
 unreadable config file, data directory not writable or in use by another broker, address
 in use), reported as one line ``rmqk: error: ...`` without a traceback; 1 for an unexpected
-failure (logged with its traceback).
+failure (logged with its traceback); 74 when an fsync failed while serving (the store
+refused every write from then on; the broker stops without a clean-shutdown marker, so the
+next start recovers from what is really on disk).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ logger = logging.getLogger("rmqk")
 
 READY_PREFIX = "rmqk broker started on "
 LOCK_NAME = "broker.lock"  # in the data directory; holds the owner's pid
+EXIT_STORAGE_FAILED = 74  # EX_IOERR: an fsync failed (see storage.store)
 LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 
 
@@ -170,8 +173,16 @@ async def _serve(server_config: ServerConfig) -> int:
     sys.stdout.write(f"{READY_PREFIX}{shown_host}:{port}\n")
     sys.stdout.flush()
 
-    await stop_requested.wait()
+    stopping = asyncio.create_task(stop_requested.wait())
+    storage_failed = asyncio.create_task(broker.store.failed.wait())
+    await asyncio.wait((stopping, storage_failed), return_when=asyncio.FIRST_COMPLETED)
+    for task in (stopping, storage_failed):
+        task.cancel()
     await broker.stop()
+    if broker.store.failure is not None:
+        # No clean-shutdown marker was written: the next start recovers from what is on disk.
+        logger.critical("stopped after a storage failure: %s", broker.store.failure)
+        return EXIT_STORAGE_FAILED
     logger.info("stopped cleanly")
     return 0
 

@@ -1,0 +1,108 @@
+"""An fsync error is fatal for what it covered (issue: EIO from fdatasync was swallowed and
+the waiting producers were acknowledged): nothing it covered is acknowledged, every later
+write is refused, no checkpoint or clean-shutdown marker claims durability again, and a
+restart recovers what is on disk."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+
+import pytest
+
+from batches import make_batch, values_of
+from rmqkafka.storage import store as store_module
+from rmqkafka.storage.errors import StorageFailedError
+from rmqkafka.storage.offset_store import CommittedOffset
+from storage_helpers import append, read_all
+
+
+@pytest.fixture
+def failing_fsync(monkeypatch):
+    """``fail(errno)`` makes every fdatasync from then on raise that error."""
+    real = os.fdatasync
+    state = {"errno": None}
+
+    def fdatasync(fd):
+        if state["errno"] is not None:
+            raise OSError(state["errno"], os.strerror(state["errno"]))
+        return real(fd)
+
+    monkeypatch.setattr(store_module.os, "fdatasync", fdatasync)
+
+    def fail(code: int | None = errno.EIO) -> None:
+        state["errno"] = code
+
+    return fail
+
+
+async def test_sync_waiters_are_never_acknowledged_and_writes_are_refused(stores, failing_fsync):
+    store = stores.open(flush="sync", flush_interval_ms=3_600_000)
+    store.create_topic("t", 1, {})
+    await store.start()
+    first = append(store, "t", 0, make_batch([b"durable"]))
+    await store.wait_durable(first.end_position)
+    failing_fsync(errno.EIO)
+    second = append(store, "t", 0, make_batch([b"maybe-lost"]))
+    with pytest.raises(StorageFailedError, match="fsync failed"):
+        await store.wait_durable(second.end_position)
+    assert store.failed.is_set() and store.failure is not None
+    with pytest.raises(StorageFailedError):
+        append(store, "t", 0, make_batch([b"refused"]))
+    with pytest.raises(StorageFailedError):
+        store.append_built("t", 0, make_batch([b"refused"]))
+    with pytest.raises(StorageFailedError):
+        await store.commit_offsets("g", {("t", 0): CommittedOffset(1, -1, "", 0)})
+    with pytest.raises(StorageFailedError):
+        await store.wait_durable(second.end_position)
+    before = (stores.data_dir / "checkpoint.json").read_text()
+    failing_fsync(None)  # a later fsync "succeeds": it proves nothing, nothing changes
+    with pytest.raises(StorageFailedError):
+        await store.checkpoint()
+    await stores.aclose(store)
+    assert not (stores.data_dir / "clean_shutdown").exists()
+    assert (stores.data_dir / "checkpoint.json").read_text() == before
+
+    store = stores.open()
+    assert not store.clean_start
+    values = [v for _, v in values_of(read_all(store, "t", 0))]
+    assert values[0] == b"durable" and b"refused" not in values
+    assert append(store, "t", 0, make_batch([b"after"])).base_offset == len(values)
+
+
+async def test_a_failed_checkpoint_fsync_is_fatal_in_async_mode(stores, failing_fsync):
+    store = stores.open(flush="async", flush_interval_ms=3_600_000)
+    store.create_topic("t", 1, {})
+    await store.start()
+    result = append(store, "t", 0, make_batch([b"x"]))
+    failing_fsync(errno.ENOSPC)
+    with pytest.raises(StorageFailedError, match="No space left"):
+        await store.checkpoint()
+    with pytest.raises(StorageFailedError):
+        await store.wait_durable(result.end_position)
+    checkpoint = json.loads((stores.data_dir / "checkpoint.json").read_text())
+    assert checkpoint["position"] < result.end_position
+    assert store.failed.is_set()
+    await stores.aclose(store)
+    assert not (stores.data_dir / "clean_shutdown").exists()
+
+
+async def test_a_descriptor_closed_meanwhile_is_not_a_failure(stores, monkeypatch):
+    store = stores.open(flush="sync", flush_interval_ms=3_600_000)
+    store.create_topic("t", 1, {})
+    await store.start()
+    real = os.fdatasync
+    closed = {"once": True}
+
+    def fdatasync(fd):
+        if closed["once"]:
+            closed["once"] = False
+            raise OSError(errno.EBADF, "Bad file descriptor")
+        return real(fd)
+
+    monkeypatch.setattr(store_module.os, "fdatasync", fdatasync)
+    result = append(store, "t", 0, make_batch([b"x"]))
+    await store.wait_durable(result.end_position)
+    assert store.failure is None
+    await stores.aclose(store)
