@@ -5,12 +5,15 @@ What a producer sends (any Kafka client; values are ASCII, as RocketMQ's propert
 
 ``TRAN_MSG=true``  a half message: stored in ``RMQ_SYS_TRANS_HALF_TOPIC``, invisible, until
                    its producer (or a back-check) commits or rolls it back;
-``PGROUP``         the producer group (required with ``TRAN_MSG`` and ``TRAN_END``);
+``PGROUP``         the producer group (required with ``TRAN_MSG`` and ``TRAN_END``); its
+                   check topic ``rmq_trans_check.<group>`` must be a legal Kafka topic
+                   name, so letters, digits, ``.``, ``_`` and ``-`` only, at most 233 of them;
 ``UNIQ_KEY``       the message's id in its group (required; RocketMQ's message id);
 ``TRAN_END``       an end record: ``COMMIT`` or ``ROLLBACK`` (RocketMQ's ``COMMIT_MESSAGE``
                    and ``ROLLBACK_MESSAGE`` too) for the half message ``PGROUP`` / ``UNIQ_KEY``,
-                   produced to the half message's topic (any partition); it is never stored
-                   as a record of its own;
+                   produced to the half message's topic (any partition); it is taken out of
+                   its batch like a half message (its offset stays a gap), never stored as a
+                   record;
 ``CHECK_IMMUNITY_TIME_IN_SECONDS``  optional: no back-check before this many seconds.
 
 What the broker writes:
@@ -30,12 +33,14 @@ What the broker writes:
   (``PRODUCER`` or ``CHECK_MAX``) and ``TRAN_HALF`` (the half message's place);
 * a check request per back-check, in ``rmq_trans_check.<group>`` (a visible topic the
   group's producers consume as one consumer group): the half message's key, value,
-  timestamp and headers without ``PARKED_FROM``, plus ``TRAN_HALF`` and
-  ``TRANSACTION_CHECK_TIMES`` (which check this is, from 1).
+  timestamp and headers without ``TRAN_MSG`` (so copying the topic creates no half
+  message) and ``PARKED_FROM``, plus ``TRAN_HALF`` and ``TRANSACTION_CHECK_TIMES`` (which
+  check this is, from 1).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .parked_records import (
@@ -72,7 +77,9 @@ _DECISIONS = {b"COMMIT": COMMIT, b"COMMIT_MESSAGE": COMMIT, b"ROLLBACK": ROLLBAC
 _BROKER_HEADERS = frozenset((REAL_TOPIC, REAL_QID, PARKED_AT, PARKED_FROM, TIMER_OUT_MS, HALF_STORED_MS, TRAN_HALF,
                              CHECK_TIMES, TRAN_END_BY))
 _DROPPED_ON_COMMIT = frozenset((TRAN_MSG, PARKED_FROM, HALF_STORED_MS))
-_DROPPED_ON_CHECK = frozenset((PARKED_FROM, CHECK_TIMES))
+_DROPPED_ON_CHECK = frozenset((TRAN_MSG, PARKED_FROM, CHECK_TIMES))
+_LEGAL_GROUP = re.compile(r"[A-Za-z0-9._-]+")
+MAX_GROUP_LENGTH = 249 - len("rmq_trans_check.")  # Kafka's longest topic name
 NEEDLES = (TRAN_MSG.encode(), TRAN_END.encode())
 
 
@@ -114,6 +121,10 @@ def intent_of(headers: list[Header]) -> Intent | None:
         group_text, key_text = group.decode(), key.decode()
     except UnicodeDecodeError:
         raise HalfHeaderError(f"{what}: PGROUP and UNIQ_KEY must be UTF-8") from None
+    if len(group_text) > MAX_GROUP_LENGTH or not _LEGAL_GROUP.fullmatch(group_text):
+        raise HalfHeaderError(
+            f"PGROUP={group_text[:60]!r}: a producer group is letters, digits, '.', '_' and '-', at most "
+            f"{MAX_GROUP_LENGTH} of them (its check topic rmq_trans_check.<group> must be a legal topic name)")
     if end is None:
         return Intent(group_text, key_text)
     decision = _DECISIONS.get(end.strip().upper())

@@ -157,6 +157,9 @@ async def test_an_end_of_an_ended_or_unknown_half_message_changes_nothing(world,
     ((rec(b"x", (TRAN_MSG, b"true"), (TRAN_END, b"COMMIT"), (PGROUP, b"g"), (UNIQ_KEY, b"A")),), "not both"),
     ((half(b"x", "A"), half(b"y", "A")), "appears twice in the request"),
     ((half(b"x", "B", "g", ("DELAY", b"soon")),), "DELAY='soon' is not a whole number"),
+    ((half(b"x", "B", "bad group/x"),), "a producer group is letters, digits"),
+    ((half(b"x", "B", "g" * 234),), "at most 233"),
+    ((end("B", group="a:b"),), "a producer group is letters, digits"),
 ])
 async def test_bad_transaction_headers_refuse_the_request(world, records, message):
     b = await opened(world)
@@ -221,6 +224,7 @@ async def test_checks_start_after_the_timeout_once_per_pass_then_roll_back(world
     assert [v for v, _ in checks] == [b"v", b"v"]
     assert [hdr(h, CHECK_TIMES) for _, h in checks] == [b"1", b"2"]
     assert all(hdr(h, TRAN_HALF) == f"{HALF_TOPIC}-0@0".encode() and hdr(h, UNIQ_KEY) == b"A" for _, h in checks)
+    assert all(hdr(h, TRAN_MSG) is None and hdr(h, PGROUP) == b"g" for _, h in checks)
     assert halves(b)["oldest"][0]["checks"] == 2
     assert service.check_pass(T0 + TIMEOUT + 2 * INTERVAL) == 1  # the third and last
     assert service.check_pass(T0 + TIMEOUT + 3 * INTERVAL) == 0  # out of checks: rolled back
