@@ -9,6 +9,11 @@
 levels) and moves a record retried too often to ``rmq_dlq.<group>``. See
 :mod:`rmqkafka.client.retry` for the rules and the offset semantics.
 
+The transactional producer (RocketMQ's ``TransactionMQProducer``) is
+:class:`TransactionProducer`: half messages, their commit or rollback after the local
+transaction, and answers to the broker's back-checks; see
+:mod:`rmqkafka.client.transaction_producer`.
+
 Importing this package does not import confluent-kafka (that happens when a consumer is
 created), nor the broker.
 """
@@ -31,6 +36,16 @@ from rmqkafka.client.retry import (
     reconsume_times,
     retry_topic,
 )
+from rmqkafka.client.transaction_producer import (
+    LocalTransactionState,
+    TransactionListener,
+    TransactionMessage,
+    TransactionOutcome,
+    TransactionProducer,
+    TransactionSendError,
+    TransactionSendResult,
+    check_topic,
+)
 
 __all__ = [
     "DELAY",
@@ -40,8 +55,16 @@ __all__ = [
     "ORIGIN_TOPIC",
     "RECONSUME_TIMES",
     "RETRY_PREFIX",
+    "LocalTransactionState",
     "NackError",
     "RetryingConsumer",
+    "TransactionListener",
+    "TransactionMessage",
+    "TransactionOutcome",
+    "TransactionProducer",
+    "TransactionSendError",
+    "TransactionSendResult",
+    "check_topic",
     "dlq_topic",
     "header",
     "origin_topic",
