@@ -27,6 +27,9 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
                                     producer, uncompressed, gzip, snappy, lz4 or zstd
 ``socket.request.max.bytes``        largest request frame accepted (> 0)
 ``log.segment.bytes``               commitlog segment size (> 0)
+``max.partitions.per.topic``        partitions one topic may have (default 1000; more is
+                                    INVALID_PARTITIONS)
+``max.partitions``                  partitions of all topics together (default 10000)
 ``log.retention.ms|minutes|hours``  Kafka's precedence ms > minutes > hours; -1 = unlimited
 ``log.retention.bytes``             -1 = unlimited
 ``log.retention.check.interval.ms`` (> 0)
@@ -103,6 +106,8 @@ KNOWN_KEYS = frozenset(
         "compression.type",
         "socket.request.max.bytes",
         "log.segment.bytes",
+        "max.partitions.per.topic",
+        "max.partitions",
         "log.retention.ms",
         "log.retention.minutes",
         "log.retention.hours",
@@ -447,6 +452,8 @@ def build_config(
         storage_kwargs["retention_bytes"] = retention_bytes
     optional = {
         "segment_bytes": p.integer("log.segment.bytes", minimum=1),
+        "max_partitions_per_topic": p.integer("max.partitions.per.topic", minimum=1),
+        "max_partitions": p.integer("max.partitions", minimum=1),
         "flush_interval_ms": p.integer("log.flush.interval.ms", minimum=1),
         "retention_check_interval_ms": p.integer("log.retention.check.interval.ms", minimum=1),
     }

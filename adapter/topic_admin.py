@@ -45,6 +45,7 @@ def check_new_topic(
         num_partitions = ctx.config.num_partitions
     if num_partitions < 1:
         raise InvalidPartitionCountError(f"partition count must be >= 1, got {num_partitions}")
+    ctx.store.check_partition_limits(name, num_partitions, 0)
     if replication_factor not in (-1, 1):
         raise InvalidReplication(
             f"replication factor {replication_factor} is larger than the 1 available broker"

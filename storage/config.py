@@ -32,3 +32,8 @@ class StorageConfig:
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     # The record header whose value's Java String.hashCode goes into the consume queue.
     tag_header: str = "TAGS"
+    # Partitions one topic may have, and all topics together (system topics included): each
+    # partition keeps files open and memory, so one request asking for 2^31-1 of them must
+    # be refused (INVALID_PARTITIONS), not exhaust file handles for everyone.
+    max_partitions_per_topic: int = 1000
+    max_partitions: int = 10_000

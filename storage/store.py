@@ -58,6 +58,7 @@ from .commitlog import CommitLog, Entry
 from .config import StorageConfig
 from .errors import (
     CorruptRecordError,
+    InvalidPartitionCountError,
     InvalidTimestampError,
     RecordListTooLargeError,
     RecordTooLargeError,
@@ -403,6 +404,7 @@ class MessageStore:
         return plog
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicMeta:
+        self.check_partition_limits(name, partitions, 0)
         meta = self.topics.create(name, partitions, configs)
         for p in range(partitions):
             self._open_partition(meta, p)
@@ -430,10 +432,24 @@ class MessageStore:
         if meta is None:
             raise UnknownTopicError(name)
         old = meta.partitions
+        self.check_partition_limits(name, count, old)
         meta = self.topics.set_partitions(name, count)
         for p in range(old, count):
             self._open_partition(meta, p)
         return meta
+
+    def check_partition_limits(self, name: str, count: int, old: int) -> None:
+        """Raise InvalidPartitionCountError when topic ``name`` going from ``old`` to
+        ``count`` partitions exceeds max_partitions_per_topic or max_partitions."""
+        per_topic, total = self.config.max_partitions_per_topic, self.config.max_partitions
+        if count > per_topic:
+            raise InvalidPartitionCountError(
+                f"{count} partitions for topic {name!r}: at most {per_topic} per topic (max.partitions.per.topic)")
+        existing = sum(meta.partitions for meta in self.topics.all())
+        if existing - old + count > total:
+            raise InvalidPartitionCountError(
+                f"{count} partitions for topic {name!r} would make {existing - old + count}; at most {total} "
+                f"in all (max.partitions)")
 
     def partition(self, name: str, p: int) -> PartitionLog:
         plog = self._partitions.get((name, p))

@@ -47,6 +47,7 @@ async def handle(ctx: BrokerContext, request: Request):
                     )
             if topic.assignments is not None and len(topic.assignments) != topic.count - meta.partitions:
                 raise InvalidReplicaAssignment("one assignment is needed per new partition")
+            store.check_partition_limits(topic.name, topic.count, meta.partitions)
             if not body.validate_only:
                 store.add_partitions(topic.name, topic.count)
         except Exception as exc:

@@ -12,6 +12,7 @@ restart the broker (cleanly, then with kill -9) and read back everything every t
 
 from __future__ import annotations
 
+import datetime
 import os
 import random
 import struct
@@ -797,6 +798,29 @@ def test_list_offsets_with_an_unknown_negative_timestamp(world):
     conn.close()
     world.verify()
     assert world.broker.stderr.count("Traceback") == tracebacks
+
+
+CREATE_PARTITIONS = 37
+
+
+@pytest.mark.parametrize("validate_only", [False, True])
+def test_huge_partition_counts_are_invalid_partitions(world, validate_only):
+    """CreateTopics / CreatePartitions asking for 100,000 or 2^31-1 partitions opened a file
+    per partition, blocked every client and left a topics.json the broker could not start
+    with. Refused at once with INVALID_PARTITIONS (max.partitions.per.topic, 1000)."""
+    conn = world.connect()
+    began = time.monotonic()
+    for count in (2**31 - 1, 100_000, 1001):
+        response = conn.create_topics({f"huge-{count}": count}, validate_only=validate_only)
+        assert response.topics[0].error_code == ErrorCode.invalid_partitions
+        assert "max.partitions.per.topic" in response.topics[0].error_message
+        grown = conn.request(CREATE_PARTITIONS, 3, topics=[dict(name=STORED, count=count, assignments=None)],
+                             timeout=datetime.timedelta(seconds=10), validate_only=validate_only)
+        assert grown.results[0].error_code == ErrorCode.invalid_partitions
+    assert time.monotonic() - began < 5
+    assert [t.name for t in conn.metadata(None).topics if t.name.startswith("huge-")] == []
+    conn.close()
+    world.verify()
 
 
 def test_missing_partition_in_list_offsets(world):

@@ -20,6 +20,7 @@ from batches import (
 from rmqkafka.storage import record_batch as rb
 from rmqkafka.storage.errors import (
     CorruptRecordError,
+    InvalidPartitionCountError,
     InvalidProducerEpochError,
     InvalidRecordError,
     OffsetOutOfRangeError,
@@ -574,3 +575,22 @@ async def test_close_during_an_in_flight_checkpoint(stores, monkeypatch):
     assert data["position"] == end
     store = stores.open()
     assert store.clean_start
+
+
+def test_partition_limits(stores):
+    """One request asking for 2^31-1 partitions opened a file per partition until handles
+    ran out: a topic may have max_partitions_per_topic, all topics max_partitions."""
+    store = stores.open(max_partitions_per_topic=8, max_partitions=12)
+    with pytest.raises(InvalidPartitionCountError, match="at most 8 per topic"):
+        store.create_topic("huge", 2**31 - 1, {})
+    store.create_topic("a", 8, {})
+    with pytest.raises(InvalidPartitionCountError, match="would make 13; at most 12 in all"):
+        store.create_topic("b", 5, {})
+    store.create_topic("b", 4, {})
+    with pytest.raises(InvalidPartitionCountError, match="would make 13"):
+        store.add_partitions("b", 5)
+    with pytest.raises(InvalidPartitionCountError, match="at most 8 per topic"):
+        store.add_partitions("a", 100_000)
+    assert [(m.name, m.partitions) for m in store.topics.all()] == [("a", 8), ("b", 4)]
+    store.delete_topic("a")
+    store.add_partitions("b", 8)
