@@ -182,6 +182,7 @@ class MessageStore:
         self.clean_start = False
         self.failure: StorageFailedError | None = None
         self.failed = asyncio.Event()  # set with ``failure``: the broker must stop
+        self._last_checkpoint: tuple[int, dict] | None = None  # (position, snapshot) written last
 
     # -- lifecycle -------------------------------------------------------------------------
     def open(self) -> None:
@@ -732,7 +733,10 @@ class MessageStore:
             self.offsets.mark_flushed(offset_seq)
             self._release_durable(end)
             self._release_offsets(self.offsets.flushed_seq)
+            if (end, snapshot) == self._last_checkpoint:
+                return  # an idle broker: the checkpoint on disk says all of this already
             await asyncio.get_running_loop().run_in_executor(None, self._write_checkpoint, end, snapshot)
+            self._last_checkpoint = (end, snapshot)
 
     def _snapshot(self) -> dict:
         return {

@@ -594,3 +594,20 @@ def test_partition_limits(stores):
     assert [(m.name, m.partitions) for m in store.topics.all()] == [("a", 8), ("b", 4)]
     store.delete_topic("a")
     store.add_partitions("b", 8)
+
+
+async def test_an_idle_checkpoint_is_not_rewritten(stores):
+    store = stores.open(flush_interval_ms=3_600_000)
+    store.create_topic("t", 1, {})
+    await store.start()
+    append(store, "t", 0, make_batch(1))
+    await store.checkpoint()
+    path = stores.data_dir / "checkpoint.json"
+    written = path.stat().st_ino
+    await store.checkpoint()
+    assert path.stat().st_ino == written  # nothing changed: not replaced
+    append(store, "t", 0, make_batch(1))
+    await store.checkpoint()
+    assert path.stat().st_ino != written
+    assert json.loads(path.read_text())["position"] == store.commitlog.end_position
+    await stores.aclose(store)
