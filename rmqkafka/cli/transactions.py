@@ -533,3 +533,163 @@ def find_hanging_cmd(topic: str | None, partition: int | None, max_minutes: int,
          s["current_transaction_start_offset"], s["last_timestamp"], s["duration_minutes"])
         for s in rows
     ])
+
+
+# ---------------------------------------------------------------------------------------------
+# RocketMQ transaction messages: ``rmqk transactions half list|describe``
+#
+# Half messages (records produced with TRAN_MSG=true, PGROUP and UNIQ_KEY; see
+# rmqsemantics/half_records.py on the broker) wait invisibly in RMQ_SYS_TRANS_HALF_TOPIC until
+# their producer (or a back-check) commits or rolls them back. There is no Kafka API for them,
+# so the broker answers as read-only configs of that topic: ``rmq.transaction.half.status``
+# (counters, pending count, the oldest pending half messages up to the broker's limit, the
+# transaction* settings)
+# and, asked by name only, ``rmq.transaction.half.<group>/<UNIQ_KEY>`` (one pending half
+# message as JSON, or null). ``list`` reads the status through the AdminClient, as ``rmqk
+# delays`` does. ``describe`` must name its keys, which confluent-kafka's describe_configs
+# cannot send, so it sends DescribeConfigs (32) v1 over the plain connection above (plain TCP
+# only, like the other ``transactions`` commands).
+
+HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+HALF_STATUS = "rmq.transaction.half.status"
+HALF_ONE = "rmq.transaction.half."  # + <group>/<UNIQ_KEY>
+DESCRIBE_CONFIGS = 32
+_RESOURCE_TOPIC = 2
+HALF_HEADERS = ["UniqKey", "Group", "Topic", "Partition", "AgeMs", "Checks"]
+HALF_DESCRIBE_HEADERS = ["UniqKey", "Group", "Topic", "Partition", "HalfOffset", "StoredMs", "AgeMs", "Checks",
+                         "FirstCheckMs"]
+_HALF_COUNTERS = (("pending", "pending"), ("committed", "committed"), ("rolled_back", "rolled back"),
+                  ("rolled_back_unchecked", "rolled back after max checks"), ("checks_sent", "checks sent"))
+
+
+def _not_rmqkafka(client: ClientOptions) -> CliError:
+    return CliError(f"the broker at {client.bootstrap} reports no half-message status ({HALF_STATUS} of "
+                    f"{HALF_TOPIC}); is it an rmqkafka broker?")
+
+
+def _half_json(name: str, value: str | None) -> Any:
+    import json
+
+    try:
+        return json.loads(value) if value is not None else None
+    except ValueError:
+        raise CliError(f"{name} is not JSON: {value[:80]!r}") from None
+
+
+def fetch_half_status(client: ClientOptions) -> dict[str, Any]:
+    """The broker's ``rmq.transaction.half.status`` document (through the AdminClient)."""
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    from rmqkafka.cli.common import error_code, error_from_exception, request_kwargs
+
+    admin, _ = admin_client(client)
+    futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, HALF_TOPIC)], **request_kwargs(client))
+    try:
+        [entries] = [future.result() for future in futures.values()]
+    except Exception as exc:  # noqa: BLE001
+        if error_code(exc) == "UNKNOWN_TOPIC_OR_PART":
+            raise _not_rmqkafka(client) from None
+        raise error_from_exception(exc, f"cannot describe {HALF_TOPIC}") from None
+    entry = entries.get(HALF_STATUS)
+    if entry is None or not entry.value:
+        raise _not_rmqkafka(client)
+    status = _half_json(HALF_STATUS, entry.value)
+    if not isinstance(status, dict):
+        raise CliError(f"{HALF_STATUS} is not a JSON object")
+    return status
+
+
+def fetch_half_entries(client: ClientOptions, metadata: Any, keys: list[tuple[str, str]]) -> dict[tuple[str, str], dict[str, Any] | None]:
+    """Each (group, UNIQ_KEY)'s pending entry, None when it is not pending: DescribeConfigs
+    of ``rmq.transaction.half.<group>/<UNIQ_KEY>`` by name, over plain TCP."""
+    from kio.schema.describe_configs.v1.request import DescribeConfigsResource
+
+    brokers = _brokers(metadata)
+    if not brokers:
+        raise CliError(f"the cluster at {client.bootstrap} lists no brokers")
+    names = {f"{HALF_ONE}{group}/{key}": (group, key) for group, key in keys}
+    _, host, port = brokers[0]
+    with _Connection(host, port, client.timeout) as conn:
+        response = conn.request(DESCRIBE_CONFIGS, 1, resources=(DescribeConfigsResource(
+            resource_type=_RESOURCE_TOPIC, resource_name=HALF_TOPIC, configuration_keys=tuple(names)),),
+            include_synonyms=False)
+    [result] = response.results
+    if not _ok(result.error_code):
+        if _code_name(result.error_code) == "UNKNOWN_TOPIC_OR_PARTITION":
+            raise _not_rmqkafka(client)
+        raise CliError(f"cannot describe {HALF_TOPIC}: {_code_name(result.error_code)}"
+                       f"{f' ({result.error_message})' if result.error_message else ''}")
+    answered = {c.name: c.value for c in result.configs}
+    found: dict[tuple[str, str], dict[str, Any] | None] = {}
+    for name, ident in names.items():
+        if name not in answered:
+            raise _not_rmqkafka(client)
+        value = _half_json(name, answered[name])
+        found[ident] = value if isinstance(value, dict) else None
+    return found
+
+
+def _half_rows(entries: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    return [(e.get("uniq_key"), e.get("group"), e.get("topic"), e.get("partition"), e.get("age_ms"), e.get("checks"))
+            for e in entries]
+
+
+@transactions.group("half", cls=Group, no_args_is_help=True)
+def half() -> None:
+    """RocketMQ transaction messages: half messages waiting for a commit or rollback."""
+
+
+@half.command("list")
+@click.option("--group", "group", metavar="GROUP", help="Only half messages of this producer group (PGROUP).")
+@json_option
+@client_options
+@handle_errors
+def half_list_cmd(group: str | None, as_json: bool, client: ClientOptions) -> None:
+    """Counters and the oldest pending half messages (as many as the broker lists)."""
+    from rmqkafka.cli.common import echo
+
+    status = fetch_half_status(client)
+    oldest = [e for e in status.get("oldest", []) if isinstance(e, dict)]
+    pending = int(status.get("pending", 0) or 0)
+    shown = [e for e in oldest if group is None or e.get("group") == group]
+    if as_json:
+        if group is not None:
+            status = dict(status, oldest=shown, group=group)
+        echo_json(status)
+        return
+    echo(", ".join(f"{status.get(key, 0)} {label}" for key, label in _HALF_COUNTERS)
+         + f" (transactionTimeOut {status.get('transaction_timeout_ms')} ms, transactionCheckInterval "
+         f"{status.get('transaction_check_interval_ms')} ms, transactionCheckMax {status.get('transaction_check_max')})")
+    echo_table(HALF_HEADERS, _half_rows(shown))
+    if pending > len(oldest):
+        among = f" (those of group {group} among them)" if group is not None else ""
+        echo(f"{pending - len(oldest)} more pending than shown: the broker lists only the oldest {len(oldest)} "
+             f"of {pending}{among}")
+
+
+@half.command("describe")
+@click.argument("group_name", metavar="GROUP")
+@click.argument("uniq_keys", nargs=-1, required=True, metavar="UNIQ_KEY...")
+@json_option
+@client_options
+@handle_errors
+def half_describe_cmd(group_name: str, uniq_keys: tuple[str, ...], as_json: bool, client: ClientOptions) -> None:
+    """Topic, partition, half offset, age and back-checks of pending half messages."""
+    check_plain_tcp(client)
+    _, metadata = admin_client(client)
+    keys = [(group_name, key) for key in dict.fromkeys(uniq_keys)]
+    found = fetch_half_entries(client, metadata, keys)
+    entries = [entry for entry in found.values() if entry is not None]
+    missing = [key for (_, key), entry in found.items() if entry is None]
+    if as_json:
+        echo_json(entries)
+    elif entries:
+        echo_table(HALF_DESCRIBE_HEADERS, [
+            (e["uniq_key"], e["group"], e["topic"], e["partition"], e["half_offset"], e["stored_ms"], e["age_ms"],
+             e["checks"], e["first_check_ms"])
+            for e in entries
+        ])
+    if missing:
+        one = len(missing) == 1
+        raise CliError(f"half message{'' if one else 's'} UNIQ_KEY {', '.join(missing)} of group {group_name} "
+                       f"{'is' if one else 'are'} not pending (unknown, or already committed or rolled back)")
