@@ -50,6 +50,7 @@ from .half_records import (
     HALF_TOPIC,
     OP_TOPIC,
     PGROUP,
+    ROLLBACK,
     TRAN_HALF,
     UNIQ_KEY,
     HalfHeaderError,
@@ -79,8 +80,8 @@ CHECK_STEP = 5000  # half messages a check step handles before the service yield
 # value may have in the versions before v4 (a legacy string)
 STATUS_LIMIT = 100
 
-# deliver(record, headers, real topic, real qid): append a committed message (or park it)
-Deliver = Callable[[object, list, str, int], None]
+# deliver([(record, headers)], real topic, real qid): append committed messages (or park them)
+Deliver = Callable[[list[tuple[object, list]], str, int], None]
 
 
 @dataclass(slots=True)
@@ -184,11 +185,10 @@ class HalfMessages:
 
     def written(self) -> None:
         ends, self._ends = self._ends, []
-        now = self.clock.now_ms()
-        for intent in ends:
-            offset = self._by_key.get((intent.group, intent.key))
-            if offset is not None:
-                self._decide(offset, intent.end or COMMIT, BY_PRODUCER, now)
+        decisions = [(self._by_key[(i.group, i.key)], i.end or COMMIT, BY_PRODUCER)
+                     for i in ends if (i.group, i.key) in self._by_key]
+        if decisions:
+            self._decide(decisions, self.clock.now_ms())
 
     def abandon(self) -> None:
         """The batch the last ``park`` came from could not be written: its halves are void
@@ -198,35 +198,47 @@ class HalfMessages:
             self._cancel((HALF_TOPIC, 0, offset))
         self._last_parked = []
 
-    def _decide(self, offset: int, decision: str, by: str, now: int) -> None:
-        """Commit (message, then op record) or roll back (op record). Once a committed
-        message is written the half message is ended, whatever happens to its op record: a
-        replay would find it committed by its PARKED_AT anyway."""
-        entry = self.pending[offset]
-        op = op_batch([(offset, entry.group, entry.key, decision, by)], now)
-        if decision != COMMIT:
-            self.store.append_built(OP_TOPIC, 0, op)
+    def _decide(self, decisions: list[tuple[int, str, str]], now: int) -> None:
+        """Carry out (half offset, COMMIT or ROLLBACK, by whom) decisions in a few appends:
+        the committed messages of each partition in one batch, then one batch of op records
+        for all. A committed message ends its half message once it is written, whatever
+        happens to the op records (a replay finds it committed by its PARKED_AT); a rollback
+        happens only with its op record."""
+        entries = {offset: self.pending[offset] for offset, _, _ in decisions}
+        plog = self.store.partition(HALF_TOPIC, 0)
+        commits: dict[tuple[str, int], list[tuple[int, object]]] = {}
+        for offset, decision, _ in decisions:
+            if decision == COMMIT:
+                entry = entries[offset]
+                found = self._parked.record(plog, offset)
+                if found is None:
+                    raise InvalidRecordError(f"half message {entry.key} of group {entry.group}: its record is gone")
+                commits.setdefault((entry.topic, entry.partition), []).append((offset, found[0]))
+        for (topic, partition), items in commits.items():
+            self._deliver([(record, committed_headers(record, offset)) for offset, record in items], topic, partition)
+            for offset, _ in items:
+                self._remove(offset, "committed")
+                self.counters["committed"] += 1
+        ops = op_batch([(offset, entries[offset].group, entries[offset].key, decision, by)
+                        for offset, decision, by in decisions], now)
+        try:
+            self.store.append_built(OP_TOPIC, 0, ops)
+        except Exception:
+            if all(decision == COMMIT for _, decision, _ in decisions):
+                log.exception("%d half message(s) committed, but their op records could not be written", len(decisions))
+                return
+            raise  # the rollbacks did not happen; a later end or check decides them
+        for offset, decision, by in decisions:
+            if decision == COMMIT:
+                continue
+            entry = entries[offset]
             self._remove(offset, "rolled back")
-        else:
-            found = self._parked.record(self.store.partition(HALF_TOPIC, 0), offset)
-            if found is None:
-                raise InvalidRecordError(f"half message {entry.key} of group {entry.group}: its record is gone")
-            record = found[0]
-            self._deliver(record, committed_headers(record, offset), entry.topic, entry.partition)
-            self._remove(offset, "committed")
-            try:
-                self.store.append_built(OP_TOPIC, 0, op)
-            except Exception:  # committed already: the op record is bookkeeping
-                log.exception("half message UNIQ_KEY %s of group %s: committed, but its op record "
-                              "could not be written", entry.key, entry.group)
-        if decision == COMMIT:
-            self.counters["committed"] += 1
-        elif by == BY_CHECK_MAX:
-            self.counters["rolled_back_unchecked"] += 1
-            log.warning("half message UNIQ_KEY %s of group %s (%s-%d) rolled back: no answer after %d checks",
-                        entry.key, entry.group, entry.topic, entry.partition, entry.checks)
-        else:
-            self.counters["rolled_back"] += 1
+            if by == BY_CHECK_MAX:
+                self.counters["rolled_back_unchecked"] += 1
+                log.warning("half message UNIQ_KEY %s of group %s (%s-%d) rolled back: no answer after %d checks",
+                            entry.key, entry.group, entry.topic, entry.partition, entry.checks)
+            else:
+                self.counters["rolled_back"] += 1
 
     # -- the table -------------------------------------------------------------------------
     def _add(self, offset: int, headers: list, topic: str, partition: int, stored_ms: int) -> None:
@@ -272,17 +284,20 @@ class HalfMessages:
     def _check(self, offsets: list[int], now: int) -> int:
         plog = self.store.partition(HALF_TOPIC, 0)
         by_group: dict[str, list[tuple[object, int, int]]] = {}
+        out_of_checks: list[tuple[int, str, str]] = []
         for offset in offsets:
             entry = self.pending[offset]
             if entry.checks >= self.config.transaction_check_max:
-                self._decide(offset, "ROLLBACK", BY_CHECK_MAX, now)
+                out_of_checks.append((offset, ROLLBACK, BY_CHECK_MAX))
                 continue
             found = self._parked.record(plog, offset) if plog.log_start_offset <= offset < plog.next_offset else None
             if found is None:
                 log.error("%s-0@%d: half message gone (retention?); rolled back", HALF_TOPIC, offset)
-                self._decide(offset, "ROLLBACK", BY_CHECK_MAX, now)
+                out_of_checks.append((offset, ROLLBACK, BY_CHECK_MAX))
                 continue
             by_group.setdefault(entry.group, []).append((found[0], offset, entry.checks + 1))
+        if out_of_checks:
+            self._decide(out_of_checks, now)
         return sum(self._send_checks(group, checks) for group, checks in by_group.items())
 
     def _send_checks(self, group: str, checks: list[tuple[object, int, int]]) -> int:

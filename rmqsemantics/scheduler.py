@@ -470,27 +470,35 @@ class Scheduler:
         self.store.append_built(real[0], real[1], delivered_batch(parked), **options)
         self.counters["delivered"] += len(parked)
 
-    def _deliver_committed(self, record, headers: list, topic: str, partition: int) -> None:
-        """A committed half message: to its partition now, or parked for its DELAY /
-        TIMER_* (counted from the commit, as RocketMQ delays a committed message)."""
+    def _deliver_committed(self, items: list[tuple[object, list]], topic: str, partition: int) -> None:
+        """Committed half messages (record, headers) for one partition: appended now, in
+        batches, or parked for their DELAY / TIMER_* (counted from the commit, as RocketMQ
+        delays a committed message)."""
         meta = self.store.topics.get(topic)
         if meta is None or not 0 <= partition < meta.partitions:
-            log.warning("committed half message dropped: its partition %s-%d no longer exists", topic, partition)
-            self.counters["dropped"] += 1
+            log.warning("%d committed half message(s) dropped: their partition %s-%d no longer exists",
+                        len(items), topic, partition)
+            self.counters["dropped"] += len(items)
             return
         now = self.clock.now_ms()
-        park = scheduling_of(headers, now, self.config.delay_levels_ms, self.config.timer_max_delay_sec * 1000)
-        if park is None:
-            batch = build_batch([(record.timestamp, record.key, record.value, headers)])
-            self.store.append_built(topic, partition, batch, **self._delivery_options(meta.configs))
-            return
-        batch = build_batch([(record.timestamp, record.key, record.value,
-                              [*headers, (TIMER_OUT_MS, b"%d" % park.due_ms)])])
-        if park.level is None:
-            self._append_timers(batch, [park.due_ms])
-        else:
-            self.store.append_built(SCHEDULE_TOPIC, park.level - 1, batch, [park.due_ms])
-        self._wake()
+        levels, max_ms = self.config.delay_levels_ms, self.config.timer_max_delay_sec * 1000
+        now_rows, now_records = [], []
+        for record, headers in items:
+            park = scheduling_of(headers, now, levels, max_ms)
+            if park is None:
+                now_rows.append((record.timestamp, record.key, record.value, headers))
+                now_records.append(record)
+                continue
+            batch = build_batch([(record.timestamp, record.key, record.value,
+                                  [*headers, (TIMER_OUT_MS, b"%d" % park.due_ms)])])
+            if park.level is None:
+                self._append_timers(batch, [park.due_ms])
+            else:
+                self.store.append_built(SCHEDULE_TOPIC, park.level - 1, batch, [park.due_ms])
+            self._wake()
+        options = self._delivery_options(meta.configs)
+        for start, end in _chunks(now_records, PARK_BATCH_BYTES):
+            self.store.append_built(topic, partition, build_batch(now_rows[start:end]), **options)
 
     # -- status ----------------------------------------------------------------------------
     def status(self) -> dict:

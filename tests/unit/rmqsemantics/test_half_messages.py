@@ -401,3 +401,26 @@ async def test_a_check_pass_in_steps_skips_what_ended_in_between(world):
     b.produce("orders", 0, batch(end("K5"), end("K9", b"ROLLBACK")))  # while the service yields
     assert list(steps) == [3, 1]
     assert {e["uniq_key"]: e["checks"] for e in halves(b)["oldest"]} == {f"K{i}": 1 for i in (0, 1, 2, 3, 4, 6, 7, 8)}
+
+
+async def test_the_ends_of_one_request_are_carried_out_in_a_few_appends(world):
+    """One batch of committed messages per partition and one batch of op records, in the
+    order of the end records (each end record on its own made commits 25x slower than plain
+    produce)."""
+    b = await opened(world)
+    b.produce("orders", 0, batch(*(half(b"a%d" % i, f"A{i}") for i in range(5))))
+    b.produce("orders", 1, batch(*(half(b"b%d" % i, f"B{i}") for i in range(5))))
+    ends = [end(f"A{i}") for i in (3, 1, 0)] + [end("B2", b"ROLLBACK")] + [end(f"B{i}") for i in (4, 0)]
+    b.produce("orders", 0, batch(*ends))
+
+    def batches(topic: str, partition: int) -> int:
+        plog = b.store.partition(topic, partition)
+        return len({plog.consume_queue.entry(o)[0] for o in range(plog.log_start_offset, plog.next_offset)})
+
+    assert values(b.store, "orders", 0) == [b"a3", b"a1", b"a0"]
+    assert values(b.store, "orders", 1) == [b"b4", b"b0"]
+    assert batches(OP_TOPIC, 0) == 1 and b.next_offset(OP_TOPIC) == 6
+    assert batches("orders", 1) == 2  # the gaps of the halves, the committed messages
+    assert [k for k, _, _ in ops(b)] == [b"A3", b"A1", b"A0", b"B2", b"B4", b"B0"]
+    status = halves(b)
+    assert (status["pending"], status["committed"], status["rolled_back"]) == (4, 5, 1)
