@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 import tomllib
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,10 @@ def test_unknown_attribute_of_the_namespace_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         rmqkafka.Nope  # noqa: B018
     assert "EmbeddedBroker" in dir(rmqkafka)
+
+
+def test_test_modules_have_unique_basenames() -> None:
+    """pytest imports test modules by basename (rootdir-relative "prepend" mode): two
+    ``test_x.py`` in different folders make the second one fail to collect."""
+    names = Counter(path.name for path in (ROOT / "tests").rglob("test_*.py"))
+    assert [name for name, count in names.items() if count > 1] == []
