@@ -58,4 +58,4 @@ main.add_command(_Lazy("groups", "rmqkafka.cli.groups:groups", "List, describe, 
 main.add_command(_Lazy("views", "rmqkafka.cli.views:views", "Create, list, describe and delete subscription views."))
 main.add_command(_Lazy("delays", "rmqkafka.cli.delays:delays", "Show delay levels and pending timers of the broker's scheduler."))
 main.add_command(_Lazy("dlq", "rmqkafka.cli.dlq:dlq", "List and re-send a consumer group's dead letters."))
-main.add_command(_Lazy("transactions", "rmqkafka.cli.transactions:transactions", "List and describe transactions, find hanging ones."))
+main.add_command(_Lazy("transactions", "rmqkafka.cli.transactions:transactions", "Kafka transactions (list, describe, find hanging ones) and RocketMQ half messages."))

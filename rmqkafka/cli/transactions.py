@@ -411,7 +411,7 @@ def hanging_among(candidates: list[dict[str, Any]], transactional_ids: dict[int,
 
 @click.group("transactions", cls=Group, no_args_is_help=True)
 def transactions() -> None:
-    """List and describe transactions (like kafka-transactions.sh)."""
+    """Kafka transactions (like kafka-transactions.sh) and RocketMQ half messages (half)."""
 
 
 @transactions.command("list")
