@@ -509,3 +509,31 @@ def _isatty(stream: Any) -> bool:
         return bool(stream.isatty())
     except (AttributeError, ValueError):
         return False
+
+
+def read_status_config(admin: Any, opts: ClientOptions, topic: str, name: str, what: str) -> dict[str, Any]:
+    """The JSON object an rmqkafka broker reports as the read-only config ``name`` of its
+    system topic ``topic`` (``what`` names it in errors); CliError when the broker has none
+    (not an rmqkafka broker) or it is not a JSON object."""
+    import json
+
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    not_here = f"the broker at {opts.bootstrap} reports no {what} ({name} of {topic}); is it an rmqkafka broker?"
+    futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)], **request_kwargs(opts))
+    try:
+        [entries] = [future.result() for future in futures.values()]
+    except Exception as exc:  # noqa: BLE001
+        if error_code(exc) == "UNKNOWN_TOPIC_OR_PART":
+            raise CliError(not_here) from None
+        raise error_from_exception(exc, f"cannot describe {topic}") from None
+    entry = entries.get(name)
+    if entry is None or not entry.value:
+        raise CliError(not_here)
+    try:
+        status = json.loads(entry.value)
+    except ValueError:
+        raise CliError(f"{name} is not JSON: {entry.value[:80]!r}") from None
+    if not isinstance(status, dict):
+        raise CliError(f"{name} is not a JSON object")
+    return status

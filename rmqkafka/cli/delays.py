@@ -23,7 +23,6 @@ confluent_kafka is imported inside the command (see ``rmqkafka.cli.common``).
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import datetime
 from typing import Any
@@ -32,18 +31,15 @@ import click
 
 from rmqkafka.cli.common import (
     ClientOptions,
-    CliError,
     Command,
     admin_client,
     client_options,
     echo,
     echo_json,
     echo_table,
-    error_code,
-    error_from_exception,
     handle_errors,
     json_option,
-    request_kwargs,
+    read_status_config,
 )
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
@@ -97,26 +93,7 @@ def delays(by: str, as_json: bool, client: ClientOptions) -> None:
 
 def fetch_status(admin: Any, client: ClientOptions) -> dict[str, Any]:
     """The broker's ``rmq.scheduler.status`` document; CliError when it has none."""
-    from confluent_kafka.admin import ConfigResource, ResourceType
-
-    not_here = f"the broker at {client.bootstrap} reports no scheduler status ({STATUS} of {SCHEDULE_TOPIC}); is it an rmqkafka broker?"
-    futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, SCHEDULE_TOPIC)], **request_kwargs(client))
-    try:
-        [entries] = [future.result() for future in futures.values()]
-    except Exception as exc:  # noqa: BLE001
-        if error_code(exc) == "UNKNOWN_TOPIC_OR_PART":
-            raise CliError(not_here) from None
-        raise error_from_exception(exc, f"cannot describe {SCHEDULE_TOPIC}") from None
-    entry = entries.get(STATUS)
-    if entry is None or not entry.value:
-        raise CliError(not_here)
-    try:
-        status = json.loads(entry.value)
-    except ValueError:
-        raise CliError(f"{STATUS} is not JSON: {entry.value[:80]!r}") from None
-    if not isinstance(status, dict):
-        raise CliError(f"{STATUS} is not a JSON object")
-    return status
+    return read_status_config(admin, client, SCHEDULE_TOPIC, STATUS, "scheduler status")
 
 
 def timer_buckets(by_hour: dict[str, int], by: str) -> list[tuple[str, int]]:

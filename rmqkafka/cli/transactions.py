@@ -49,6 +49,7 @@ from rmqkafka.cli.common import (
     handle_errors,
     json_option,
     one_line,
+    read_status_config,
     topic_error,
     warn,
 )
@@ -578,25 +579,8 @@ def _half_json(name: str, value: str | None) -> Any:
 
 def fetch_half_status(client: ClientOptions) -> dict[str, Any]:
     """The broker's ``rmq.transaction.half.status`` document (through the AdminClient)."""
-    from confluent_kafka.admin import ConfigResource, ResourceType
-
-    from rmqkafka.cli.common import error_code, error_from_exception, request_kwargs
-
     admin, _ = admin_client(client)
-    futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, HALF_TOPIC)], **request_kwargs(client))
-    try:
-        [entries] = [future.result() for future in futures.values()]
-    except Exception as exc:  # noqa: BLE001
-        if error_code(exc) == "UNKNOWN_TOPIC_OR_PART":
-            raise _not_rmqkafka(client) from None
-        raise error_from_exception(exc, f"cannot describe {HALF_TOPIC}") from None
-    entry = entries.get(HALF_STATUS)
-    if entry is None or not entry.value:
-        raise _not_rmqkafka(client)
-    status = _half_json(HALF_STATUS, entry.value)
-    if not isinstance(status, dict):
-        raise CliError(f"{HALF_STATUS} is not a JSON object")
-    return status
+    return read_status_config(admin, client, HALF_TOPIC, HALF_STATUS, "half-message status")
 
 
 def fetch_half_entries(client: ClientOptions, metadata: Any, keys: list[tuple[str, str]]) -> dict[tuple[str, str], dict[str, Any] | None]:

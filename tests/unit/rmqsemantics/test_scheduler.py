@@ -1,13 +1,6 @@
 """Delay levels, timers, retries and dead letters (rmqsemantics.scheduler) on a real
-MessageStore in tmp_path, driven by a ManualClock: nothing sleeps.
-
-A "broker" here is a MessageStore + Semantics built in-process (Semantics before
-``store.open()``, so the scheduler is registered as derived state) and started (so
-``await store.checkpoint()`` works; its own loops are set to never fire). Records go in
-through ``Semantics.append`` as a produce request would put them; delivery is driven by
-``scheduler.deliver_due``. A crash is a broker dropped without ``close``: its file
-descriptors are closed (that writes nothing) and the clean-shutdown marker is not written;
-what was written stays, as the page cache survives a killed process.
+MessageStore in tmp_path, driven by a ManualClock: nothing sleeps (the in-process broker,
+its crashes and clean restarts are semantics_world.py's).
 """
 
 from __future__ import annotations
