@@ -15,12 +15,11 @@ the broker refuse to start with a message naming the view, rather than serve it 
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from rmqkafka.storage.files import write_json_atomically
+from rmqkafka.storage.files import read_json_with_fallback, write_json_atomically
 
 from .filters import ExpressionError, FilterKind, RecordFilter, compile_filter
 
@@ -60,13 +59,14 @@ class ViewRegistry:
         self._path = Path(data_dir) / VIEWS_FILE
         self._by_name: dict[str, View] = {}
         self._by_id: dict[uuid.UUID, View] = {}
-        if self._path.exists():
-            for name, raw in json.loads(self._path.read_text(encoding="utf-8")).items():
-                try:
-                    compiled = compile_filter(raw["kind"], raw["expression"])
-                except ExpressionError as exc:
-                    raise ViewError(f"view {name!r} in {self._path}: {exc}") from None
-                self._add(View(name, uuid.UUID(raw["id"]), raw["source"], compiled))
+        stored = read_json_with_fallback(self._path, lambda raw: [
+            (name, uuid.UUID(v["id"]), str(v["source"]), str(v["kind"]), str(v["expression"])) for name, v in raw.items()])
+        for name, view_id, source, kind, expression in stored or ():
+            try:
+                compiled = compile_filter(kind, expression)
+            except ExpressionError as exc:
+                raise ViewError(f"view {name!r} in {self._path}: {exc}") from None
+            self._add(View(name, view_id, source, compiled))
 
     def _add(self, view: View) -> None:
         self._by_name[view.name] = view
@@ -79,6 +79,7 @@ class ViewRegistry:
                 v.name: {"id": str(v.view_id), "source": v.source, "kind": v.kind, "expression": v.expression}
                 for v in self._by_name.values()
             },
+            keep_previous=True,
         )
 
     def get(self, name: str) -> View | None:

@@ -3,8 +3,21 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+from .errors import StorageError
+
+log = logging.getLogger(__name__)
+PREVIOUS_SUFFIX = ".prev"
+
+
+class DamagedFileError(StorageError):
+    """A metadata file and its previous copy are both unreadable: the broker cannot know
+    what it held and does not start (the message says which file)."""
 
 
 def fsync_path(path: Path) -> None:
@@ -16,9 +29,11 @@ def fsync_path(path: Path) -> None:
         os.close(fd)
 
 
-def write_json_atomically(path: Path, data: object) -> None:
+def write_json_atomically(path: Path, data: object, *, keep_previous: bool = False) -> None:
     """Replace ``path`` with ``data`` as JSON so that a crash leaves the old or the new file:
-    write a temporary file, fsync it, rename it over ``path``, fsync the directory."""
+    write a temporary file, fsync it, rename it over ``path``, fsync the directory.
+    ``keep_previous``: the file being replaced stays as ``<path>.prev`` (a hard link, swapped
+    in atomically), the fallback of ``read_json_with_fallback``."""
     tmp = path.with_suffix(path.suffix + ".tmp")
     # json.dumps without indent runs CPython's C encoder; json.dump and indent run the pure
     # Python one (0.6 s instead of 0.09 s for a checkpoint holding 100,000 half messages)
@@ -27,5 +42,36 @@ def write_json_atomically(path: Path, data: object) -> None:
         f.write(text)
         f.flush()
         os.fsync(f.fileno())
+    if keep_previous and path.exists():
+        link = path.with_name(path.name + PREVIOUS_SUFFIX + ".tmp")
+        link.unlink(missing_ok=True)
+        os.link(path, link)
+        os.replace(link, path.with_name(path.name + PREVIOUS_SUFFIX))
     os.replace(tmp, path)
     fsync_path(path.parent)
+
+
+def read_json_with_fallback(path: Path, parse: Callable[[Any], Any]) -> Any:
+    """``parse`` of the JSON in ``path``, or, when the file is damaged (unreadable, not JSON,
+    or refused by ``parse`` with ValueError / KeyError / TypeError), of its previous copy
+    (``write_json_atomically(keep_previous=True)``), said loudly: the latest change it held
+    is lost. None when neither file exists; DamagedFileError when neither is usable."""
+    previous = path.with_name(path.name + PREVIOUS_SUFFIX)
+    failure = None
+    for candidate in (path, previous):
+        if not candidate.exists():
+            continue
+        try:
+            value = parse(json.loads(candidate.read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            log.error("%s is damaged (%s)", candidate, exc)
+            failure = failure or exc
+            continue
+        if candidate is previous and failure is not None:
+            log.error("%s is damaged: using its previous copy %s; the last change it recorded is lost",
+                      path, previous)
+        return value
+    if failure is not None:
+        raise DamagedFileError(f"{path} is damaged ({failure}) and has no usable previous copy; restore it "
+                               "from a backup, or move it away to start without it")
+    return None

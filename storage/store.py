@@ -66,7 +66,7 @@ from .errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
-from .files import fsync_path, write_json_atomically
+from .files import fsync_path, read_json_with_fallback, write_json_atomically
 from .offset_store import CommittedOffset, OffsetStore
 from .partition_log import PartitionLog, sparse_codes
 from .producer_ids import ProducerIds
@@ -779,10 +779,10 @@ class MessageStore:
 
     def _load_cluster_id(self) -> str:
         path = self._dir / "meta.json"
-        if path.exists():
-            return json.loads(path.read_text(encoding="utf-8"))["cluster_id"]
-        cluster_id = _kafka_style_id()
-        write_json_atomically(path, {"cluster_id": cluster_id})
+        cluster_id = read_json_with_fallback(path, lambda raw: str(raw["cluster_id"]))
+        if cluster_id is None:
+            cluster_id = _kafka_style_id()
+        write_json_atomically(path, {"cluster_id": cluster_id}, keep_previous=True)
         return cluster_id
 
     # -- retention -------------------------------------------------------------------------

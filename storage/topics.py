@@ -2,19 +2,20 @@
 
 On-disk format: ``topics.json`` = ``{"<name>": {"id": "<uuid>", "partitions": N,
 "configs": {"key": "value"}}}``, replaced atomically (write temp, fsync, rename, fsync dir),
-so a crash leaves either the old or the new file. The topic id is what the commitlog
+so a crash leaves either the old or the new file. The version it replaced stays as
+``topics.json.prev``: a damaged file (edited, truncated) falls back to it, with an error in
+the log, rather than keeping the broker from starting. The topic id is what the commitlog
 records, so a deleted-and-recreated topic never sees its predecessor's batches.
 """
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import InvalidPartitionCountError, TopicExistsError, UnknownTopicError
-from .files import write_json_atomically
+from .files import read_json_with_fallback, write_json_atomically
 
 
 @dataclass(slots=True)
@@ -30,12 +31,9 @@ class TopicRegistry:
         self._path = path
         self._by_name: dict[str, TopicMeta] = {}
         self._by_id: dict[uuid.UUID, TopicMeta] = {}
-        if path.exists():
-            raw = json.loads(path.read_text(encoding="utf-8"))
-            for name, t in raw.items():
-                meta = TopicMeta(name, uuid.UUID(t["id"]), int(t["partitions"]), dict(t["configs"]))
-                self._by_name[name] = meta
-                self._by_id[meta.topic_id] = meta
+        for meta in read_json_with_fallback(path, _parse) or ():
+            self._by_name[meta.name] = meta
+            self._by_id[meta.topic_id] = meta
 
     def _save(self) -> None:
         write_json_atomically(
@@ -44,6 +42,7 @@ class TopicRegistry:
                 m.name: {"id": str(m.topic_id), "partitions": m.partitions, "configs": m.configs}
                 for m in self._by_name.values()
             },
+            keep_previous=True,
         )
 
     def get(self, name: str) -> TopicMeta | None:
@@ -95,3 +94,7 @@ class TopicRegistry:
         if meta is None:
             raise UnknownTopicError(name)
         return meta
+
+
+def _parse(raw: dict) -> list[TopicMeta]:
+    return [TopicMeta(name, uuid.UUID(t["id"]), int(t["partitions"]), dict(t["configs"])) for name, t in raw.items()]

@@ -514,3 +514,36 @@ def test_rebuild_from_the_commitlog_alone(broker, stop, remove):
     broker.restart()
     with connect(broker) as conn:
         _check_reference(conn, expected)
+
+
+# --- (d) damaged metadata files
+
+
+def test_a_truncated_topics_json_no_longer_stops_the_broker(broker_factory):
+    """topics.json truncated while the broker was stopped: it starts from topics.json.prev
+    (the version before the last change, here the second topic's creation), serves the
+    first topic's records, and says so in its log; with no usable copy it refuses to start
+    with one line naming the file (exit status 2)."""
+    broker = broker_factory()
+    with connect(broker) as conn:
+        conn.create_topic("kept", partitions=1)
+        conn.produce_ok("kept", 0, make_batch([b"a", b"b"]))
+        conn.create_topic("newest", partitions=1)
+    broker.stop()
+    topics = Path(broker.data_dir) / "topics.json"
+    text = topics.read_text()
+    topics.write_text(text[: len(text) // 2])
+    broker.start()
+    with connect(broker) as conn:
+        assert [r.value for r in conn.fetch_all("kept", 0)] == [b"a", b"b"]
+    assert "topics.json is damaged: using its previous copy" in broker.stderr
+    broker.stop()
+
+    topics.write_text("{")
+    (Path(broker.data_dir) / "topics.json.prev").write_text("[")
+    from rmqkafka.adapter.embedded import EmbeddedBrokerError
+
+    with pytest.raises(EmbeddedBrokerError):
+        broker.start()
+    assert broker.returncode == 2
+    assert "rmqk: error: " in broker.stderr and "topics.json is damaged" in broker.stderr

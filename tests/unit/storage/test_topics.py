@@ -79,3 +79,37 @@ def test_atomic_write_leaves_no_temp_file(tmp_path):
     write_json_atomically(path, {"a": 2})
     assert json.loads(path.read_text()) == {"a": 2}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.json"]
+
+
+def test_a_damaged_topics_json_falls_back_to_its_previous_copy(tmp_path, caplog):
+    """A truncated topics.json stopped the broker from starting. The version each save
+    replaced stays as topics.json.prev; a damaged file falls back to it, loudly."""
+    path = tmp_path / "topics.json"
+    reg = TopicRegistry(path)
+    a = reg.create("a", 2, {})
+    reg.create("b", 1, {})
+    text = path.read_text()
+    path.write_text(text[: len(text) // 2])  # truncated while the broker was stopped
+    again = TopicRegistry(path)
+    assert [(m.name, m.topic_id, m.partitions) for m in again.all()] == [("a", a.topic_id, 2)]
+    assert "the last change it recorded is lost" in caplog.text
+    again.create("c", 1, {})  # the next save replaces the damaged file
+    assert sorted(m.name for m in TopicRegistry(path).all()) == ["a", "c"]
+
+
+@pytest.mark.parametrize("previous", ["missing", "damaged"])
+def test_damaged_topics_json_without_a_usable_copy_is_an_error(tmp_path, previous):
+    from rmqkafka.storage.files import DamagedFileError
+
+    path = tmp_path / "topics.json"
+    reg = TopicRegistry(path)
+    reg.create("a", 1, {})
+    reg.create("b", 1, {})
+    path.write_text('{"a": {"id": ')
+    prev = tmp_path / "topics.json.prev"
+    if previous == "missing":
+        prev.unlink()
+    else:
+        prev.write_text(json.dumps({"a": {"partitions": 1}}))  # JSON, but not a registry
+    with pytest.raises(DamagedFileError, match="topics.json is damaged"):
+        TopicRegistry(path)
