@@ -6,6 +6,7 @@ import asyncio
 import logging
 import socket
 import threading
+import time
 
 from rmqkafka.rmqsemantics.config import SemanticsConfig
 from rmqkafka.rmqsemantics.semantics import Semantics
@@ -18,10 +19,10 @@ from .config import AdapterConfig
 from .connection import KafkaConnection
 from .context import BrokerContext
 from .groups.coordinator import GroupCoordinator, GroupSettings
-from .transactions.coordinator import TxnSettings
-from .transactions.service import TransactionService
 from .long_poll import FetchWaiters
 from .topic_configs import effective
+from .transactions.coordinator import TxnSettings
+from .transactions.service import TransactionService
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,7 @@ class Broker:
         self._servers: list[asyncio.Server] = []  # the primary listener first
         self._contexts: list[BrokerContext] = []  # one per listener, same order
         self._connections: set[KafkaConnection] = set()
+        self._sweeper: asyncio.Task | None = None
 
     async def start(self) -> tuple[str, int]:
         """Bind the listeners, recover the store, start serving; returns the primary
@@ -114,6 +116,7 @@ class Broker:
         self.context = self._contexts[0]
         for server in self._servers:
             await server.start_serving()
+        self._sweeper = asyncio.create_task(self._sweep_connections(), name="connection-sweep")
         threading.Thread(target=record_batch.warm_up, name="warm-up", daemon=True).start()
         log.info(
             "serving on %s, data in %s, flush %s, recovered %d batches",
@@ -143,8 +146,24 @@ class Broker:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return server
 
+    async def _sweep_connections(self) -> None:
+        """Close idle connections and those stuck mid-request (KafkaConnection.stalled)."""
+        idle_s = self.adapter_config.connections_max_idle_ms / 1000
+        read_s = self.adapter_config.request_read_timeout_ms / 1000
+        while True:
+            await asyncio.sleep(min(1.0, idle_s / 4, read_s / 4))
+            now = time.monotonic()
+            for connection in list(self._connections):
+                reason = connection.stalled(now, idle_s, read_s)
+                if reason is not None:
+                    log.info("closing %s: %s", connection.peer, reason)
+                    connection.close()
+
     async def stop(self) -> None:
         """Stop accepting, close connections, flush, checkpoint, mark the shutdown clean."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         if self._servers:
             for server in self._servers:
                 server.close()

@@ -33,6 +33,12 @@ class AdapterConfig:
     message_max_bytes: int = 1048588  # message.max.bytes
     compression_type: str = "producer"  # compression.type: the default of the topic config
     socket_request_max_bytes: int = 104857600  # socket.request.max.bytes
+    # A connection with no request in flight and no bytes either way for this long is closed
+    # (Kafka's connections.max.idle.ms, default 10 minutes).
+    connections_max_idle_ms: int = 600_000  # connections.max.idle.ms
+    # A request frame must arrive whole within this time of its first byte: a client sending
+    # one byte a second cannot hold its buffer and connection forever.
+    request_read_timeout_ms: int = 60_000  # request.read.timeout.ms (ours)
     # Kafka's default is 3000; a broker for tests wants the first rebalance at once.
     group_initial_rebalance_delay_ms: int = 0  # group.initial.rebalance.delay.ms
     group_min_session_timeout_ms: int = 6000  # group.min.session.timeout.ms

@@ -3,7 +3,15 @@
 Requests are started in arrival order and may overlap (a produce waiting for its fsync does
 not hold up the next request), but responses are written strictly in request order, which
 Kafka clients rely on. Reading pauses while too many requests are outstanding or the socket's
-write buffer is full, so one fast client cannot make the broker buffer without bound.
+write buffer is full, so one fast client cannot make the broker buffer without bound. A
+Fetch response, the one that can be large, is built only once the responses before it have
+been handed to the socket and its buffer has drained, one Fetch at a time: a client that
+pipelines large fetches and never reads holds at most about two of them in memory, not all.
+
+``stalled`` tells the broker's sweep (adapter.broker) when to close a connection: idle for
+``connections.max.idle.ms`` (nothing in flight, no bytes either way), its client not reading
+the responses for that long, or a request frame still incomplete ``request.read.timeout.ms``
+after its first byte.
 
 Bad input: a frame over ``socket.request.max.bytes``, a negative size, an unknown API key, a
 version outside the advertised range (except ApiVersions, answered with error 35 and our
@@ -14,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 
 from .codec import (
@@ -49,6 +58,10 @@ class KafkaConnection(asyncio.Protocol):
         self._can_write.set()
         self._reading_paused = False
         self._closed = False
+        self._fetch_gate = asyncio.Lock()
+        self._last_active = time.monotonic()
+        self._partial_since: float | None = None  # when the incomplete frame's first byte came
+        self._write_paused_since: float | None = None  # since when the client reads nothing
         self.peer = "?"
 
     # -- asyncio.Protocol ------------------------------------------------------------------
@@ -71,11 +84,15 @@ class KafkaConnection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self._can_write.clear()
+        self._write_paused_since = time.monotonic()
 
     def resume_writing(self) -> None:
         self._can_write.set()
+        self._write_paused_since = None
+        self._last_active = time.monotonic()
 
     def data_received(self, data: bytes) -> None:
+        now = self._last_active = time.monotonic()
         try:
             frames = self._decoder.feed(data)
         except FrameError as exc:
@@ -86,6 +103,20 @@ class KafkaConnection(asyncio.Protocol):
             return
         for frame in frames:
             self._start(frame)
+        if not self._decoder.buffered:
+            self._partial_since = None
+        elif frames or self._partial_since is None:
+            self._partial_since = now  # a new frame began in this chunk
+
+    def stalled(self, now: float, idle_s: float, read_s: float) -> str | None:
+        """Why this connection should be closed at ``now`` (monotonic), or None."""
+        if self._partial_since is not None and now - self._partial_since > read_s:
+            return f"a request frame still incomplete {now - self._partial_since:.0f} s after its first byte"
+        if self._write_paused_since is not None and now - self._write_paused_since > idle_s:
+            return f"not reading its responses for {now - self._write_paused_since:.0f} s"
+        if not self._pending and now - self._last_active > idle_s:
+            return f"idle for {now - self._last_active:.0f} s"
+        return None
 
     # -- request pipeline ------------------------------------------------------------------
     def _start(self, frame: bytes) -> None:
@@ -109,7 +140,12 @@ class KafkaConnection(asyncio.Protocol):
         if handler is None:  # advertised, but its handler is not registered
             raise CloseConnection(f"no handler for api key {request.api_key}")
         try:
-            body = await handler(self._ctx, request)
+            if request.api_key == ApiKey.FETCH:
+                async with self._fetch_gate:
+                    await self._can_write.wait()  # what was written before has drained
+                    body = await handler(self._ctx, request)
+            else:
+                body = await handler(self._ctx, request)
         except (asyncio.CancelledError, CloseConnection):
             raise
         except Exception as exc:  # a handler bug must not take the broker down
@@ -144,6 +180,7 @@ class KafkaConnection(asyncio.Protocol):
                 self._transport.resume_reading()
             if response is not None:
                 self._transport.writelines(response)
+                self._last_active = time.monotonic()
                 await self._can_write.wait()
 
     def _close_after_pending(self) -> None:

@@ -26,6 +26,9 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
 ``compression.type``                default of the topic config ``compression.type``:
                                     producer, uncompressed, gzip, snappy, lz4 or zstd
 ``socket.request.max.bytes``        largest request frame accepted (> 0)
+``connections.max.idle.ms``         close a connection idle this long (default 600000)
+``request.read.timeout.ms``         close a connection whose request frame has not arrived
+                                    whole this long after its first byte (default 60000)
 ``log.segment.bytes``               commitlog segment size (> 0)
 ``max.partitions.per.topic``        partitions one topic may have (default 1000; more is
                                     INVALID_PARTITIONS)
@@ -105,6 +108,8 @@ KNOWN_KEYS = frozenset(
         "message.max.bytes",
         "compression.type",
         "socket.request.max.bytes",
+        "connections.max.idle.ms",
+        "request.read.timeout.ms",
         "log.segment.bytes",
         "max.partitions.per.topic",
         "max.partitions",
@@ -431,6 +436,8 @@ def build_config(
         "message_max_bytes": p.integer("message.max.bytes", minimum=1),
         "compression_type": p.choice("compression.type", _COMPRESSION_TYPES),
         "socket_request_max_bytes": p.integer("socket.request.max.bytes", minimum=1),
+        "connections_max_idle_ms": p.integer("connections.max.idle.ms", minimum=1),
+        "request_read_timeout_ms": p.integer("request.read.timeout.ms", minimum=1),
         "group_initial_rebalance_delay_ms": p.integer("group.initial.rebalance.delay.ms", minimum=0),
         "group_min_session_timeout_ms": p.integer("group.min.session.timeout.ms", minimum=1),
         "group_max_session_timeout_ms": p.integer("group.max.session.timeout.ms", minimum=1),

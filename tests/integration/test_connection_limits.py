@@ -1,0 +1,101 @@
+"""One client cannot hold the broker's memory or connections (issue: 64 pipelined 50 MB
+fetches on a connection that never read took RSS to 3.2 GB and stalled other clients;
+connections were never closed for idleness or for a request arriving one byte a second)."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+
+import psutil
+import pytest
+from rawkafka import ApiKey, ErrorCode, KafkaRaw, make_batch
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+def closed_within(sock: socket.socket, seconds: float) -> bool:
+    """Whether the broker closes ``sock`` within ``seconds`` (anything it sends is read)."""
+    sock.settimeout(0.2)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if sock.recv(65536) == b"":
+                return True
+        except TimeoutError:
+            continue
+        except ConnectionResetError:
+            return True
+    return False
+
+
+@pytest.fixture
+def limited(broker_factory, tmp_path):
+    config = tmp_path / "server.properties"
+    config.write_text("connections.max.idle.ms=1500\nrequest.read.timeout.ms=1500\n")
+    return broker_factory(config_file=config)
+
+
+def test_an_idle_connection_is_closed_an_active_one_is_not(limited):
+    idle = socket.create_connection((limited.host, limited.port))
+    with KafkaRaw(limited.host, limited.port) as active:
+        began = time.monotonic()
+        while time.monotonic() - began < 3.5:
+            assert active.api_versions().error_code == ErrorCode.none
+            time.sleep(0.3)
+        assert closed_within(idle, 2)
+        assert active.api_versions().error_code == ErrorCode.none
+    assert "idle for" in limited.stderr
+
+
+def test_a_request_arriving_one_byte_at_a_time_is_cut_off(limited):
+    slow = socket.create_connection((limited.host, limited.port))
+    frame = struct.pack(">i", 200) + b"\x00" * 20
+    closed = False
+    began = time.monotonic()
+    for byte in frame:
+        try:
+            slow.sendall(bytes([byte]))
+        except (BrokenPipeError, ConnectionResetError):
+            closed = True
+            break
+        time.sleep(0.2)
+        if time.monotonic() - began > 1.5 and closed_within(slow, 0.1):
+            closed = True
+            break
+    assert closed or closed_within(slow, 3), "a one-byte-a-second request kept its connection"
+    assert time.monotonic() - began < 5
+    assert "still incomplete" in limited.stderr
+    with KafkaRaw(limited.host, limited.port) as other:
+        assert other.api_versions().error_code == ErrorCode.none
+
+
+def test_pipelined_fetches_never_read_do_not_pile_up(broker_factory):
+    """32 pipelined fetches of a 12 MB partition on a socket that never reads: the broker
+    builds about two responses, not 32 (about 380 MB), and keeps answering others."""
+    broker = broker_factory()
+    with KafkaRaw(broker.host, broker.port) as conn:
+        conn.create_topic("big", partitions=1, configs={"max.message.bytes": str(2 << 20)})
+        for _ in range(12):
+            conn.produce_ok("big", 0, make_batch([b"x" * (1 << 20)]))
+    process = psutil.Process(broker.pid)
+    before = process.memory_info().rss
+    hog = KafkaRaw(broker.host, broker.port)
+    hog.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    for _ in range(32):
+        hog.send(ApiKey.FETCH, 12, replica_id=-1, max_wait=0, min_bytes=0, max_bytes=64 << 20, isolation_level=0,
+                 session_id=0, session_epoch=-1, topics=[dict(topic="big", topic_id=None, partitions=[dict(
+                     partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1,
+                     partition_max_bytes=64 << 20)])], forgotten_topics_data=(), rack_id="")
+    peak = before
+    with KafkaRaw(broker.host, broker.port) as other:
+        for _ in range(20):
+            started = time.monotonic()
+            assert other.api_versions().error_code == ErrorCode.none
+            assert time.monotonic() - started < 1.0
+            peak = max(peak, process.memory_info().rss)
+            time.sleep(0.1)
+    grown = (peak - before) >> 20
+    assert grown < 120, f"broker RSS grew {grown} MB for responses nobody reads"
+    hog.close()
