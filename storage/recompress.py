@@ -16,15 +16,13 @@ frames. Decompression is aiokafka's, the same code that reads the records afterw
 
 from __future__ import annotations
 
-import functools
 import struct
 import zlib
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from crc32c import crc32c
 
-from .errors import CorruptRecordError
+from .inflate import GZIP, LZ4, MAX_INFLATED, NONE, SNAPPY, ZSTD, inflate
 from .record_batch import (
     COMPRESSION_MASK,
     CONTROL_BIT,
@@ -34,7 +32,6 @@ from .record_batch import (
     Buffer,
 )
 
-NONE, GZIP, SNAPPY, LZ4, ZSTD = range(5)
 CODEC_NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
 
 _XERIAL_HEADER = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
@@ -52,21 +49,19 @@ class Compression:
     level: int | None = None
 
 
-def recompress(batch: Buffer, target: Compression) -> Buffer:
+def recompress(batch: Buffer, target: Compression, max_inflated: int = MAX_INFLATED) -> Buffer:
     """``batch`` encoded with ``target``'s codec, or ``batch`` itself (no copy) if it already
     is, or if it is a control batch (Kafka leaves those as written).
 
-    Raises CorruptRecordError if the records do not decompress.
+    Raises CorruptRecordError if the records do not decompress, RecordTooLargeError if they
+    inflate past ``max_inflated`` bytes.
     """
     view = memoryview(batch)
     (attrs,) = _ATTRS.unpack_from(view, 21)
     source = attrs & COMPRESSION_MASK
     if source == target.codec or attrs & CONTROL_BIT:
         return batch
-    try:
-        records = _decoder(source)(view[HEADER_SIZE:]) if source != NONE else view[HEADER_SIZE:]
-    except Exception as exc:  # every codec raises its own
-        raise CorruptRecordError(f"record batch does not decompress: {exc!r}") from exc
+    records = inflate(source, view[HEADER_SIZE:], max_inflated) if source != NONE else view[HEADER_SIZE:]
     body = encode_records(target, records)
     out = bytearray(view[:HEADER_SIZE])
     out += body
@@ -84,10 +79,7 @@ def records_region(batch: Buffer) -> Buffer:
     codec = view[22] & COMPRESSION_MASK
     if codec == NONE:
         return view[HEADER_SIZE:]
-    try:
-        return _decoder(codec)(view[HEADER_SIZE:])
-    except Exception as exc:  # every codec raises its own
-        raise CorruptRecordError(f"record batch does not decompress: {exc!r}") from exc
+    return inflate(codec, view[HEADER_SIZE:], MAX_INFLATED)
 
 
 def encode_records(target: Compression, data: Buffer) -> Buffer:
@@ -127,17 +119,3 @@ def encode_records(target: Compression, data: Buffer) -> Buffer:
     raise ValueError(f"unknown compression codec {codec}")
 
 
-@functools.cache
-def _decoder(codec: int) -> Callable[[Buffer], bytes]:
-    # aiokafka is imported on first use, as in record_batch (its import is slow).
-    from aiokafka import codec as kafka_codec
-
-    decoders = {
-        GZIP: kafka_codec.gzip_decode,
-        SNAPPY: kafka_codec.snappy_decode,
-        LZ4: kafka_codec.lz4_decode,
-        ZSTD: kafka_codec.zstd_decode,
-    }
-    if codec not in decoders:
-        raise CorruptRecordError(f"unknown compression codec {codec}")
-    return decoders[codec]

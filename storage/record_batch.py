@@ -207,16 +207,28 @@ def warm_up() -> None:
     _batch_reader()
 
 
-def read_records(batch: Buffer) -> list:
-    """Records of a batch (decompressed as needed), via aiokafka's C reader.
+def read_records(batch: Buffer, max_inflated: int | None = None) -> list:
+    """Records of a batch (decompressed as needed, to at most ``max_inflated`` bytes: see
+    storage.inflate), via aiokafka's C reader.
 
     The CRC only proves the bytes are what the producer sent, not that they parse: a body
     that does not decode, or holds more or fewer records than ``recordsCount`` says, raises
-    CorruptRecordError (never the decoder's own exception).
+    CorruptRecordError (never the decoder's own exception); one that inflates past the bound
+    raises RecordTooLargeError.
     """
+    view = memoryview(batch)
+    codec = view[22] & COMPRESSION_MASK
+    if codec:
+        from .inflate import MAX_INFLATED, inflate
+
+        body = inflate(codec, view[HEADER_SIZE:], MAX_INFLATED if max_inflated is None else max_inflated)
+        plain = bytearray(view[:HEADER_SIZE])
+        plain[22] &= ~COMPRESSION_MASK  # the reader sees the records as if never compressed
+        plain += body
+        batch = plain
     try:
-        records = list(_batch_reader()(bytes(batch)))
-    except Exception as exc:  # aiokafka, gzip, lz4, snappy and zstd each raise their own
+        records = list(_batch_reader()(batch if isinstance(batch, (bytes, bytearray)) else bytes(batch)))
+    except Exception as exc:  # aiokafka raises its own
         raise CorruptRecordError(f"record batch does not parse: {exc!r}") from exc
     (count,) = _LENGTH.unpack_from(batch, 57)
     if len(records) != count:

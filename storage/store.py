@@ -67,6 +67,7 @@ from .errors import (
     UnknownTopicError,
 )
 from .files import fsync_path, read_json_with_fallback, write_json_atomically
+from .inflate import INFLATE_FACTOR
 from .offset_store import CommittedOffset, OffsetStore
 from .partition_log import PartitionLog, sparse_codes
 from .producer_ids import ProducerIds
@@ -493,7 +494,9 @@ class MessageStore:
         ``compression``: batches with another codec are re-encoded with this
         one first (``max_batch_bytes`` then applies to both the batch as received and as
         stored, as in Kafka). ``timestamp_range``: without ``log_append_time``, a batch with
-        a record timestamp outside [low, high] is refused (InvalidTimestampError).
+        a record timestamp outside [low, high] is refused (InvalidTimestampError). A batch
+        whose records inflate past INFLATE_FACTOR x ``max_batch_bytes`` is refused
+        (RecordTooLargeError) before more than that is decompressed (storage.inflate).
         """
         self._check_writable()
         plog = self.partition(name, p)
@@ -501,13 +504,14 @@ class MessageStore:
         batches = record_batch.split_batches(records)
         infos = [record_batch.read_info(b) for b in batches]
         _check_sizes(infos, max_batch_bytes, "")
+        inflated = max_batch_bytes * INFLATE_FACTOR  # what a produced batch may inflate to
         if compression is not None:
             when = f" after recompression to {CODEC_NAMES[compression.codec]}"
-            batches = [recompress(b, compression) for b in batches]
+            batches = [recompress(b, compression, inflated) for b in batches]
             infos = [record_batch.read_info(b) for b in batches]
             self._check_fits_a_segment(sum(info.length for info in infos), when)
             _check_sizes(infos, max_batch_bytes, when)
-        parsed = [record_batch.read_records(b) for b in batches]
+        parsed = [record_batch.read_records(b, inflated) for b in batches]
         for b, recs in zip(batches, parsed):
             record_batch.check_offset_deltas(b, recs)
         if timestamp_range is not None and not log_append_time:

@@ -800,6 +800,35 @@ def test_list_offsets_with_an_unknown_negative_timestamp(world):
     assert world.broker.stderr.count("Traceback") == tracebacks
 
 
+def test_a_decompression_bomb_is_refused_without_inflating_it(world, scratch):
+    """A few hundred KB of zstd / gzip inflating to 512 MB took the broker's RSS into the
+    gigabytes and blocked everyone for seconds; refused as MESSAGE_TOO_LARGE after at most
+    64 x message.max.bytes of it was inflated."""
+    import zlib
+
+    import zstandard
+
+    zeros = bytes(512 << 20)
+    bodies = {ZSTD: zstandard.ZstdCompressor(level=3).compress(zeros)}
+    gzip = zlib.compressobj(9, zlib.DEFLATED, 31)
+    bodies[GZIP] = gzip.compress(zeros) + gzip.flush()
+    del zeros
+    process = psutil.Process(broker_pid(world.broker))
+    before = process.memory_info().rss
+    for codec, body in bodies.items():
+        # one record's worth of header; the body is what the bomb inflates to
+        batch = bytearray(make_batch([b"x"], compression=codec))
+        batch[61:] = body
+        struct.pack_into(">i", batch, 8, len(batch) - 12)
+        struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
+        began = time.monotonic()
+        _refused(world, scratch, 0, bytes(batch), ErrorCode.message_too_large)
+        assert time.monotonic() - began < 5
+    grown = (process.memory_info().rss - before) >> 20
+    assert grown < 300, f"the broker's RSS grew {grown} MB refusing the bombs"
+    world.verify(scratch)
+
+
 CREATE_PARTITIONS = 37
 
 
