@@ -29,6 +29,7 @@ to be entry boundaries. Nothing else on disk is trusted more than this file.
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 import struct
 from collections.abc import Callable, Iterator
@@ -41,6 +42,8 @@ from crc32c import crc32c
 from . import record_batch
 from .files import fsync_path
 from .record_batch import Buffer
+
+log = logging.getLogger(__name__)
 
 ENTRY_MAGIC = 0x524D4B31  # "RMK1"
 ENTRY_HEADER = struct.Struct(">iiI16si")
@@ -139,7 +142,16 @@ class CommitLog:
         active = self._segments[-1]
         if active.size > 0 and active.size + entry_size > self._segment_bytes:
             active = self._roll()
-        self._write_all(active.fd, [head, *batch_parts], active.size)
+        try:
+            self._write_all(active.fd, [head, *batch_parts], active.size)
+        except OSError:
+            # Disk full or an I/O error: take back the part that was written, so the file
+            # ends where the log does (the entry never happened).
+            try:
+                os.ftruncate(active.fd, active.size)
+            except OSError:
+                log.exception("%s: could not cut a failed append back to %d bytes", active.path, active.size)
+            raise
         position = active.end_position + len(head)
         active.size += entry_size
         return position

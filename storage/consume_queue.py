@@ -33,6 +33,8 @@ import shutil
 import struct
 from pathlib import Path
 
+from .files import pwrite_all
+
 ENTRY = struct.Struct(">qiq")
 ENTRY_SIZE = ENTRY.size  # 20
 CODE_AT = 12  # where the tag code sits in an entry
@@ -95,7 +97,7 @@ class ConsumeQueue:
             room = base + self._per_file - offset
             chunk = view[: room * ENTRY_SIZE]
             fd = self._fd_for(base)
-            os.pwrite(fd, chunk, (offset - base) * ENTRY_SIZE)
+            pwrite_all(fd, chunk, (offset - base) * ENTRY_SIZE)
             self._dirty.add(base)
             offset += len(chunk) // ENTRY_SIZE
             view = view[len(chunk) :]
@@ -151,8 +153,9 @@ class ConsumeQueue:
 
     # -- truncation ------------------------------------------------------------------------
     def truncate_to(self, offset: int) -> None:
-        """Drop entries at and after ``offset``."""
-        if offset >= self._next_offset:
+        """Drop entries at and after ``offset`` (at ``next_offset``: whatever a failed append
+        left in the files past it)."""
+        if offset > self._next_offset:
             return
         offset = max(offset, self._min_offset)
         for base in sorted(self._fds, reverse=True):

@@ -75,3 +75,14 @@ def read_json_with_fallback(path: Path, parse: Callable[[Any], Any]) -> Any:
         raise DamagedFileError(f"{path} is damaged ({failure}) and has no usable previous copy; restore it "
                                "from a backup, or move it away to start without it")
     return None
+
+
+def pwrite_all(fd: int, data: bytes | bytearray | memoryview, at: int) -> None:
+    """``os.pwrite`` until every byte is written (a short write is legal); an error raises."""
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, at)
+        if written <= 0:
+            raise OSError(f"pwrite wrote {written} bytes")
+        view = view[written:]
+        at += written

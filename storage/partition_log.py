@@ -157,12 +157,26 @@ class PartitionLog:
                       "ignored", self.topic_id, self.partition, offset)
             return
         kind, coordinator_epoch = marker
-        self.producers.end_transaction(info, coordinator_epoch)
-        first = self.ongoing_txns.end(info.producer_id)
-        if kind == ABORT and first is not None:
-            others = self.ongoing_txns.first_offset()
+        # the index file first, memory after: a failed write changes nothing (all or nothing)
+        first = self.ongoing_txns.first_offset_of(info.producer_id)
+        if kind == ABORT and first >= 0:
+            others = next((o for pid, o in self.ongoing_txns.items() if pid != info.producer_id), None)
             stable = offset + 1 if others is None else others
             self.txn_index.append(info.producer_id, first, offset, stable)
+        self.ongoing_txns.end(info.producer_id)
+        self.producers.end_transaction(info, coordinator_epoch)
+
+    def index_marks(self) -> tuple[int, int, int]:
+        """Where the index files end now, for ``undo_to``."""
+        return self.consume_queue.next_offset, self.time_index.entry_count, self.txn_index.entry_count
+
+    def undo_to(self, marks: tuple[int, int, int]) -> None:
+        """Cut the index files back to ``marks`` (an append that failed half-way: its
+        entries, and whatever a failed write left past them, go; memory was not touched)."""
+        next_offset, time_entries, txn_entries = marks
+        self.consume_queue.truncate_to(next_offset)
+        self.time_index.truncate_entries(time_entries)
+        self.txn_index.truncate_entries(txn_entries)
 
     # -- reading ---------------------------------------------------------------------------
     def read(self, offset: int, max_bytes: int, min_one: bool,

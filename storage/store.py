@@ -553,7 +553,9 @@ class MessageStore:
                     )
                     info = record_batch.read_info(batch)
                 parts = record_batch.stored_parts(batch, base, append_time)
-                position = self.commitlog.append(plog.topic_id, p, parts)
+                if append_time is not None:
+                    info = record_batch.read_info(parts[0])
+                self._write_and_index(plog, parts, info, base, offset_codes, batch)
             except BaseException:
                 if out:  # what was parked for this batch must never be delivered
                     assert diverter is not None
@@ -561,9 +563,6 @@ class MessageStore:
                 raise
             appended.records.append(recs)
             appended.tag_codes.append(batch_codes)
-            if append_time is not None:
-                info = record_batch.read_info(parts[0])
-            plog.dispatch(position, info, base, offset_codes, batch)
             if out:
                 assert diverter is not None
                 diverter.written()
@@ -592,15 +591,35 @@ class MessageStore:
         base = plog.next_offset
         append_time = self.clock.now_ms() if log_append_time else None
         parts = record_batch.stored_parts(memoryview(batch), base, append_time)
-        position = self.commitlog.append(plog.topic_id, p, parts)
         if append_time is not None:
             info = record_batch.read_info(parts[0])
         tags = plog.tag_codes(batch, records) if codes is None else None
-        plog.dispatch(position, info, base, tags if codes is None else codes, batch)
+        self._write_and_index(plog, parts, info, base, tags if codes is None else codes, batch)
         appended = Appended([records], [tags])
         for listener in self._listeners:
             listener(name, p, appended)
         return AppendResult(base, self.commitlog.end_position, append_time)
+
+    def _write_and_index(self, plog: PartitionLog, parts: list, info: record_batch.BatchInfo, base: int,
+                         codes: list[int] | None, batch: Buffer) -> None:
+        """Write one batch to the commitlog and index it, all or nothing: when a write fails
+        (disk full, I/O error) the commitlog and the partition's index files are cut back to
+        where they were, so the offset is not handed out and nothing refused is ever served;
+        the caller gets the OSError (KAFKA_STORAGE_ERROR) and a later append may succeed
+        once there is room. If even that cut fails, the store fails (see StorageFailedError)."""
+        start = self.commitlog.end_position
+        marks = plog.index_marks()
+        try:
+            position = self.commitlog.append(plog.topic_id, plog.partition, parts)
+            plog.dispatch(position, info, base, codes, batch)
+        except OSError as exc:
+            log.error("%s/%d: append failed (%s); nothing of it is kept", plog.topic_id, plog.partition, exc)
+            try:
+                self.commitlog.truncate(start)
+                plog.undo_to(marks)
+            except OSError as undo:
+                raise self._fail(undo) from exc
+            raise
 
     def _check_fits_a_segment(self, size: int, when: str) -> None:
         if size > self.config.segment_bytes:

@@ -20,6 +20,8 @@ import os
 import struct
 from pathlib import Path
 
+from .files import pwrite_all
+
 ENTRY = struct.Struct(">qq")
 ENTRY_SIZE = ENTRY.size
 NO_TIMESTAMP = -1
@@ -44,7 +46,7 @@ class TimeIndex:
     def maybe_append(self, max_timestamp: int, base_offset: int) -> None:
         if max_timestamp <= self.max_timestamp:
             return
-        os.pwrite(self._fd, ENTRY.pack(max_timestamp, base_offset), self._count * ENTRY_SIZE)
+        pwrite_all(self._fd, ENTRY.pack(max_timestamp, base_offset), self._count * ENTRY_SIZE)
         self._count += 1
         self._dirty = True
         self.max_timestamp, self.max_timestamp_offset = max_timestamp, base_offset
@@ -72,8 +74,9 @@ class TimeIndex:
         self.truncate_entries(keep)
 
     def truncate_entries(self, count: int) -> None:
-        """Keep only the first ``count`` entries."""
-        if count < self._count:
+        """Keep only the first ``count`` entries (at ``entry_count``: whatever a failed append
+        left in the file past them)."""
+        if count <= self._count:
             os.ftruncate(self._fd, count * ENTRY_SIZE)
             self._count = count
             if count:

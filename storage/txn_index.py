@@ -56,7 +56,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .errors import CorruptRecordError
-from .files import fsync_path
+from .files import fsync_path, pwrite_all
 from .recompress import records_region
 from .record_batch import Buffer
 from .record_layout import decode_record
@@ -123,7 +123,7 @@ class TxnIndex:
 
     def _reset(self) -> None:
         os.ftruncate(self._fd, 0)
-        _pwrite_all(self._fd, SLOT.pack(MAGIC, VERSION, 0, 0), 0)
+        pwrite_all(self._fd, SLOT.pack(MAGIC, VERSION, 0, 0), 0)
         self._dropped = 0
         self.start_offset = 0  # see the module docstring
         self._dirty = True
@@ -133,7 +133,7 @@ class TxnIndex:
                last_stable_offset: int) -> None:
         """Record an aborted transaction; ``last_offset`` (its marker) follows every other's."""
         data = SLOT.pack(producer_id, first_offset, last_offset, last_stable_offset)
-        _pwrite_all(self._fd, data, (self._count + 1) * SLOT_SIZE)
+        pwrite_all(self._fd, data, (self._count + 1) * SLOT_SIZE)
         self._count += 1
         self._dirty = True
 
@@ -192,7 +192,7 @@ class TxnIndex:
         self._truncate_file(self._first_ending_at_or_after(offset))
 
     def _truncate_file(self, keep: int) -> None:
-        if keep < self._count:
+        if keep <= self._count:  # at the count: whatever a failed append left past it
             os.ftruncate(self._fd, (keep + 1) * SLOT_SIZE)
             self._count = keep
 
@@ -207,7 +207,7 @@ class TxnIndex:
         fd = os.open(self._tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             start = max(self.start_offset, offset)
-            _pwrite_all(fd, SLOT.pack(MAGIC, VERSION, self._dropped + gone, start) + kept, 0)
+            pwrite_all(fd, SLOT.pack(MAGIC, VERSION, self._dropped + gone, start) + kept, 0)
             os.fsync(fd)
             os.replace(self._tmp, self._path)
         except BaseException:
@@ -262,6 +262,10 @@ class OngoingTxns:
         """The first offset of the earliest open transaction, None if none is open."""
         return next(iter(self._first.values()), None)
 
+    def items(self) -> Iterator[tuple[int, int]]:
+        """(producer id, first offset) of the open transactions, earliest first."""
+        return iter(self._first.items())
+
     def first_offset_of(self, producer_id: int) -> int:
         """The first offset of ``producer_id``'s open transaction, -1 if it has none."""
         return self._first.get(producer_id, -1)
@@ -280,11 +284,3 @@ class OngoingTxns:
         return len(self._first)
 
 
-def _pwrite_all(fd: int, data: bytes, at: int) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, at)
-        if written <= 0:
-            raise OSError(f"pwrite wrote {written} bytes")
-        view = view[written:]
-        at += written
