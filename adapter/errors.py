@@ -36,6 +36,8 @@ _CODES: dict[type[Exception], ErrorCode] = {
     storage_errors.OffsetOutOfRangeError: ErrorCode.offset_out_of_range,
     # An fsync failed: Kafka answers KAFKA_STORAGE_ERROR for a log dir that went offline.
     storage_errors.StorageFailedError: ErrorCode.kafka_storage_error,
+    # A damaged index entry: the partition cannot be read until the indexes are rebuilt.
+    storage_errors.CorruptIndexError: ErrorCode.kafka_storage_error,
     # A write failed (disk full, I/O error): the append was taken back; clients retry.
     OSError: ErrorCode.kafka_storage_error,
     storage_errors.CorruptRecordError: ErrorCode.corrupt_message,

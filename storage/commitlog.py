@@ -200,6 +200,22 @@ class CommitLog:
         return end
 
     # -- reading ---------------------------------------------------------------------------
+    def read_checked(self, position: int, size: int, topic_id: UUID, partition: int) -> bytes | None:
+        """The batch at ``position`` of ``size`` bytes, or None unless its entry header says
+        exactly that: the entry's length, magic and CRC, topic id and partition (what a
+        damaged index entry pointing elsewhere would contradict)."""
+        if (size < record_batch.HEADER_SIZE or position - ENTRY_HEADER_SIZE < self.start_position
+                or position + size > self.end_position):
+            return None
+        data = self.read(position - ENTRY_HEADER_SIZE, ENTRY_HEADER_SIZE + size)
+        if len(data) != ENTRY_HEADER_SIZE + size:
+            return None
+        length, magic, crc, entry_topic, entry_partition = ENTRY_HEADER.unpack_from(data, 0)
+        if (length != ENTRY_HEADER_SIZE + size or magic != ENTRY_MAGIC or entry_topic != topic_id.bytes
+                or entry_partition != partition or crc32c(data[12:_HEADER_CRC_END]) != crc):
+            return None
+        return data[ENTRY_HEADER_SIZE:]
+
     def read(self, position: int, size: int) -> bytes:
         index = bisect.bisect_right(self._bases, position) - 1
         if index < 0:

@@ -143,6 +143,10 @@ class ConsumeQueue:
     def first_offset_at_position(self, position: int) -> int:
         """The first offset whose batch position is >= ``position`` (next_offset if none)."""
         lo, hi = self._min_offset, self._next_offset
+        if lo < hi and self.entry(lo)[0] >= position:
+            # the usual answer (nothing before ``position`` is indexed), found without a
+            # binary search that a damaged entry further on could mislead
+            return lo
         while lo < hi:
             mid = (lo + hi) // 2
             if self.entry(mid)[0] < position:

@@ -14,6 +14,12 @@ class StorageFailedError(StorageError):
     on disk, makes it writable again."""
 
 
+class CorruptIndexError(StorageError):
+    """A consume-queue entry does not point at a batch of its partition holding its offset
+    (the index file was damaged): the read is refused, and the indexes are rebuilt from the
+    commitlog at the next start."""
+
+
 class CorruptRecordError(StorageError):
     """A record batch failed its CRC32C, or its framing contradicts itself."""
 

@@ -13,6 +13,7 @@ consumer must drop (see storage.txn_index).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from uuid import UUID
@@ -21,7 +22,7 @@ from . import record_batch
 from .batch_builder import covering_batch
 from .commitlog import CommitLog
 from .consume_queue import CONTROL_CODE, PARKED_CODE, ConsumeQueue
-from .errors import OffsetOutOfRangeError
+from .errors import CorruptIndexError, OffsetOutOfRangeError
 from .producer_state import ProducerStateTable
 from .record_batch import NO_PRODUCER_ID, TRANSACTIONAL_BIT, BatchInfo, Buffer
 from .tag_code import tag_code
@@ -71,6 +72,7 @@ class PartitionLog:
         self.producers = ProducerStateTable()
         self.ongoing_txns = OngoingTxns()
         self.log_start_offset = self.consume_queue.min_offset
+        self.on_damage: Callable[[], None] | None = None  # the store asks for a rebuild
 
     @property
     def next_offset(self) -> int:
@@ -200,7 +202,7 @@ class PartitionLog:
             position, batch_size, _ = self.consume_queue.entry(offset)
             if size + batch_size > max_bytes and (batches or not min_one):
                 break
-            batch = self._commitlog.read(position, batch_size)
+            batch = self._checked(offset, position, batch_size)
             offset = record_batch.next_offset_of(batch)
             if batch[57:61] == _NO_RECORDS:
                 batch = covering_batch(record_batch.base_offset_of(batch), offset - 1)
@@ -217,9 +219,14 @@ class PartitionLog:
         size = 0
         while offset < end and size < limit:
             position, batch_size, _ = self.consume_queue.entry(offset)
+            if not self._commitlog.start_position <= position < self._commitlog.end_position or batch_size <= 0:
+                return limit  # a damaged entry: enough to make the fetch read, and read() refuses it
             size += batch_size
             head = self._commitlog.read(position, record_batch.HEADER_SIZE)
-            offset = record_batch.next_offset_of(head)
+            following = record_batch.next_offset_of(head) if len(head) == record_batch.HEADER_SIZE else offset
+            if following <= offset:
+                return limit
+            offset = following
         return size
 
     def read_at(self, position: int, size: int) -> bytes:
@@ -228,7 +235,22 @@ class PartitionLog:
 
     def batch_at(self, offset: int) -> bytes:
         position, size, _ = self.consume_queue.entry(offset)
-        return self._commitlog.read(position, size)
+        return self._checked(offset, position, size)
+
+    def _checked(self, offset: int, position: int, size: int) -> bytes:
+        """The batch the consume queue names for ``offset``, after checking it is one: its
+        commitlog entry header (this partition, this size, CRC) and that its offsets include
+        ``offset``. A damaged index raises CorruptIndexError (and is logged) instead of
+        serving another batch or looping on it; the next start rebuilds the indexes."""
+        batch = self._commitlog.read_checked(position, size, self.topic_id, self.partition)
+        if batch is None or not record_batch.base_offset_of(batch) <= offset < record_batch.next_offset_of(batch):
+            log.error("%s/%d: the consume-queue entry of offset %d (position %d, %d bytes) does not point at "
+                      "its batch; the indexes will be rebuilt from the commitlog at the next start",
+                      self.topic_id, self.partition, offset, position, size)
+            if self.on_damage is not None:
+                self.on_damage()
+            raise CorruptIndexError(f"the index entry of offset {offset} is damaged")
+        return batch
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record stamped >= ``timestamp_ms``, if any."""

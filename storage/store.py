@@ -19,6 +19,8 @@ Files under ``data_dir``::
                              derived is durable and consistent up to commitlog position P
     meta.json                cluster id
     clean_shutdown           present only between a clean close and the next open
+    rebuild_indexes          written when a read met a damaged consume-queue entry: the next
+                             open rebuilds every index from the commitlog start
 
 Recovery: if ``clean_shutdown`` is present and the checkpoint covers the whole commitlog,
 nothing is re-read. If a consume queue, time index or txnindex is shorter than the
@@ -81,6 +83,7 @@ from .txn_index import OngoingTxns
 log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN = "clean_shutdown"
+REBUILD_INDEXES = "rebuild_indexes"  # a damaged index entry was met: rebuild at the next start
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +224,8 @@ class MessageStore:
             lost = "the commitlog is shorter than the checkpoint says"
         elif derived is not None and self._derived_files_lost(derived):
             lost = "index files are shorter than the checkpoint says"
+        elif (self._dir / REBUILD_INDEXES).exists():
+            lost = "a damaged index entry was found while serving"
         if lost:
             log.warning("%s; rebuilding every index from the commitlog", lost)
             position, derived = self.commitlog.start_position, None
@@ -249,6 +254,7 @@ class MessageStore:
         for state in self._states:  # what recovery re-derived, before the checkpoint says so
             _fdatasync_all(state.dirty_fds())
         self._write_checkpoint(self.commitlog.end_position, self._snapshot())
+        (self._dir / REBUILD_INDEXES).unlink(missing_ok=True)  # rebuilt, if it was asked for
         self._opened = True
 
     def _derived_files_lost(self, derived: dict[str, list[int]]) -> bool:
@@ -393,6 +399,16 @@ class MessageStore:
         self._offset_waiters.clear()
 
     # -- topics ----------------------------------------------------------------------------
+    def _index_damaged(self) -> None:
+        """A partition met a damaged index entry: rebuild every index at the next start."""
+        marker = self._dir / REBUILD_INDEXES
+        if not marker.exists():
+            try:
+                marker.touch()
+                fsync_path(self._dir)
+            except OSError:
+                log.exception("could not write %s", marker)
+
     def _open_partition(self, meta: TopicMeta, p: int) -> PartitionLog:
         plog = PartitionLog(
             meta.topic_id,
@@ -402,6 +418,7 @@ class MessageStore:
             self.config.consume_queue_entries_per_file,
             self.config.tag_header,
         )
+        plog.on_damage = self._index_damaged
         self._partitions[(meta.name, p)] = plog
         return plog
 
