@@ -86,3 +86,25 @@ def pwrite_all(fd: int, data: bytes | bytearray | memoryview, at: int) -> None:
             raise OSError(f"pwrite wrote {written} bytes")
         view = view[written:]
         at += written
+
+
+class SingleFileIndex:
+    """Durability of an index kept in one file (``_fd``) that its writes mark ``_dirty``:
+    the checkpoint takes the descriptor to fsync, a clean close flushes it."""
+
+    _fd: int
+    _dirty: bool
+
+    def take_dirty_fds(self) -> list[int]:
+        if not self._dirty:
+            return []
+        self._dirty = False
+        return [self._fd]
+
+    def flush(self) -> None:
+        if self._dirty:
+            os.fdatasync(self._fd)
+            self._dirty = False
+
+    def close(self) -> None:
+        os.close(self._fd)

@@ -20,14 +20,14 @@ import os
 import struct
 from pathlib import Path
 
-from .files import pwrite_all
+from .files import SingleFileIndex, pwrite_all
 
 ENTRY = struct.Struct(">qq")
 ENTRY_SIZE = ENTRY.size
 NO_TIMESTAMP = -1
 
 
-class TimeIndex:
+class TimeIndex(SingleFileIndex):
     def __init__(self, path: Path) -> None:
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         size = os.fstat(self._fd).st_size
@@ -83,17 +83,3 @@ class TimeIndex:
                 self.max_timestamp, self.max_timestamp_offset = self._entry(count - 1)
             else:
                 self.max_timestamp, self.max_timestamp_offset = NO_TIMESTAMP, -1
-
-    def take_dirty_fds(self) -> list[int]:
-        if not self._dirty:
-            return []
-        self._dirty = False
-        return [self._fd]
-
-    def flush(self) -> None:
-        if self._dirty:
-            os.fdatasync(self._fd)
-            self._dirty = False
-
-    def close(self) -> None:
-        os.close(self._fd)

@@ -56,7 +56,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .errors import CorruptRecordError
-from .files import fsync_path, pwrite_all
+from .files import SingleFileIndex, fsync_path, pwrite_all
 from .recompress import records_region
 from .record_batch import Buffer
 from .record_layout import decode_record
@@ -90,7 +90,7 @@ def end_marker(batch: Buffer) -> tuple[int, int] | None:
     return kind, epoch
 
 
-class TxnIndex:
+class TxnIndex(SingleFileIndex):
     """The ``txnindex`` file of one partition (see the module docstring)."""
 
     def __init__(self, path: Path) -> None:
@@ -221,21 +221,6 @@ class TxnIndex:
         self.start_offset = start
         self._dirty = False  # every entry is in the file just fsynced
         fsync_path(self._path.parent)  # the rename
-
-    # -- durability ------------------------------------------------------------------------
-    def take_dirty_fds(self) -> list[int]:
-        if not self._dirty:
-            return []
-        self._dirty = False
-        return [self._fd]
-
-    def flush(self) -> None:
-        if self._dirty:
-            os.fdatasync(self._fd)
-            self._dirty = False
-
-    def close(self) -> None:
-        os.close(self._fd)
 
 
 class OngoingTxns:
