@@ -1,47 +1,33 @@
-"""Authorized-operation bit fields, as Kafka answers them when no authorizer is configured.
+"""Authorized-operation bit fields: what the caller may do on a resource, bit ``n`` for
+AclOperation code ``n``.
 
-Metadata, DescribeCluster, DescribeTopicPartitions and DescribeGroups may carry the ACL
-operations the caller is allowed on a resource: bit ``n`` set = AclOperation code ``n``
-granted. Without an authorizer Kafka grants every operation the resource type supports
-(AclEntry.supportedOperations), and -2**31 means "not asked for". Group operations are the
-3.x set: this broker has no group configs, so DESCRIBE_CONFIGS / ALTER_CONFIGS (Kafka 4.0)
-would advertise something it cannot do.
+Metadata, DescribeCluster, DescribeTopicPartitions and DescribeGroups carry them when the
+request asks (-2**31 means "not asked for"). Each bit is the authorizer's answer for one of
+the operations the resource type supports (Kafka's AclEntry.supportedOperations); without an
+authorizer that is every one of them, as in Kafka. Group operations are the 3.x set: this
+broker has no group configs, so DESCRIBE_CONFIGS / ALTER_CONFIGS (Kafka 4.0) would advertise
+something it cannot do.
 """
 
 from __future__ import annotations
 
-import enum
+from .context import BrokerContext
+from .security.acls import AclOperation as _Op
+from .security.acls import ResourceType
 
 NOT_PROVIDED = -(2**31)
 
-
-class AclOperation(enum.IntEnum):
-    """Kafka's AclOperation codes."""
-
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
+SUPPORTED = {
+    ResourceType.TOPIC: (_Op.READ, _Op.WRITE, _Op.CREATE, _Op.DESCRIBE, _Op.DELETE, _Op.ALTER,
+                         _Op.DESCRIBE_CONFIGS, _Op.ALTER_CONFIGS),
+    ResourceType.GROUP: (_Op.READ, _Op.DESCRIBE, _Op.DELETE),
+    ResourceType.CLUSTER: (_Op.CREATE, _Op.CLUSTER_ACTION, _Op.DESCRIBE_CONFIGS, _Op.ALTER_CONFIGS,
+                           _Op.IDEMPOTENT_WRITE, _Op.ALTER, _Op.DESCRIBE),
+}
 
 
-def _bits(*operations: AclOperation) -> int:
-    return sum(1 << op for op in set(operations))
-
-
-_op = AclOperation
-TOPIC = _bits(_op.READ, _op.WRITE, _op.CREATE, _op.DESCRIBE, _op.DELETE, _op.ALTER,
-              _op.DESCRIBE_CONFIGS, _op.ALTER_CONFIGS)
-GROUP = _bits(_op.READ, _op.DESCRIBE, _op.DELETE)
-CLUSTER = _bits(_op.CREATE, _op.CLUSTER_ACTION, _op.DESCRIBE_CONFIGS, _op.ALTER_CONFIGS,
-                _op.IDEMPOTENT_WRITE, _op.ALTER, _op.DESCRIBE)
-
-
-def authorized(requested: bool, operations: int) -> int:
-    """The field's value: the resource's operations when the request asked for them."""
-    return operations if requested else NOT_PROVIDED
+def authorized(ctx: BrokerContext, requested: bool, resource_type: ResourceType, name: str) -> int:
+    """The field's value: the operations allowed on the resource, if the request asked."""
+    if not requested:
+        return NOT_PROVIDED
+    return sum(1 << op for op in SUPPORTED[resource_type] if ctx.allowed(op, resource_type, name))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 import threading
 import time
 
@@ -15,11 +16,13 @@ from rmqkafka.storage.clock import Clock, SystemClock
 from rmqkafka.storage.config import StorageConfig
 from rmqkafka.storage.store import MessageStore
 
-from .config import AdapterConfig
+from .config import SASL_SSL, SSL, AdapterConfig
 from .connection import KafkaConnection
 from .context import BrokerContext
 from .groups.coordinator import GroupCoordinator, GroupSettings
 from .long_poll import FetchWaiters
+from .response_budget import ResponseBudget
+from .security.service import Security
 from .topic_configs import effective
 from .transactions.coordinator import TxnSettings
 from .transactions.service import TransactionService
@@ -48,6 +51,8 @@ class Broker:
         self._contexts: list[BrokerContext] = []  # one per listener, same order
         self._connections: set[KafkaConnection] = set()
         self._sweeper: asyncio.Task | None = None
+        self.security: Security | None = None
+        self._response_budget = ResponseBudget(adapter_config.response_buffer_max_bytes)
 
     async def start(self) -> tuple[str, int]:
         """Bind the listeners, recover the store, start serving; returns the primary
@@ -58,12 +63,15 @@ class Broker:
         differs only in the advertised address Metadata and FindCoordinator answer with.
         """
         cfg = self.adapter_config
-        endpoints = [(cfg.host, cfg.port, cfg.advertised_host, cfg.advertised_port)] + [
-            (x.host, x.port, x.advertised_host, x.advertised_port) for x in cfg.extra_listeners
+        endpoints = [(cfg.host, cfg.port, cfg.advertised_host, cfg.advertised_port, cfg.security_protocol)] + [
+            (x.host, x.port, x.advertised_host, x.advertised_port, x.security_protocol)
+            for x in cfg.extra_listeners
         ]
+        self.security = security = Security.open(cfg.security, self.storage_config.data_dir)
         try:
-            for host, port, _, _ in endpoints:
-                self._servers.append(await self._bind(host, port, len(self._servers)))
+            for host, port, _, _, protocol in endpoints:
+                tls = security.tls_context if protocol in (SSL, SASL_SSL) else None
+                self._servers.append(await self._bind(host, port, len(self._servers), tls))
             semantics = Semantics(self.semantics_config, self.store, self.storage_config.data_dir,
                                   self.clock, self._delivery_options)
             self.store.open()
@@ -96,7 +104,7 @@ class Broker:
         self.transactions.open()
         self.transactions.start()
         bound = []
-        for server, (_, _, advertised_host, advertised_port) in zip(self._servers, endpoints):
+        for server, (_, _, advertised_host, advertised_port, protocol) in zip(self._servers, endpoints):
             host, port = server.sockets[0].getsockname()[:2]
             bound.append((host, port))
             self._contexts.append(
@@ -111,6 +119,8 @@ class Broker:
                     transactions=self.transactions,
                     advertised_host=advertised_host or (host if host not in ("0.0.0.0", "::") else "127.0.0.1"),
                     advertised_port=advertised_port or port,
+                    security=security,
+                    listener_protocol=protocol,
                 )
             )
         self.context = self._contexts[0]
@@ -121,7 +131,7 @@ class Broker:
         log.info(
             "serving on %s, data in %s, flush %s, recovered %d batches",
             ", ".join(
-                f"{h}:{p} (advertised {c.advertised_host}:{c.advertised_port})"
+                f"{c.listener_protocol}://{h}:{p} (advertised {c.advertised_host}:{c.advertised_port})"
                 for (h, p), c in zip(bound, self._contexts)
             ),
             self.storage_config.data_dir, self.storage_config.flush, self.store.recovered_entries,
@@ -134,13 +144,16 @@ class Broker:
         kind = effective("message.timestamp.type", configs, self.adapter_config, self.storage_config)
         return {"log_append_time": kind == "LogAppendTime"}
 
-    async def _bind(self, host: str, port: int, index: int) -> asyncio.Server:
+    async def _bind(self, host: str, port: int, index: int, tls: ssl.SSLContext | None) -> asyncio.Server:
         server = await asyncio.get_running_loop().create_server(
-            lambda: KafkaConnection(self._contexts[index], self._connections),
+            lambda: KafkaConnection(self._contexts[index], self._connections, self._response_budget),
             host=host,
             port=port,
             reuse_address=True,
             start_serving=False,
+            ssl=tls,
+            # a client that opens a TLS connection and says nothing must not hold it long
+            ssl_handshake_timeout=10.0 if tls is not None else None,
         )
         for sock in server.sockets:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -2,7 +2,39 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+PLAINTEXT = "PLAINTEXT"
+SSL = "SSL"
+SASL_PLAINTEXT = "SASL_PLAINTEXT"
+SASL_SSL = "SASL_SSL"
+SECURITY_PROTOCOLS = (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)
+
+
+@dataclass(frozen=True, slots=True)
+class TlsConfig:
+    """The TLS side of SSL and SASL_SSL listeners (Kafka's ``ssl.*`` keys, PEM files only)."""
+
+    keystore_location: str  # ssl.keystore.location: PEM with the certificate chain and key
+    key_password: str | None = field(default=None, repr=False)  # ssl.key.password
+    truststore_location: str | None = None  # ssl.truststore.location: PEM CA certificates
+    client_auth: str = "none"  # ssl.client.auth: none, requested or required
+    min_version: str = "TLSv1.2"  # the lowest of ssl.enabled.protocols
+
+
+@dataclass(frozen=True, slots=True)
+class SecurityConfig:
+    """Authentication and authorization settings shared by every listener."""
+
+    sasl_mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")  # sasl.enabled.mechanisms
+    # user -> password, from sasl.jaas.config's user_NAME entries and sasl.users.file
+    users: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    tls: TlsConfig | None = None
+    # Bytes a client may send in one frame before it has authenticated (Kafka's default).
+    sasl_max_receive_size: int = 524_288  # sasl.server.max.receive.size
+    authorizer: bool = False  # authorizer.class.name set: ACLs are enforced
+    super_users: tuple[str, ...] = ()  # super.users
+    allow_everyone_if_no_acl_found: bool = False  # allow.everyone.if.no.acl.found
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,6 +48,7 @@ class ExtraListener:
     port: int
     advertised_host: str | None = None  # None = the bound host (127.0.0.1 for 0.0.0.0)
     advertised_port: int | None = None  # None = the bound port
+    security_protocol: str = PLAINTEXT  # listener.security.protocol.map
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +60,8 @@ class AdapterConfig:
     advertised_host: str | None = None  # advertised.listeners; None = the bound host
     advertised_port: int | None = None  # advertised.listeners; None = the bound port
     extra_listeners: tuple[ExtraListener, ...] = ()  # the other entries of listeners
+    security_protocol: str = PLAINTEXT  # the primary listener's (listener.security.protocol.map)
+    security: SecurityConfig = SecurityConfig()
     node_id: int = 0  # node.id / broker.id
     num_partitions: int = 1  # num.partitions
     auto_create_topics: bool = True  # auto.create.topics.enable
@@ -39,6 +74,10 @@ class AdapterConfig:
     # A request frame must arrive whole within this time of its first byte: a client sending
     # one byte a second cannot hold its buffer and connection forever.
     request_read_timeout_ms: int = 60_000  # request.read.timeout.ms (ours)
+    # Fetch response bytes written to sockets that have not sent them yet, all connections
+    # together; no Fetch is built while more are waiting (adapter.response_budget).
+    response_buffer_max_bytes: int = 256 * 1024 * 1024  # response.buffer.max.bytes (ours)
+    fetch_max_bytes: int = 57_671_680  # fetch.max.bytes: the most one Fetch response carries
     # Kafka's default is 3000; a broker for tests wants the first rebalance at once.
     group_initial_rebalance_delay_ms: int = 0  # group.initial.rebalance.delay.ms
     group_min_session_timeout_ms: int = 6000  # group.min.session.timeout.ms

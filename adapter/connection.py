@@ -7,6 +7,8 @@ write buffer is full, so one fast client cannot make the broker buffer without b
 Fetch response, the one that can be large, is built only once the responses before it have
 been handed to the socket and its buffer has drained, one Fetch at a time: a client that
 pipelines large fetches and never reads holds at most about two of them in memory, not all.
+Across connections, a ResponseBudget (adapter.response_budget) bounds the Fetch bytes handed to
+sockets that have not sent them yet.
 
 ``stalled`` tells the broker's sweep (adapter.broker) when to close a connection: idle for
 ``connections.max.idle.ms`` (nothing in flight, no bytes either way), its client not reading
@@ -16,6 +18,13 @@ after its first byte.
 Bad input: a frame over ``socket.request.max.bytes``, a negative size, an unknown API key, a
 version outside the advertised range (except ApiVersions, answered with error 35 and our
 ranges) or a request that does not decode closes this connection only.
+
+Security: each request runs with the connection's Session (context.SESSION) for the
+authorizer. On SASL listeners the connection's Authentication decides which requests may
+come before the client has authenticated (anything else closes the connection, as in
+Kafka), bounds their frames by ``sasl.server.max.receive.size``, and turns the frames after
+a SaslHandshake v0 into bare SASL tokens. TLS is asyncio's: the protocol sees plaintext,
+and the peer's verified certificate names the principal on SSL listeners.
 """
 
 from __future__ import annotations
@@ -36,10 +45,16 @@ from .codec import (
     encode_legacy_produce_rejection,
     response_parts,
 )
+from .codec.framing import frame as size_prefixed
 from .codec.versions import ApiKey
-from .context import CLIENT_HOST, BrokerContext
+from .config import SSL
+from .context import AUTHENTICATION, SESSION, BrokerContext
 from .errors import CloseConnection
 from .handlers import HANDLERS
+from .response_budget import ResponseBudget
+from .security.authentication import Authentication
+from .security.principal import certificate_principal
+from .security.sasl import SaslFailure
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +62,11 @@ MAX_OUTSTANDING = 64
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, ctx: BrokerContext, connections: set[KafkaConnection]) -> None:
+    def __init__(self, ctx: BrokerContext, connections: set[KafkaConnection], budget: ResponseBudget) -> None:
         self._ctx = ctx
         self._connections = connections
+        self._budget = budget  # shared by every connection of the broker
+        self._held = 0  # bytes of Fetch responses written but not yet sent, held in the budget
         self._decoder = FrameDecoder(ctx.config.socket_request_max_bytes)
         self._pending: deque[asyncio.Task[list[bytes] | None]] = deque()
         self._writer: asyncio.Task[None] | None = None
@@ -62,6 +79,7 @@ class KafkaConnection(asyncio.Protocol):
         self._last_active = time.monotonic()
         self._partial_since: float | None = None  # when the incomplete frame's first byte came
         self._write_paused_since: float | None = None  # since when the client reads nothing
+        self._auth: Authentication | None = None  # set in connection_made
         self.peer = "?"
 
     # -- asyncio.Protocol ------------------------------------------------------------------
@@ -70,6 +88,15 @@ class KafkaConnection(asyncio.Protocol):
         self._transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        security = self._ctx.security
+        protocol = self._ctx.listener_protocol
+        self._auth = Authentication(
+            protocol, security.config.sasl_mechanisms, security.credentials, peer[0] if peer else "",
+            certificate_principal(transport.get_extra_info("peercert")) if protocol == SSL else None,
+        )
+        if not self._auth.authenticated:
+            self._decoder.max_frame_size = min(security.config.sasl_max_receive_size,
+                                               self._ctx.config.socket_request_max_bytes)
         self._connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -81,6 +108,7 @@ class KafkaConnection(asyncio.Protocol):
         if self._writer is not None:
             self._writer.cancel()
         self._can_write.set()
+        self._release_held()
 
     def pause_writing(self) -> None:
         self._can_write.clear()
@@ -90,6 +118,12 @@ class KafkaConnection(asyncio.Protocol):
         self._can_write.set()
         self._write_paused_since = None
         self._last_active = time.monotonic()
+        self._release_held()
+
+    def _release_held(self) -> None:
+        if self._held:
+            self._budget.release(self._held)
+            self._held = 0
 
     def data_received(self, data: bytes) -> None:
         now = self._last_active = time.monotonic()
@@ -129,13 +163,18 @@ class KafkaConnection(asyncio.Protocol):
 
     async def _answer(self, frame: bytes) -> list[bytes] | None:
         """The response frame for one request, as parts for ``writelines``; None for none."""
+        auth = self._auth
+        assert auth is not None
+        if not auth.authenticated:
+            return await self._unauthenticated(auth, frame)
         try:
             request = decode_request(frame)
         except UnsupportedVersion as exc:
             return [_refusal(exc)]
         except (UnknownApiKey, MalformedRequest) as exc:
             raise CloseConnection(str(exc)) from None
-        CLIENT_HOST.set(self.peer.rsplit(":", 1)[0])
+        SESSION.set(auth.session)
+        AUTHENTICATION.set(auth)
         handler = HANDLERS.get(request.api_key)
         if handler is None:  # advertised, but its handler is not registered
             raise CloseConnection(f"no handler for api key {request.api_key}")
@@ -143,6 +182,7 @@ class KafkaConnection(asyncio.Protocol):
             if request.api_key == ApiKey.FETCH:
                 async with self._fetch_gate:
                     await self._can_write.wait()  # what was written before has drained
+                    await self._budget.turn()
                     body = await handler(self._ctx, request)
             else:
                 body = await handler(self._ctx, request)
@@ -153,7 +193,43 @@ class KafkaConnection(asyncio.Protocol):
             raise CloseConnection(f"internal error: {exc}") from None
         if body is None:
             return None
+        parts = response_parts(request, body)
+        if request.api_key == ApiKey.FETCH:
+            return _FetchResponse(parts)
+        return parts
+
+    async def _unauthenticated(self, auth: Authentication, frame: bytes) -> list[bytes] | None:
+        """A frame before authentication completed. The handlers allowed here never wait on
+        anything, so each request runs to its end before the next frame's task starts
+        (tasks start in order) and sees the state this one left."""
+        if auth.raw_tokens:
+            try:
+                answer = auth.authenticate(frame)
+            except SaslFailure as exc:
+                raise CloseConnection(f"SASL authentication failed: {exc}") from None
+            self._after_authentication(auth)
+            return [size_prefixed([answer])]
+        api_key = int.from_bytes(frame[:2], "big", signed=True)
+        if not auth.allows(api_key):
+            raise CloseConnection(f"unexpected request with api key {api_key} before SASL authentication")
+        try:
+            request = decode_request(frame)
+        except UnsupportedVersion as exc:
+            return [_refusal(exc)]
+        except (UnknownApiKey, MalformedRequest) as exc:
+            raise CloseConnection(str(exc)) from None
+        SESSION.set(auth.session)
+        AUTHENTICATION.set(auth)
+        body = await HANDLERS[request.api_key](self._ctx, request)
+        self._after_authentication(auth)
         return response_parts(request, body)
+
+    def _after_authentication(self, auth: Authentication) -> None:
+        if auth.failed:
+            self._close_after_pending()
+        elif auth.authenticated:
+            self._decoder.max_frame_size = self._ctx.config.socket_request_max_bytes
+            log.debug("%s authenticated as %s", self.peer, auth.session.principal)
 
     async def _write_in_order(self) -> None:
         while self._pending and not self._closed:
@@ -181,6 +257,10 @@ class KafkaConnection(asyncio.Protocol):
             if response is not None:
                 self._transport.writelines(response)
                 self._last_active = time.monotonic()
+                if isinstance(response, _FetchResponse) and self._transport.get_write_buffer_size():
+                    size = sum(memoryview(part).nbytes for part in response)
+                    self._held += size
+                    self._budget.hold(size)
                 await self._can_write.wait()
 
     def _close_after_pending(self) -> None:
@@ -198,6 +278,10 @@ class KafkaConnection(asyncio.Protocol):
 
     def close(self) -> None:
         self._close_now()
+
+
+class _FetchResponse(list):
+    """The parts of a Fetch response: the one kind the response budget counts."""
 
 
 def _refusal(exc: UnsupportedVersion) -> bytes:

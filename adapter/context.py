@@ -1,5 +1,6 @@
 """What every request handler may use: configs, the store, the semantics layer over it, the
-clock, the long-poll waiters, the group and transaction coordinators."""
+clock, the long-poll waiters, the group and transaction coordinators, and who is asking
+(``SESSION``, set per request by the connection) with what they may do (``allowed``)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,17 @@ from rmqkafka.storage.store import MessageStore
 from .config import AdapterConfig
 from .groups.coordinator import GroupCoordinator
 from .long_poll import FetchWaiters
+from .security.acls import AclOperation, ResourceType
+from .security.authentication import Authentication
+from .security.principal import ANONYMOUS, Session
+from .security.service import Security
 from .transactions.service import TransactionService
 
-# The peer address of the connection whose request is being handled (DescribeGroups shows it).
-CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="")
+# The identity and address of the connection whose request is being handled.
+SESSION: contextvars.ContextVar[Session] = contextvars.ContextVar("session", default=Session(ANONYMOUS, ""))
+# Its authentication state, for the SaslHandshake and SaslAuthenticate handlers.
+AUTHENTICATION: contextvars.ContextVar[Authentication | None] = contextvars.ContextVar(
+    "authentication", default=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,3 +40,12 @@ class BrokerContext:
     transactions: TransactionService
     advertised_host: str
     advertised_port: int
+    security: Security
+    listener_protocol: str = "PLAINTEXT"
+
+    def allowed(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+        """Whether the current request's principal may do ``operation`` on the resource."""
+        return self.security.authorizer.allowed(SESSION.get(), operation, resource_type, name)
+
+    def allowed_on_some(self, operation: AclOperation, resource_type: ResourceType) -> bool:
+        return self.security.authorizer.allowed_on_some(SESSION.get(), operation, resource_type)

@@ -11,14 +11,31 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
 =================================== ==========================================================
 ``listeners``                       ``NAME://HOST:PORT``; ``NAME://:PORT`` binds all interfaces
                                     (0.0.0.0), ``NAME://[::1]:PORT`` is IPv6. One or more
-                                    client listeners with distinct names, PLAINTEXT only;
+                                    client listeners with distinct names; PLAINTEXT, SSL,
+                                    SASL_PLAINTEXT or SASL_SSL (by name or through the map);
                                     the first is the primary (``--host``/``--port`` override
                                     it). Listeners named in ``controller.listener.names``
                                     are dropped (there is no controller quorum), so Kafka's
                                     stock KRaft file works.
 ``advertised.listeners``            per listener name, what Metadata tells the clients that
                                     connected to that listener; empty host = the bound host
-``listener.security.protocol.map``  ``NAME:PROTOCOL,...``; the listener must map to PLAINTEXT
+``listener.security.protocol.map``  ``NAME:PROTOCOL,...``: each listener's security protocol
+``sasl.enabled.mechanisms``         PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (default: all three)
+``sasl.jaas.config``                users of SASL listeners, Kafka's JAAS form: ``user_NAME=
+                                    "password"`` entries (``listener.name.L.MECH.sasl.jaas.config``
+                                    too; all listeners share the users)
+``sasl.users.file``                 a properties file of ``user=password`` lines (ours)
+``sasl.server.max.receive.size``    largest frame before authentication (default 524288)
+``ssl.keystore.location``           PEM file with the certificate chain and private key
+                                    (``ssl.keystore.type`` must be PEM); needed by TLS listeners
+``ssl.key.password``                the private key's password, if it is encrypted
+``ssl.truststore.location``         PEM CA certificates to verify client certificates with
+``ssl.client.auth``                 none (default), requested or required
+``ssl.enabled.protocols``           TLSv1.2 and/or TLSv1.3 (default both)
+``authorizer.class.name``           any non-empty value enforces ACLs (Kafka's class names
+                                    are accepted as they are)
+``super.users``                     ``User:admin;User:ops``: allowed everything
+``allow.everyone.if.no.acl.found``  allow a resource no ACL names (default false)
 ``log.dirs`` / ``log.dir``          the data directory (``log.dirs`` wins; first entry only)
 ``num.partitions``                  partitions of auto-created topics (>= 1)
 ``auto.create.topics.enable``       ``true`` / ``false``
@@ -29,6 +46,10 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
 ``connections.max.idle.ms``         close a connection idle this long (default 600000)
 ``request.read.timeout.ms``         close a connection whose request frame has not arrived
                                     whole this long after its first byte (default 60000)
+``fetch.max.bytes``                 the most record bytes one Fetch response carries
+                                    (default 57671680, Kafka's)
+``response.buffer.max.bytes``       Fetch response bytes waiting in the sockets of all
+                                    connections before new Fetches wait (default 256 MiB)
 ``log.segment.bytes``               commitlog segment size (> 0)
 ``max.partitions.per.topic``        partitions one topic may have (default 1000; more is
                                     INVALID_PARTITIONS)
@@ -87,7 +108,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from rmqkafka.adapter.config import AdapterConfig, ExtraListener
+from rmqkafka.adapter.config import (
+    PLAINTEXT,
+    SECURITY_PROTOCOLS,
+    AdapterConfig,
+    ExtraListener,
+    SecurityConfig,
+    TlsConfig,
+)
 from rmqkafka.rmqsemantics.config import SemanticsConfig
 from rmqkafka.rmqsemantics.delay_levels import parse_delay_levels
 from rmqkafka.storage.config import StorageConfig
@@ -101,6 +129,20 @@ KNOWN_KEYS = frozenset(
         "advertised.listeners",
         "listener.security.protocol.map",
         "controller.listener.names",
+        "sasl.enabled.mechanisms",
+        "sasl.jaas.config",
+        "sasl.users.file",
+        "sasl.server.max.receive.size",
+        "ssl.keystore.location",
+        "ssl.keystore.type",
+        "ssl.key.password",
+        "ssl.truststore.location",
+        "ssl.truststore.type",
+        "ssl.client.auth",
+        "ssl.enabled.protocols",
+        "authorizer.class.name",
+        "super.users",
+        "allow.everyone.if.no.acl.found",
         "log.dirs",
         "log.dir",
         "num.partitions",
@@ -110,6 +152,8 @@ KNOWN_KEYS = frozenset(
         "socket.request.max.bytes",
         "connections.max.idle.ms",
         "request.read.timeout.ms",
+        "fetch.max.bytes",
+        "response.buffer.max.bytes",
         "log.segment.bytes",
         "max.partitions.per.topic",
         "max.partitions",
@@ -159,6 +203,7 @@ class Listener:
     name: str
     host: str
     port: int
+    protocol: str = PLAINTEXT
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,6 +353,10 @@ class _Props:
         self._props = props
         self._source = source
 
+    @property
+    def props(self) -> Mapping[str, str]:
+        return self._props
+
     def error(self, key: str, value: str, reason: str) -> ConfigError:
         return ConfigError(f"{self._source}: invalid value {value!r} for {key}: {reason}")
 
@@ -411,7 +460,12 @@ def build_config(
         bind_port = port
 
     node_id = _node_id(p)
-    adapter_kwargs: dict[str, object] = {"host": bind_host, "port": bind_port}
+    adapter_kwargs: dict[str, object] = {
+        "host": bind_host,
+        "port": bind_port,
+        "security_protocol": listener.protocol if listener else PLAINTEXT,
+        "security": _security(p, listeners),
+    }
     if advertised is not None:
         adapter_kwargs["advertised_host"] = advertised.host or None
         adapter_kwargs["advertised_port"] = advertised.port
@@ -425,6 +479,7 @@ def build_config(
                 extra.port,
                 (shown.host or None) if shown else None,
                 shown.port if shown else None,
+                extra.protocol,
             )
         )
     if extras:
@@ -438,6 +493,8 @@ def build_config(
         "socket_request_max_bytes": p.integer("socket.request.max.bytes", minimum=1),
         "connections_max_idle_ms": p.integer("connections.max.idle.ms", minimum=1),
         "request_read_timeout_ms": p.integer("request.read.timeout.ms", minimum=1),
+        "fetch_max_bytes": p.integer("fetch.max.bytes", minimum=1),
+        "response_buffer_max_bytes": p.integer("response.buffer.max.bytes", minimum=1),
         "group_initial_rebalance_delay_ms": p.integer("group.initial.rebalance.delay.ms", minimum=0),
         "group_min_session_timeout_ms": p.integer("group.min.session.timeout.ms", minimum=1),
         "group_max_session_timeout_ms": p.integer("group.max.session.timeout.ms", minimum=1),
@@ -469,7 +526,7 @@ def build_config(
     if offsets_retention_minutes is not None:
         storage_kwargs["offsets_retention_ms"] = offsets_retention_minutes * _MS_PER_MINUTE
 
-    unknown = tuple(sorted(k for k in props if k not in KNOWN_KEYS))
+    unknown = tuple(sorted(k for k in props if k not in KNOWN_KEYS and not _JAAS_KEY.fullmatch(k)))
     semantics_kwargs: dict[str, object] = {
         "enable_property_filter": p.boolean("enablePropertyFilter"),
         "delay_levels_ms": _delay_levels(p),
@@ -551,11 +608,103 @@ def _client_listeners(p: _Props) -> list[Listener]:
     if len(set(names)) != len(names):
         raise p.error("listeners", raw, "each listener needs its own name")
     protocols = _protocol_map(p)
+    resolved = []
     for listener in found:
         protocol = protocols.get(listener.name, listener.name)
-        if protocol != "PLAINTEXT":
-            raise p.error("listeners", raw, f"only PLAINTEXT is supported, not {protocol}")
-    return found
+        if protocol not in SECURITY_PROTOCOLS:
+            raise p.error("listeners", raw, f"listener {listener.name} has no known security protocol "
+                          f"({protocol}); map it in listener.security.protocol.map to one of "
+                          + ", ".join(SECURITY_PROTOCOLS))
+        resolved.append(Listener(listener.name, listener.host, listener.port, protocol))
+    return resolved
+
+
+# -------------------------------------------------------------------------------- security
+
+_JAAS_KEY = re.compile(r"listener\.name\.[^.]+\.[^.]+\.sasl\.jaas\.config")
+_JAAS_USER = re.compile(r'\buser_([^\s=]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+_TLS_VERSIONS = ("TLSv1.2", "TLSv1.3")
+
+
+def _security(p: _Props, listeners: list[Listener]) -> SecurityConfig:
+    protocols = {listener.protocol for listener in listeners}
+    mechanisms = _sasl_mechanisms(p)
+    users = _sasl_users(p)
+    tls = _tls(p) if protocols & {"SSL", "SASL_SSL"} else None
+    authorizer = bool((p.get("authorizer.class.name") or "").strip())
+    super_users = tuple(u.strip() for u in (p.get("super.users") or "").split(";") if u.strip())
+    for entry in super_users:
+        if ":" not in entry.strip(":"):
+            raise p.error("super.users", entry, "expected principals like User:admin, separated by ;")
+    kwargs: dict[str, object] = {
+        "sasl_mechanisms": mechanisms,
+        "users": users,
+        "tls": tls,
+        "authorizer": authorizer,
+        "super_users": super_users,
+    }
+    optional = {
+        "sasl_max_receive_size": p.integer("sasl.server.max.receive.size", minimum=1),
+        "allow_everyone_if_no_acl_found": p.boolean("allow.everyone.if.no.acl.found"),
+    }
+    kwargs.update({k: v for k, v in optional.items() if v is not None})
+    return SecurityConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def _sasl_mechanisms(p: _Props) -> tuple[str, ...]:
+    raw = p.get("sasl.enabled.mechanisms")
+    if raw is None:
+        return _SASL_MECHANISMS
+    mechanisms = tuple(m.strip().upper() for m in raw.split(",") if m.strip())
+    for mechanism in mechanisms:
+        if mechanism not in _SASL_MECHANISMS:
+            raise p.error("sasl.enabled.mechanisms", raw,
+                          f"{mechanism} is not supported; use " + ", ".join(_SASL_MECHANISMS))
+    if not mechanisms:
+        raise p.error("sasl.enabled.mechanisms", raw, "no mechanism given")
+    return mechanisms
+
+
+def _sasl_users(p: _Props) -> tuple[tuple[str, str], ...]:
+    users: dict[str, str] = {}
+    for key in sorted(k for k in p.props if k == "sasl.jaas.config" or _JAAS_KEY.fullmatch(k)):
+        for name, password in _JAAS_USER.findall(p.props[key]):
+            users[name] = re.sub(r"\\(.)", r"\1", password)
+    users_file = p.get("sasl.users.file")
+    if users_file is not None:
+        try:
+            users.update(read_properties(Path(users_file).expanduser()))
+        except OSError as exc:
+            raise p.error("sasl.users.file", users_file, f"cannot be read ({exc.strerror})") from None
+    return tuple(sorted(users.items()))
+
+
+def _tls(p: _Props) -> TlsConfig:
+    for key in ("ssl.keystore.type", "ssl.truststore.type"):
+        kind = p.get(key)
+        if kind is not None and kind.upper() != "PEM":
+            raise p.error(key, kind, "only PEM files are supported; convert a JKS or PKCS12 store "
+                          "with keytool / openssl")
+    keystore = p.get("ssl.keystore.location")
+    if not keystore:
+        raise p.error("ssl.keystore.location", keystore or "", "a TLS listener needs a PEM file "
+                      "with its certificate chain and private key")
+    protocols = [v.strip() for v in (p.get("ssl.enabled.protocols") or ",".join(_TLS_VERSIONS)).split(",")]
+    for version in protocols:
+        if version not in _TLS_VERSIONS:
+            raise p.error("ssl.enabled.protocols", version, "use TLSv1.2 and/or TLSv1.3")
+    truststore = p.get("ssl.truststore.location")
+    client_auth = p.choice("ssl.client.auth", ("none", "requested", "required")) or "none"
+    if client_auth != "none" and not truststore:
+        raise p.error("ssl.client.auth", client_auth, "needs ssl.truststore.location to verify certificates")
+    return TlsConfig(
+        keystore_location=str(Path(keystore).expanduser()),
+        key_password=p.get("ssl.key.password"),
+        truststore_location=str(Path(truststore).expanduser()) if truststore else None,
+        client_auth=client_auth,
+        min_version=min(protocols),
+    )
 
 
 def _advertised_listeners(p: _Props, listeners: list[Listener]) -> dict[str, Listener]:

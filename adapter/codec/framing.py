@@ -52,6 +52,18 @@ class FrameDecoder:
         self._bad_size: int | None = None
 
     @property
+    def max_frame_size(self) -> int:
+        return self._max_frame_size
+
+    @max_frame_size.setter
+    def max_frame_size(self, value: int) -> None:
+        """Applies from the next size prefix on (a connection's limit rises once it has
+        authenticated)."""
+        if value <= 0:
+            raise ValueError(f"max_frame_size must be positive, got {value}")
+        self._max_frame_size = value
+
+    @property
     def buffered(self) -> int:
         """Bytes held for incomplete frames (size prefix included)."""
         if self._size is None:

@@ -48,6 +48,7 @@ class ApiKey(enum.IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -58,13 +59,19 @@ class ApiKey(enum.IntEnum):
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
     TXN_OFFSET_COMMIT = 28
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
@@ -123,6 +130,14 @@ ADVERTISED_VERSIONS: Mapping[int, VersionRange] = MappingProxyType(
         ApiKey.DESCRIBE_LOG_DIRS: VersionRange(1, 4),
         ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 1),
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: VersionRange(0, 0),
+        ApiKey.SASL_HANDSHAKE: VersionRange(0, 1),
+        ApiKey.SASL_AUTHENTICATE: VersionRange(0, 2),
+        # v0 was removed in Kafka 4.0 (KIP-896)
+        ApiKey.DESCRIBE_ACLS: VersionRange(1, 3),
+        ApiKey.CREATE_ACLS: VersionRange(1, 3),
+        ApiKey.DELETE_ACLS: VersionRange(1, 3),
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: VersionRange(0, 0),
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS: VersionRange(0, 0),
     }
 )
 

@@ -7,11 +7,18 @@ import logging
 from kio.schema.errors import ErrorCode
 
 from ..context import BrokerContext
+from ..security.acls import AclOperation, ResourceType
 from ..transactions.coordinator import TxnError, legacy_epoch_error
 
 log = logging.getLogger(__name__)
 
-__all__ = ("TxnError", "legacy_epoch_error", "run")
+__all__ = ("TxnError", "legacy_epoch_error", "may_write", "run")
+
+
+def may_write(ctx: BrokerContext, transactional_id: str) -> bool:
+    """WRITE on the transactional id: what every transactional request needs (else
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED)."""
+    return ctx.allowed(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
 
 
 async def run(ctx: BrokerContext, call, *args, **kwargs) -> tuple[ErrorCode, object]:

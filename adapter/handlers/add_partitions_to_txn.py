@@ -14,6 +14,7 @@ from rmqkafka.rmqsemantics.semantics import SYSTEM_TOPICS
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
+from ..security.acls import AclOperation, ResourceType
 from . import _txn
 
 API_KEY = 24
@@ -22,6 +23,12 @@ API_KEY = 24
 async def handle(ctx: BrokerContext, request: Request):
     body = request.body
     wanted = [(t.name, tuple(t.partitions)) for t in body.v3_and_below_topics]
+    if not _txn.may_write(ctx, body.v3_and_below_transactional_id):
+        return _answer(request, wanted, lambda name, p: ErrorCode.transactional_id_authorization_failed)
+    refused = {name for name, _ in wanted if not ctx.allowed(AclOperation.WRITE, ResourceType.TOPIC, name)}
+    if refused:  # as Kafka: the others are not attempted
+        return _answer(request, wanted, lambda name, p: ErrorCode.topic_authorization_failed
+                       if name in refused else ErrorCode.operation_not_attempted)
     unknown = set()
     for name, partitions in wanted:
         meta = ctx.store.topics.get(name) if name not in SYSTEM_TOPICS else None
@@ -40,9 +47,13 @@ async def handle(ctx: BrokerContext, request: Request):
             legacy_epoch_error=_txn.legacy_epoch_error(API_KEY, request.api_version),
         )
         codes = {(name, p): code for name, partitions in wanted for p in partitions}
+    return _answer(request, wanted, lambda name, p: codes[(name, p)])
+
+
+def _answer(request: Request, wanted, code_of):
     results = [
         dict(name=name, results_by_partition=[
-            dict(partition_index=p, partition_error_code=codes[(name, p)]) for p in partitions
+            dict(partition_index=p, partition_error_code=code_of(name, p)) for p in partitions
         ])
         for name, partitions in wanted
     ]

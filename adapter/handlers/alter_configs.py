@@ -40,6 +40,7 @@ from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
 from ..errors import error_code_for
+from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..topic_configs import validate_topic_configs
 from ..topic_names import invalid_reason
 
@@ -73,6 +74,7 @@ def alter_resources(ctx: BrokerContext, request: Request, new_configs: NewConfig
         responses.append(result)
         try:
             _check_unique(resource, seen)
+            _authorize(ctx, AclOperation.ALTER_CONFIGS, resource)
             if resource.resource_type == TOPIC:
                 _alter_topic(ctx, resource, body.validate_only, new_configs)
             elif resource.resource_type == BROKER:
@@ -86,6 +88,15 @@ def alter_resources(ctx: BrokerContext, request: Request, new_configs: NewConfig
         except Exception as exc:
             result["error_code"], result["error_message"] = error_code_for(exc), str(exc) or None
     return make(response_type(request), throttle_time=0, responses=responses)
+
+
+def _authorize(ctx: BrokerContext, operation: AclOperation, resource) -> None:
+    """ALTER_CONFIGS / DESCRIBE_CONFIGS on the topic, or on the cluster for a broker."""
+    if resource.resource_type == TOPIC:
+        if not ctx.allowed(operation, ResourceType.TOPIC, resource.resource_name):
+            raise ConfigRefused(ErrorCode.topic_authorization_failed, "Topic authorization failed.")
+    elif resource.resource_type == BROKER and not ctx.allowed(operation, ResourceType.CLUSTER, CLUSTER_NAME):
+        raise ConfigRefused(ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
 
 
 def _check_unique(resource, seen: Counter) -> None:

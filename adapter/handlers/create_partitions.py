@@ -8,13 +8,13 @@ applied, and a message naming the source to grow instead.
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
-
 from rmqkafka.storage.errors import InvalidPartitionCountError, UnknownTopicError
 
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
 from ..errors import InvalidReplicaAssignment, error_code_for
+from ..security.acls import AclOperation, ResourceType
 
 API_KEY = 37
 
@@ -26,6 +26,9 @@ async def handle(ctx: BrokerContext, request: Request):
     for topic in body.topics:
         result = dict(name=topic.name, error_code=ErrorCode.none, error_message=None)
         results.append(result)
+        if not ctx.allowed(AclOperation.ALTER, ResourceType.TOPIC, topic.name):
+            result["error_code"] = ErrorCode.topic_authorization_failed
+            continue
         try:
             meta = store.topics.get(topic.name)
             view = ctx.semantics.views.get(topic.name) if meta is None else None

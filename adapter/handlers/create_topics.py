@@ -9,6 +9,7 @@ from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
 from ..errors import InvalidTopicName, error_code_for
+from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..topic_admin import check_new_topic
 from ..topic_configs import DYNAMIC_TOPIC_CONFIG, effective, source_of, specs_for
 from ..topic_names import invalid_reason
@@ -31,6 +32,11 @@ async def handle(ctx: BrokerContext, request: Request):
             configs=None,
         )
         results.append(result)
+        if not (ctx.allowed(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+                or ctx.allowed(AclOperation.CREATE, ResourceType.TOPIC, topic.name)):
+            result["error_code"] = ErrorCode.topic_authorization_failed
+            result["error_message"] = "Authorization failed."
+            continue
         requested = {c.name: c.value for c in topic.configs}
         if is_view_request(requested):
             _create_view(ctx, topic, requested, body.validate_only, result)

@@ -26,6 +26,7 @@ from kio.schema.errors import ErrorCode
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
+from ..security.acls import AclOperation, ResourceType
 
 API_KEY = 21
 HIGH_WATERMARK = -1
@@ -38,10 +39,14 @@ async def handle(ctx: BrokerContext, request: Request):
     for topic in request.body.topics:
         meta = store.topics.get(topic.name)
         is_view = meta is None and ctx.semantics.views.get(topic.name) is not None
+        authorized = ctx.allowed(AclOperation.DELETE, ResourceType.TOPIC, topic.name)
         partitions = []
         for req in topic.partitions:
             entry = dict(partition_index=req.partition_index, low_watermark=-1, error_code=ErrorCode.none)
             partitions.append(entry)
+            if not authorized:
+                entry["error_code"] = ErrorCode.topic_authorization_failed
+                continue
             if is_view:
                 entry["error_code"] = ErrorCode.invalid_topic_exception
                 continue

@@ -17,13 +17,13 @@ from __future__ import annotations
 import uuid
 
 from kio.schema.errors import ErrorCode
-
 from rmqkafka.rmqsemantics.views import View
 
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
 from ..errors import error_code_for
+from ..security.acls import AclOperation, ResourceType
 
 API_KEY = 20
 ZERO_UUID = uuid.UUID(int=0)
@@ -49,6 +49,9 @@ async def handle(ctx: BrokerContext, request: Request):
             name = result["name"] = entity.name
         else:
             entity = semantics.resolve(name)
+        if not ctx.allowed(AclOperation.DELETE, ResourceType.TOPIC, name):
+            result["error_code"] = ErrorCode.topic_authorization_failed
+            continue
         to_delete.append((not isinstance(entity, View), name, result))
     for _, name, result in sorted(to_delete, key=lambda item: item[0]):
         try:

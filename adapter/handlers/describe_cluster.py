@@ -8,8 +8,9 @@ Choices
   MISMATCHED_ENDPOINT_TYPE (this is a broker endpoint, as a Kafka broker says) and an unknown
   type UNSUPPORTED_ENDPOINT_TYPE; v0 requests cannot ask for anything but brokers. Kafka's
   AuthHelper.computeDescribeClusterResponse answers these errors with empty other fields.
-- ``cluster_authorized_operations``: when asked for, every cluster operation, as Kafka
-  answers without an authorizer (see adapter/acl_operations.py); otherwise -2**31.
+- ``cluster_authorized_operations``: when asked for, the cluster operations the caller may
+  do (adapter/acl_operations.py); otherwise -2**31. Like Kafka, describing the cluster
+  needs no ACL.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from .. import acl_operations
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
+from ..security.acls import CLUSTER_NAME, ResourceType
 
 API_KEY = 60
 BROKERS = 1
@@ -62,6 +64,6 @@ async def handle(ctx: BrokerContext, request: Request):
             )
         ],
         cluster_authorized_operations=acl_operations.authorized(
-            request.body.include_cluster_authorized_operations, acl_operations.CLUSTER
+            ctx, request.body.include_cluster_authorized_operations, ResourceType.CLUSTER, CLUSTER_NAME
         ),
     )

@@ -24,6 +24,7 @@ from rmqkafka.rmqsemantics.scheduler import SYSTEM_TOPICS
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
+from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..topic_configs import (
     DEFAULT_CONFIG,
     DYNAMIC_TOPIC_CONFIG,
@@ -99,6 +100,17 @@ def broker_configs(ctx: BrokerContext) -> list[tuple[str, str, str, str]]:
     ]
 
 
+def _refusal(ctx: BrokerContext, resource) -> tuple[ErrorCode, str] | None:
+    """DESCRIBE_CONFIGS on the topic, or on the cluster for a broker (Kafka's rule)."""
+    if resource.resource_type == TOPIC:
+        if not ctx.allowed(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, resource.resource_name):
+            return ErrorCode.topic_authorization_failed, "Topic authorization failed."
+    elif resource.resource_type == BROKER:
+        if not ctx.allowed(AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME):
+            return ErrorCode.cluster_authorization_failed, "Cluster authorization failed."
+    return None
+
+
 async def handle(ctx: BrokerContext, request: Request):
     body = request.body
     synonyms = getattr(body, "include_synonyms", False)
@@ -114,6 +126,10 @@ async def handle(ctx: BrokerContext, request: Request):
             configs=[],
         )
         results.append(result)
+        refusal = _refusal(ctx, resource)
+        if refusal is not None:
+            result["error_code"], result["error_message"] = refusal
+            continue
         if resource.resource_type == TOPIC:
             meta = ctx.store.topics.get(resource.resource_name)
             view = ctx.semantics.views.get(resource.resource_name) if meta is None else None

@@ -1,7 +1,8 @@
 """DescribeGroups (15): state, protocol and members (with assignments) of each group.
 
-Authorized operations (v3+, when asked for) are every group operation, as Kafka answers
-without an authorizer (adapter/acl_operations.py)."""
+Needs DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED for that group, nothing else
+about it shown). Authorized operations (v3+, when asked for) are what the caller may do on
+the group (adapter/acl_operations.py)."""
 
 from __future__ import annotations
 
@@ -12,17 +13,21 @@ from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
 from ..groups.group import GroupState
+from ..security.acls import AclOperation, ResourceType
 
 API_KEY = 15
 
 
 async def handle(ctx: BrokerContext, request: Request):
     coordinator = ctx.groups
-    operations = acl_operations.authorized(
-        getattr(request.body, "include_authorized_operations", False), acl_operations.GROUP
-    )
+    with_operations = getattr(request.body, "include_authorized_operations", False)
     results = []
     for group_id in request.body.groups:
+        if not ctx.allowed(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            results.append(dict(error_code=ErrorCode.group_authorization_failed, group_id=group_id,
+                                group_state="", protocol_type="", protocol_data="", members=(),
+                                authorized_operations=acl_operations.NOT_PROVIDED))
+            continue
         group = coordinator.groups.get(group_id)
         state = coordinator.state_of(group_id)
         entry = dict(
@@ -32,7 +37,7 @@ async def handle(ctx: BrokerContext, request: Request):
             protocol_type=(group.protocol_type if group else None) or "",
             protocol_data=(group.protocol_name if group else None) or "",
             members=[],
-            authorized_operations=operations,
+            authorized_operations=acl_operations.authorized(ctx, with_operations, ResourceType.GROUP, group_id),
         )
         if group is not None and group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             entry["members"] = [

@@ -28,13 +28,13 @@ import os
 from operator import itemgetter
 
 from kio.schema.errors import ErrorCode
-
 from rmqkafka.storage import record_batch
 from rmqkafka.storage.consume_queue import ENTRY
 
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
+from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 API_KEY = 35
 EXACT_LIMIT = 4096
@@ -81,6 +81,9 @@ def _volume(path: str) -> tuple[int, int]:
 
 async def handle(ctx: BrokerContext, request: Request):
     store = ctx.store
+    if not ctx.allowed(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return make(response_type(request), throttle_time=0, error_code=ErrorCode.cluster_authorization_failed,
+                    results=())
     if request.body.topics is None:
         wanted = {meta.name: range(meta.partitions) for meta in store.topics.all()}
     else:

@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
+from ..security.acls import AclOperation, ResourceType
 
 API_KEY = 61
 
@@ -27,7 +28,12 @@ async def handle(ctx: BrokerContext, request: Request):
     for topic in request.body.topics:
         meta = semantics.resolve(topic.name)
         partitions = []
+        authorized = ctx.allowed(AclOperation.READ, ResourceType.TOPIC, topic.name)
         for index in topic.partition_indexes:
+            if not authorized:
+                partitions.append(dict(partition_index=index, error_code=ErrorCode.topic_authorization_failed,
+                                       error_message=None, active_producers=[]))
+                continue
             if meta is None or not 0 <= index < semantics.partition_count(meta):
                 partitions.append(dict(partition_index=index, error_code=ErrorCode.unknown_topic_or_partition,
                                        error_message=None, active_producers=[]))

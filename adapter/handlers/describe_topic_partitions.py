@@ -22,9 +22,11 @@ KRaftMetadataCache.getTopicMetadataForDescribeTopicResponse)
   partitions their source topic has now.
 - Partitions: leader = this node, leader epoch 0, replicas = ISR = [this node], no offline
   replicas, empty ELR and last-known ELR (single replica: nothing is ever eligible beyond
-  the ISR). ``topic_authorized_operations`` is every topic operation for a described topic
-  (the request has no flag for it; Kafka always fills it in, and without an authorizer grants
-  all), -2**31 for a topic answered with an error.
+  the ISR). ``topic_authorized_operations`` is what the caller may do on a described topic
+  (the request has no flag for it; Kafka always fills it in), -2**31 for a topic answered
+  with an error.
+- Authorization: DESCRIBE on the topic. Listing every topic skips the others; a named
+  topic without it is TOPIC_AUTHORIZATION_FAILED, whether it exists or not.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from .. import acl_operations
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
+from ..security.acls import AclOperation, ResourceType
 from ..topic_names import invalid_reason
 
 API_KEY = 75
@@ -44,14 +47,15 @@ MAX_PARTITION_LIMIT = 2000
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def _topic(name: str, code: ErrorCode, topic_id: uuid.UUID = ZERO_UUID, partitions=()) -> dict:
+def _topic(ctx: BrokerContext, name: str, code: ErrorCode, topic_id: uuid.UUID = ZERO_UUID,
+           partitions=()) -> dict:
     return dict(
         error_code=code,
         name=name,
         topic_id=topic_id,
         is_internal=False,
         partitions=partitions,
-        topic_authorized_operations=acl_operations.NOT_PROVIDED if code else acl_operations.TOPIC,
+        topic_authorized_operations=acl_operations.authorized(ctx, not code, ResourceType.TOPIC, name),
     )
 
 
@@ -81,7 +85,7 @@ async def handle(ctx: BrokerContext, request: Request):
         names = {t.name for t in body.topics if t.name >= start_name}
     if cursor is not None and (cursor.partition_index < 0 or (not every_topic and start_name not in names)):
         return make(
-            cls, throttle_time=0, topics=[_topic(t.name, ErrorCode.invalid_request) for t in body.topics]
+            cls, throttle_time=0, topics=[_topic(ctx, t.name, ErrorCode.invalid_request) for t in body.topics]
         )
     remaining = max(1, min(MAX_PARTITION_LIMIT, body.response_partition_limit))
     topics: list[dict] = []
@@ -90,18 +94,22 @@ async def handle(ctx: BrokerContext, request: Request):
         if remaining == 0:
             next_cursor = dict(topic_name=name, partition_index=0)
             break
+        if not ctx.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            if not every_topic:
+                topics.append(_topic(ctx, name, ErrorCode.topic_authorization_failed))
+            continue
         meta = ctx.semantics.resolve(name)
         if meta is None:
             if not every_topic:
                 invalid = invalid_reason(name) is not None
                 code = ErrorCode.invalid_topic_exception if invalid else ErrorCode.unknown_topic_or_partition
-                topics.append(_topic(name, code))
+                topics.append(_topic(ctx, name, code))
             continue
         first = cursor.partition_index if cursor is not None and name == start_name else 0
         count = ctx.semantics.partition_count(meta)
         upper = min(count, first + remaining)
         partitions = [_partition(ctx.config.node_id, p) for p in range(first, upper)]
-        topics.append(_topic(name, ErrorCode.none, ctx.semantics.id_of(meta), partitions))
+        topics.append(_topic(ctx, name, ErrorCode.none, ctx.semantics.id_of(meta), partitions))
         if upper < count:
             next_cursor = dict(topic_name=name, partition_index=upper)
             break

@@ -3,11 +3,15 @@ describe). A transaction not started has start time -1, as in Kafka."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+
+from kio.schema.errors import ErrorCode
 
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
+from ..security.acls import AclOperation, ResourceType
 
 API_KEY = 65
 _EPOCH = datetime.datetime.fromtimestamp(0, tz=datetime.UTC)
@@ -16,6 +20,8 @@ _EPOCH = datetime.datetime.fromtimestamp(0, tz=datetime.UTC)
 async def handle(ctx: BrokerContext, request: Request):
     states = []
     for d in ctx.transactions.coordinator.describe(request.body.transactional_ids):
+        if not ctx.allowed(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, d.transactional_id):
+            d = dataclasses.replace(d, error_code=ErrorCode.transactional_id_authorization_failed)
         if d.error_code:  # Kafka leaves an error entry's other fields at their defaults: 0
             states.append(dict(error_code=d.error_code, transactional_id=d.transactional_id,
                                transaction_state="", transaction_timeout=datetime.timedelta(0),

@@ -4,6 +4,8 @@ in the log (durable with flush=sync). v5 (Transactions V2) is not advertised."""
 
 from __future__ import annotations
 
+from kio.schema.errors import ErrorCode
+
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
@@ -14,6 +16,9 @@ API_KEY = 26
 
 async def handle(ctx: BrokerContext, request: Request):
     body = request.body
+    if not _txn.may_write(ctx, body.transactional_id):
+        return make(response_type(request), throttle_time=0,
+                    error_code=ErrorCode.transactional_id_authorization_failed)
     code, _ = await _txn.run(
         ctx, ctx.transactions.coordinator.end_txn, body.transactional_id, body.producer_id,
         body.producer_epoch, body.committed,

@@ -1,7 +1,8 @@
 """Fetch (1): whole batches from the consume queue, with long polling.
 
 A requested offset inside a batch returns that whole batch (the client drops the leading
-records). ``max_bytes`` and ``partition_max_bytes`` are honoured, except that the first
+records). ``max_bytes`` (capped by the broker's ``fetch.max.bytes``, as in Kafka) and
+``partition_max_bytes`` are honoured, except that the first
 batch of the first partition with data is always returned (KIP-74) so no consumer gets stuck
 on a large batch. When less than ``min_bytes`` is available the request waits until an
 append to one of its partitions wakes it or ``max_wait`` passes; nothing sleep-polls.
@@ -21,6 +22,11 @@ in [fetch offset, end of the last batch returned], which the client drops; a rea
 fetch that finds nothing below the LSO waits like any other, and the end marker's append
 wakes it.
 
+Authorization: READ on each topic, else TOPIC_AUTHORIZATION_FAILED for its partitions (before
+anything says whether the topic exists). A fetch that claims to come from a follower
+(replica id >= 0) reads nothing: this broker has no followers, so it gets
+NOT_LEADER_OR_FOLLOWER (TOPIC_AUTHORIZATION_FAILED without CLUSTER_ACTION, as in Kafka).
+
 Fetch sessions (KIP-227): this broker answers every request in full and never creates a
 session (session id 0), which KIP-227 allows; a client that still sends an incremental
 request for an unknown session gets FETCH_SESSION_ID_NOT_FOUND and starts over.
@@ -31,7 +37,6 @@ from __future__ import annotations
 import uuid
 
 from kio.schema.errors import ErrorCode
-
 from rmqkafka.storage import record_batch
 from rmqkafka.storage.errors import OffsetOutOfRangeError
 
@@ -39,6 +44,7 @@ from ..codec import Encoded, Request, encode_fetch_response
 from ..context import BrokerContext
 from ..errors import error_code_for
 from ..long_poll import WaitKey
+from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 API_KEY = 1
 READ_COMMITTED = 1
@@ -65,6 +71,12 @@ async def handle(ctx: BrokerContext, request: Request):
     return Encoded(encode_fetch_response(request.api_version, ErrorCode.none, 0, responses))
 
 
+def _replica_id(body) -> int:
+    """The fetching replica's id: -1 for consumers (v15+ moved it into replica_state)."""
+    state = getattr(body, "replica_state", None)
+    return state.replica_id if state is not None else getattr(body, "replica_id", -1)
+
+
 def _read(ctx: BrokerContext, request: Request) -> tuple[list[dict], int, list[WaitKey], bool]:
     """One pass over the requested partitions: (responses, bytes toward min_bytes,
     partitions to wait on, any error). A read that stopped on its work limit counts as
@@ -72,7 +84,7 @@ def _read(ctx: BrokerContext, request: Request) -> tuple[list[dict], int, list[W
     body = request.body
     semantics = ctx.semantics
     by_id = request.api_version >= 13
-    budget = getattr(body, "max_bytes", NO_LIMIT)
+    budget = min(getattr(body, "max_bytes", NO_LIMIT), ctx.config.fetch_max_bytes)
     committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
     aborted = () if committed else None
     total = 0  # bytes toward min_bytes
@@ -80,6 +92,7 @@ def _read(ctx: BrokerContext, request: Request) -> tuple[list[dict], int, list[W
     failed = False
     keys: list[WaitKey] = []
     responses: list[dict] = []
+    follower = _replica_id(body) >= 0
     for topic in body.topics:
         if by_id:
             meta = semantics.resolve_id(topic.topic_id)
@@ -87,6 +100,13 @@ def _read(ctx: BrokerContext, request: Request) -> tuple[list[dict], int, list[W
         else:
             name = topic.topic
             meta = semantics.resolve(name)
+        refusal = None
+        if follower:
+            refusal = (ErrorCode.not_leader_or_follower
+                       if ctx.allowed(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+                       else ErrorCode.topic_authorization_failed)
+        elif name is not None and not ctx.allowed(AclOperation.READ, ResourceType.TOPIC, name):
+            refusal = ErrorCode.topic_authorization_failed
         partitions = []
         for req in topic.partitions:
             entry = dict(
@@ -100,6 +120,10 @@ def _read(ctx: BrokerContext, request: Request) -> tuple[list[dict], int, list[W
                 records=(),
             )
             partitions.append(entry)
+            if refusal is not None:
+                entry["error_code"] = refusal
+                failed = True
+                continue
             if meta is None or not 0 <= req.partition < semantics.partition_count(meta):
                 entry["error_code"] = (
                     ErrorCode.unknown_topic_id if by_id and meta is None else ErrorCode.unknown_topic_or_partition

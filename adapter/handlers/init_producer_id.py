@@ -15,12 +15,12 @@ from __future__ import annotations
 import datetime
 
 from kio.schema.errors import ErrorCode
-
 from rmqkafka.storage.producer_ids import MAX_EPOCH
 
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
+from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from . import _txn
 
 API_KEY = 22
@@ -29,6 +29,8 @@ API_KEY = 22
 async def handle(ctx: BrokerContext, request: Request):
     body = request.body
     if body.transactional_id is not None:
+        if not _txn.may_write(ctx, body.transactional_id):
+            return _answer(request, ErrorCode.transactional_id_authorization_failed, -1, -1)
         timeout_ms = body.transaction_timeout // datetime.timedelta(milliseconds=1)
         code, result = await _txn.run(
             ctx, ctx.transactions.coordinator.init_producer_id, body.transactional_id, timeout_ms,
@@ -38,6 +40,10 @@ async def handle(ctx: BrokerContext, request: Request):
         if code is not ErrorCode.none:
             return _answer(request, code, -1, -1)
         return _answer(request, code, result.producer_id, result.producer_epoch)
+    if not (ctx.allowed(AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME)
+            or ctx.allowed_on_some(AclOperation.WRITE, ResourceType.TOPIC)):
+        # KIP-679: WRITE on any topic is enough for an idempotent producer
+        return _answer(request, ErrorCode.cluster_authorization_failed, -1, -1)
     current_id = getattr(body, "producer_id", -1)
     current_epoch = getattr(body, "producer_epoch", -1)
     if current_id >= 0 and 0 <= current_epoch < MAX_EPOCH:

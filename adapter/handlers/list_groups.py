@@ -1,4 +1,7 @@
-"""ListGroups (16): every group with members or committed offsets (v4 state filter)."""
+"""ListGroups (16): every group with members or committed offsets (v4 state filter).
+
+As in Kafka, DESCRIBE on the cluster lists every group; without it, the groups the caller
+may DESCRIBE."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from kio.schema.errors import ErrorCode
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
+from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 API_KEY = 16
 CLASSIC = "classic"
@@ -18,7 +22,10 @@ async def handle(ctx: BrokerContext, request: Request):
     types = {t.lower() for t in getattr(body, "types_filter", ()) or ()}
     coordinator = ctx.groups
     listed = []
+    every = ctx.allowed(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)
     for group_id in coordinator.known_group_ids():
+        if not every and not ctx.allowed(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            continue
         state = coordinator.state_of(group_id)
         if state is None or (states and state.value.lower() not in states):
             continue

@@ -21,6 +21,7 @@ from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
 from ..errors import error_code_for
+from ..security.acls import AclOperation, ResourceType
 
 API_KEY = 2
 LATEST = -1
@@ -39,6 +40,7 @@ async def handle(ctx: BrokerContext, request: Request):
     topics = []
     for topic in request.body.topics:
         meta = semantics.resolve(topic.name)
+        authorized = ctx.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)
         partitions = []
         for req in topic.partitions:
             entry = dict(
@@ -50,6 +52,9 @@ async def handle(ctx: BrokerContext, request: Request):
                 old_style_offsets=(),
             )
             partitions.append(entry)
+            if not authorized:
+                entry["error_code"] = ErrorCode.topic_authorization_failed
+                continue
             if meta is None or not 0 <= req.partition_index < semantics.partition_count(meta):
                 entry["error_code"] = ErrorCode.unknown_topic_or_partition
                 continue

@@ -8,6 +8,7 @@ from kio.schema.errors import ErrorCode
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
+from ..security.acls import AclOperation, ResourceType
 from ..transactions.coordinator import TxnError
 
 API_KEY = 66
@@ -30,5 +31,6 @@ async def handle(ctx: BrokerContext, request: Request):
             dict(transactional_id=t.transactional_id, producer_id=t.producer_id,
                  transaction_state=t.state)
             for t in listing.transactions
+            if ctx.allowed(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t.transactional_id)
         ],
     )

@@ -12,6 +12,7 @@ from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
 from ..groups.subscription import subscribed_topics
+from ..security.acls import AclOperation, ResourceType
 
 API_KEY = 47
 
@@ -19,6 +20,9 @@ API_KEY = 47
 async def handle(ctx: BrokerContext, request: Request):
     body = request.body
     coordinator = ctx.groups
+    if not ctx.allowed(AclOperation.DELETE, ResourceType.GROUP, body.group_id):
+        return make(response_type(request), throttle_time=0, error_code=ErrorCode.group_authorization_failed,
+                    topics=())
     if coordinator.state_of(body.group_id) is None:
         return make(response_type(request), throttle_time=0, error_code=ErrorCode.group_id_not_found, topics=())
     group = coordinator.groups.get(body.group_id)
@@ -30,6 +34,8 @@ async def handle(ctx: BrokerContext, request: Request):
     topics = []
     for topic in body.topics:
         code = ErrorCode.group_subscribed_to_topic if topic.name in subscribed else ErrorCode.none
+        if not ctx.allowed(AclOperation.READ, ResourceType.TOPIC, topic.name):
+            code = ErrorCode.topic_authorization_failed
         if code is ErrorCode.none and ctx.semantics.resolve(topic.name) is None:  # topic or view
             code = ErrorCode.unknown_topic_or_partition
         partitions = []

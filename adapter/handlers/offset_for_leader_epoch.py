@@ -31,12 +31,12 @@ means a consumer). There are no followers here, so a broker id is answered like 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
-
 from rmqkafka.storage.topics import TopicMeta
 
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
+from ..security.acls import AclOperation, ResourceType
 
 API_KEY = 23
 LEADER_EPOCH = 0
@@ -75,6 +75,9 @@ async def handle(ctx: BrokerContext, request: Request):
                 end_offset=UNDEFINED,
             )
             partitions.append(entry)
+            if not ctx.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.topic):
+                entry["error_code"] = ErrorCode.topic_authorization_failed
+                continue
             if source is None or not 0 <= req.partition < source.partitions:
                 entry["error_code"] = ErrorCode.unknown_topic_or_partition
                 continue

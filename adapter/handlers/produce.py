@@ -20,8 +20,15 @@ Clients treat the code as fatal for those records (no retries). acks=0 follows t
 above: the connection is closed.
 
 Transactions: a control batch from a client is INVALID_RECORD; a transactional batch is
-appended only for the current epoch of its producer (INVALID_PRODUCER_EPOCH) to a partition
-of its Ongoing transaction (INVALID_TXN_STATE), as Kafka 3.6+ verifies.
+appended only for the producer id of the request's transactional id
+(INVALID_PRODUCER_ID_MAPPING), the current epoch of that producer (INVALID_PRODUCER_EPOCH),
+to a partition of its Ongoing transaction (INVALID_TXN_STATE), as Kafka 3.6+ verifies.
+
+Authorization (Kafka's, including the CVE-2018-17196 fix): a request carrying a
+transactional batch needs a transactional id and WRITE on it, else every partition gets
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED; each topic needs WRITE (TOPIC_AUTHORIZATION_FAILED).
+Idempotent batches need only WRITE on the topic (KIP-679); their producer ids come from
+InitProducerId, which checks IDEMPOTENT_WRITE.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from rmqkafka.storage.recompress import GZIP, LZ4, NONE, SNAPPY, ZSTD, Compressi
 from ..codec import Encoded, Request, encode_produce_response
 from ..context import BrokerContext
 from ..errors import CloseConnection, error_code_for
+from ..security.acls import AclOperation, ResourceType
 from ..topic_configs import LONG_MAX, effective
 
 API_KEY = 0
@@ -81,31 +89,53 @@ def _as_datetime(ms: int | None) -> datetime.datetime | None:
     return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
 
 
-def _transaction_check(ctx: BrokerContext, topic: str, partition: int,
-                       records) -> tuple[ErrorCode, str] | None:
-    """(error, message) refusing a partition's record set on transactional grounds: a
-    control batch (only the broker writes markers: INVALID_RECORD, as Kafka's LogValidator
-    answers), or a transactional batch the coordinator does not expect here (see
-    TransactionCoordinator.verify_produce). Reads only batch headers."""
+def _batch_headers(records):
+    """(attributes, producer id, producer epoch) of each v2 batch of a partition's record
+    set, from the headers only; stops at anything malformed (the store's validation refuses
+    it)."""
     view = memoryview(records)
     pos = 0
-    checked = None
     while pos + _HEADER_SIZE <= len(view):
         (length,) = _LENGTH.unpack_from(view, pos + 8)
         if length < _HEADER_SIZE - 12 or view[pos + 16] != 2:
-            return None  # malformed or not v2: the store's validation refuses it
-        attrs = view[pos + 22]
+            return
+        yield (view[pos + 22], *_PID_EPOCH.unpack_from(view, pos + 43))
+        pos += 12 + length
+
+
+def _request_refusal(ctx: BrokerContext, body) -> ErrorCode | None:
+    """The error for every partition when the request carries transactional batches its
+    client may not write (Kafka checks this before anything else)."""
+    transactional = any(
+        attrs & TRANSACTIONAL_BIT
+        for topic in body.topic_data for data in topic.partition_data if data.records is not None
+        for attrs, _, _ in _batch_headers(data.records)
+    )
+    if not transactional:
+        return None
+    txn_id = body.transactional_id
+    if txn_id is None or not ctx.allowed(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):
+        return ErrorCode.transactional_id_authorization_failed
+    return None
+
+
+def _transaction_check(ctx: BrokerContext, topic: str, partition: int, records,
+                       transactional_id: str | None) -> tuple[ErrorCode, str] | None:
+    """(error, message) refusing a partition's record set on transactional grounds: a
+    control batch (only the broker writes markers: INVALID_RECORD, as Kafka's LogValidator
+    answers), or a transactional batch the coordinator does not expect here (see
+    TransactionCoordinator.verify_produce)."""
+    checked = None
+    for attrs, producer_id, epoch in _batch_headers(records):
         if attrs & CONTROL_BIT:
             return ErrorCode.invalid_record, "Clients are not allowed to write control records"
-        if attrs & TRANSACTIONAL_BIT:
-            producer_id, epoch = _PID_EPOCH.unpack_from(view, pos + 43)
-            if checked != (producer_id, epoch):
-                code = ctx.transactions.coordinator.verify_produce(producer_id, epoch, (topic, partition))
-                if code is not ErrorCode.none:
-                    return code, (f"producer {producer_id} epoch {epoch}: transactional produce to "
-                                  f"{topic}-{partition} refused ({code.name})")
-                checked = (producer_id, epoch)
-        pos += 12 + length
+        if attrs & TRANSACTIONAL_BIT and checked != (producer_id, epoch):
+            code = ctx.transactions.coordinator.verify_produce(producer_id, epoch, (topic, partition),
+                                                               transactional_id)
+            if code is not ErrorCode.none:
+                return code, (f"producer {producer_id} epoch {epoch}: transactional produce to "
+                              f"{topic}-{partition} refused ({code.name})")
+            checked = (producer_id, epoch)
     return None
 
 
@@ -115,12 +145,17 @@ async def handle(ctx: BrokerContext, request: Request):
     durable_at = 0
     responses = []
     now_ms = ctx.clock.now_ms()
+    request_refusal = _request_refusal(ctx, body)
     for topic in body.topic_data:
-        refused: Exception | None = None
-        try:
-            meta = ctx.semantics.topic_for_append(topic.name)
-        except (ViewReadOnlyError, SystemTopicError) as exc:
-            meta, refused = None, exc
+        refused: Exception | ErrorCode | None = request_refusal
+        if refused is None and not ctx.allowed(AclOperation.WRITE, ResourceType.TOPIC, topic.name):
+            refused = ErrorCode.topic_authorization_failed
+        meta = None
+        if refused is None:
+            try:
+                meta = ctx.semantics.topic_for_append(topic.name)
+            except (ViewReadOnlyError, SystemTopicError) as exc:
+                refused = exc
         options = None if meta is None else append_options(ctx, meta.configs, now_ms)
         partitions = []
         for data in topic.partition_data:
@@ -134,14 +169,17 @@ async def handle(ctx: BrokerContext, request: Request):
                 error_message=None,
             )
             if refused is not None or meta is None or not 0 <= data.index < meta.partitions:
-                if refused is not None:
+                if isinstance(refused, ErrorCode):
+                    result["error_code"] = refused
+                elif refused is not None:
                     result["error_code"] = error_code_for(refused)
                     result["error_message"] = str(refused)
                 else:
                     result["error_code"] = ErrorCode.unknown_topic_or_partition
                 partitions.append(result)
                 continue
-            refusal = None if data.records is None else _transaction_check(ctx, topic.name, data.index, data.records)
+            refusal = None if data.records is None else _transaction_check(
+                ctx, topic.name, data.index, data.records, body.transactional_id)
             if refusal is not None:
                 result["error_code"], result["error_message"] = refusal
                 partitions.append(result)

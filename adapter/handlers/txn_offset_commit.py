@@ -17,12 +17,17 @@ from rmqkafka.storage.offset_store import CommittedOffset
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
+from ..security.acls import AclOperation, ResourceType
 from . import _txn
 
 API_KEY = 28
 
 
 def _group_error(ctx: BrokerContext, body) -> ErrorCode:
+    if not _txn.may_write(ctx, body.transactional_id):
+        return ErrorCode.transactional_id_authorization_failed
+    if not ctx.allowed(AclOperation.READ, ResourceType.GROUP, body.group_id):
+        return ErrorCode.group_authorization_failed
     return ctx.groups.check_commit(body.group_id, getattr(body, "generation_id", -1), getattr(body, "member_id", ""),
                                    getattr(body, "group_instance_id", None), transactional=True)
 
@@ -42,6 +47,8 @@ async def handle(ctx: BrokerContext, request: Request):
             metadata = p.committed_metadata or ""
             if error is not ErrorCode.none:
                 codes[key] = error
+            elif not ctx.allowed(AclOperation.READ, ResourceType.TOPIC, topic.name):
+                codes[key] = ErrorCode.topic_authorization_failed
             elif not 0 <= p.partition_index < count:
                 codes[key] = ErrorCode.unknown_topic_or_partition
             elif len(metadata.encode()) > max_metadata:

@@ -265,17 +265,21 @@ class TransactionCoordinator:
         return ProducerIdAndEpoch(producer_id, epoch)
 
     # -- Produce ---------------------------------------------------------------------------
-    def verify_produce(self, producer_id: int, producer_epoch: int,
-                       partition: TopicPartition) -> ErrorCode:
+    def verify_produce(self, producer_id: int, producer_epoch: int, partition: TopicPartition,
+                       transactional_id: str | None = None) -> ErrorCode:
         """Whether a transactional batch of this producer may be appended to ``partition``
-        (Kafka 3.6+ verifies it with the coordinator, KIP-890 part 1): its epoch must be the
-        current one (INVALID_PRODUCER_EPOCH otherwise: an older producer, or a transaction
-        aborted by a timeout's fence) and the partition in its Ongoing transaction
-        (INVALID_TXN_STATE otherwise)."""
+        (Kafka 3.6+ verifies it with the coordinator, KIP-890 part 1): the producer id must
+        be the one of the request's transactional id (INVALID_PRODUCER_ID_MAPPING otherwise:
+        a client may not write into another transactional id's transaction, whose id it was
+        authorized for), its epoch the current one (INVALID_PRODUCER_EPOCH otherwise: an
+        older producer, or a transaction aborted by a timeout's fence) and the partition in
+        its Ongoing transaction (INVALID_TXN_STATE otherwise)."""
         txn_id = self._by_producer_id.get(producer_id)
         meta = self._txns.get(txn_id) if txn_id is not None else None
         if meta is None or meta.producer_id != producer_id:
             return ErrorCode.invalid_txn_state
+        if transactional_id is not None and txn_id != transactional_id:
+            return ErrorCode.invalid_producer_id_mapping
         if meta.producer_epoch != producer_epoch:
             return ErrorCode.invalid_producer_epoch
         if meta.state is not TxnState.ONGOING or partition not in meta.partitions:

@@ -128,11 +128,12 @@ def prepare_data_dir(path: Path) -> int:
 
 def run(server_config: ServerConfig) -> int:
     """Run the broker until a signal; returns the process exit status."""
+    from rmqkafka.adapter.security.tls import TlsConfigError
     from rmqkafka.storage.files import DamagedFileError
 
     try:
         return asyncio.run(_serve(server_config))
-    except (OSError, DamagedFileError) as exc:
+    except (OSError, DamagedFileError, TlsConfigError) as exc:
         _fail(_one_line(exc))
     except Exception as exc:  # noqa: BLE001 - report anything unexpected, with its traceback
         logger.error("broker failed", exc_info=True)

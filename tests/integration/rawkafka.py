@@ -393,10 +393,12 @@ class KafkaRaw:
         return self.request(ApiKey.PRODUCE, version, recv_timeout=timeout, **fields)
 
     def produce(
-        self, topic: str, partition: int, records: bytes | None, version: int = 9, acks: int = -1
+        self, topic: str, partition: int, records: bytes | None, version: int = 9, acks: int = -1,
+        transactional_id: str | None = None,
     ) -> Any:
         """Produce to one partition; returns that partition's response entry."""
-        response = self.produce_request({(topic, partition): records}, version=version, acks=acks)
+        response = self.produce_request({(topic, partition): records}, version=version, acks=acks,
+                                        transactional_id=transactional_id)
         return response.responses[0].partition_responses[0]
 
     def produce_ok(self, topic: str, partition: int, records: bytes, **kw: Any) -> int:

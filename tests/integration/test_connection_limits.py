@@ -71,23 +71,29 @@ def test_a_request_arriving_one_byte_at_a_time_is_cut_off(limited):
         assert other.api_versions().error_code == ErrorCode.none
 
 
-def test_pipelined_fetches_never_read_do_not_pile_up(broker_factory):
-    """32 pipelined fetches of a 12 MB partition on a socket that never reads: the broker
-    builds about two responses, not 32 (about 380 MB), and keeps answering others."""
-    broker = broker_factory()
+def _hog(broker, fetches: int) -> KafkaRaw:
+    """A connection that pipelines ``fetches`` fetches of the whole "big" partition and reads
+    nothing."""
+    hog = KafkaRaw(broker.host, broker.port)
+    hog.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    for _ in range(fetches):
+        hog.send(ApiKey.FETCH, 12, replica_id=-1, max_wait=0, min_bytes=0, max_bytes=64 << 20, isolation_level=0,
+                 session_id=0, session_epoch=-1, topics=[dict(topic="big", topic_id=None, partitions=[dict(
+                     partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1,
+                     partition_max_bytes=64 << 20)])], forgotten_topics_data=(), rack_id="")
+    return hog
+
+
+def _rss_growth_while_others_are_served(broker, hogs: int, fetches: int) -> int:
+    """MB the broker's RSS grows while ``hogs`` connections pipeline unread fetches of a 12 MB
+    partition; another client must be answered within a second all along."""
     with KafkaRaw(broker.host, broker.port) as conn:
         conn.create_topic("big", partitions=1, configs={"max.message.bytes": str(2 << 20)})
         for _ in range(12):
             conn.produce_ok("big", 0, make_batch([b"x" * (1 << 20)]))
     process = psutil.Process(broker.pid)
     before = process.memory_info().rss
-    hog = KafkaRaw(broker.host, broker.port)
-    hog.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    for _ in range(32):
-        hog.send(ApiKey.FETCH, 12, replica_id=-1, max_wait=0, min_bytes=0, max_bytes=64 << 20, isolation_level=0,
-                 session_id=0, session_epoch=-1, topics=[dict(topic="big", topic_id=None, partitions=[dict(
-                     partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1,
-                     partition_max_bytes=64 << 20)])], forgotten_topics_data=(), rack_id="")
+    opened = [_hog(broker, fetches) for _ in range(hogs)]
     peak = before
     with KafkaRaw(broker.host, broker.port) as other:
         for _ in range(20):
@@ -96,6 +102,22 @@ def test_pipelined_fetches_never_read_do_not_pile_up(broker_factory):
             assert time.monotonic() - started < 1.0
             peak = max(peak, process.memory_info().rss)
             time.sleep(0.1)
-    grown = (peak - before) >> 20
+    for hog in opened:
+        hog.close()
+    return (peak - before) >> 20
+
+
+def test_pipelined_fetches_never_read_do_not_pile_up(broker_factory):
+    """32 pipelined fetches of a 12 MB partition on a socket that never reads: the broker
+    builds about two responses, not 32 (about 380 MB), and keeps answering others."""
+    grown = _rss_growth_while_others_are_served(broker_factory(), hogs=1, fetches=32)
     assert grown < 120, f"broker RSS grew {grown} MB for responses nobody reads"
-    hog.close()
+
+
+def test_unread_fetches_of_many_connections_share_one_bound(broker_factory, tmp_path):
+    """Eight such connections: without the broker-wide response.buffer.max.bytes each would
+    hold about two 12 MB responses (about 190 MB); with it, about one response in all."""
+    config = tmp_path / "server.properties"
+    config.write_text("response.buffer.max.bytes=4194304\n")
+    grown = _rss_growth_while_others_are_served(broker_factory(config_file=config), hogs=8, fetches=4)
+    assert grown < 80, f"broker RSS grew {grown} MB for responses nobody reads"

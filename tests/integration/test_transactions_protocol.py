@@ -37,7 +37,7 @@ class Txn:
         seq = self.seq.get((topic, partition), 0)
         batch = make_batch(values, producer_id=self.pid, producer_epoch=self.epoch if epoch is None else epoch,
                            base_sequence=seq, transactional=True, headers=headers)
-        entry = self.conn.produce(topic, partition, batch)
+        entry = self.conn.produce(topic, partition, batch, transactional_id=self.txn_id)
         if entry.error_code == ErrorCode.none:
             self.seq[(topic, partition)] = seq + len(values)
         return entry
@@ -84,6 +84,22 @@ def test_read_committed_fetch_and_list_offsets(broker):
         assert conn.list_offsets("t", 0, LATEST, isolation_level=1).offset == 7
 
 
+def test_transactional_batches_need_their_own_transactional_id(broker):
+    # CVE-2018-17196's class: transactional records in a request without a transactional id,
+    # or under another transactional id than the one their producer id belongs to
+    with KafkaRaw(broker.host, broker.port) as conn:
+        conn.create_topic("own", partitions=1)
+        owner, other = Txn(conn, "owner"), Txn(conn, "other")
+        assert owner.add("own") == ErrorCode.none and other.add("own") == ErrorCode.none
+        batch = make_batch([b"x"], producer_id=owner.pid, producer_epoch=owner.epoch, base_sequence=0,
+                           transactional=True)
+        assert conn.produce("own", 0, batch).error_code == ErrorCode.transactional_id_authorization_failed
+        assert conn.produce("own", 0, batch, transactional_id="other").error_code == (
+            ErrorCode.invalid_producer_id_mapping)
+        assert conn.produce("own", 0, batch, transactional_id="owner").error_code == ErrorCode.none
+        assert conn.list_offsets("own", 0, LATEST).offset == 1
+
+
 def test_refused_produces(broker):
     with KafkaRaw(broker.host, broker.port) as conn:
         conn.create_topic("r", partitions=2)
@@ -92,7 +108,7 @@ def test_refused_produces(broker):
         # not added to the transaction
         assert txn.produce("r", [b"x"], partition=1).error_code == ErrorCode.invalid_txn_state
         # a control batch from a client
-        entry = conn.produce("r", 0, marker_batch(txn.pid, txn.epoch, True, 0))
+        entry = conn.produce("r", 0, marker_batch(txn.pid, txn.epoch, True, 0), transactional_id="refused")
         assert entry.error_code == ErrorCode.invalid_record
         # the state log is the broker's
         assert conn.produce("__transaction_state", 0, make_batch(1)).error_code != ErrorCode.none

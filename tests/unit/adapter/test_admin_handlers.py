@@ -74,6 +74,7 @@ def context(store: MessageStore):
         semantics=Semantics(SemanticsConfig(), store, store.config.data_dir),
         advertised_host="127.0.0.1",
         advertised_port=9092,
+        allowed=lambda operation, resource_type, name: True,  # no authorizer, as by default
     )
 
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
+from rmqkafka.adapter.config import SecurityConfig
 from rmqkafka.adapter.connection import KafkaConnection
+from rmqkafka.adapter.response_budget import ResponseBudget
+from rmqkafka.adapter.security.service import Security
 
 
 class FakeTransport(asyncio.Transport):
@@ -36,12 +39,13 @@ class FakeTransport(asyncio.Transport):
         pass
 
 
-async def test_an_answer_that_outlives_its_closed_connection_is_dropped(caplog):
+async def test_an_answer_that_outlives_its_closed_connection_is_dropped(caplog, tmp_path):
     # A handler may swallow its cancellation (asyncio.wait_for in a long poll can, when data
     # arrives at the same moment) and finish after connection_lost cleared the queue; the
     # writer then resumes with a result for a connection that no longer exists.
-    ctx = SimpleNamespace(config=SimpleNamespace(socket_request_max_bytes=1 << 20))
-    connection = KafkaConnection(ctx, set())
+    ctx = SimpleNamespace(config=SimpleNamespace(socket_request_max_bytes=1 << 20), listener_protocol="PLAINTEXT",
+                          security=Security.open(SecurityConfig(), tmp_path))
+    connection = KafkaConnection(ctx, set(), ResponseBudget(1 << 20))
     transport = FakeTransport()
     connection.connection_made(transport)
 

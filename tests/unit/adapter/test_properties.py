@@ -222,26 +222,33 @@ class TestListeners:
         config = build_config(parse_properties("listeners=PLAINTEXT://:9092,OTHER://:9093\nlistener.security.protocol.map=OTHER:PLAINTEXT"))
         assert config.adapter.extra_listeners == (ExtraListener("OTHER", "0.0.0.0", 9093, None, None),)
 
-    def test_listener_names_must_differ_and_be_plaintext(self):
+    def test_listener_names_must_differ(self):
         assert "its own name" in error_of("listeners=PLAINTEXT://:9092,PLAINTEXT://:9093")
-        assert "only PLAINTEXT" in error_of("listeners=PLAINTEXT://:9092,SSL://:9093")
+
+    def test_a_tls_listener_needs_a_keystore(self):
+        assert "ssl.keystore.location" in error_of("listeners=PLAINTEXT://:9092,SSL://:9093")
 
     def test_custom_name_mapped_to_plaintext(self):
         text = "listeners=CLIENT://h:1\nlistener.security.protocol.map=CLIENT:PLAINTEXT"
         assert build(text).adapter.host == "h"
 
     @pytest.mark.parametrize(
-        "text",
+        "text, primary, extra",
         [
-            "listeners=SSL://h:9093",
-            "listeners=SASL_PLAINTEXT://h:9093",
-            "listeners=CLIENT://h:1\nlistener.security.protocol.map=CLIENT:SSL",
-            "listeners=CLIENT://h:1",
+            ("listeners=SSL://h:9093\nssl.keystore.location=/k.pem", "SSL", None),
+            ("listeners=SASL_PLAINTEXT://h:9093", "SASL_PLAINTEXT", None),
+            ("listeners=CLIENT://h:1,B://h:2\nlistener.security.protocol.map=CLIENT:SSL,B:SASL_SSL\n"
+             "ssl.keystore.location=/k.pem", "SSL", "SASL_SSL"),
         ],
     )
-    def test_only_plaintext(self, text):
-        message = error_of(text)
-        assert "listeners" in message and "only PLAINTEXT is supported" in message
+    def test_security_protocols(self, text, primary, extra):
+        adapter = build(text).adapter
+        assert adapter.security_protocol == primary
+        assert [x.security_protocol for x in adapter.extra_listeners] == ([extra] if extra else [])
+
+    def test_a_listener_name_without_a_protocol_is_refused(self):
+        message = error_of("listeners=CLIENT://h:1")
+        assert "listeners" in message and "no known security protocol (CLIENT)" in message
 
     @pytest.mark.parametrize(
         "value",
