@@ -162,11 +162,20 @@ class KafkaConnection(asyncio.Protocol):
             self._transport.pause_reading()
 
     async def _answer(self, frame: bytes) -> list[bytes] | None:
-        """The response frame for one request, as parts for ``writelines``; None for none."""
+        """The response frame for one request, as parts for ``writelines``; None for none.
+
+        Before authentication only the SASL requests are served; their handlers never wait
+        on anything, so each runs to its end before the next frame's task starts (tasks
+        start in order) and that frame sees the state this one left."""
         auth = self._auth
         assert auth is not None
-        if not auth.authenticated:
-            return await self._unauthenticated(auth, frame)
+        before_authentication = not auth.authenticated
+        if before_authentication:
+            if auth.raw_tokens:
+                return self._raw_token(auth, frame)
+            api_key = int.from_bytes(frame[:2], "big", signed=True)
+            if not auth.allows(api_key):
+                raise CloseConnection(f"unexpected request with api key {api_key} before SASL authentication")
         try:
             request = decode_request(frame)
         except UnsupportedVersion as exc:
@@ -191,6 +200,8 @@ class KafkaConnection(asyncio.Protocol):
         except Exception as exc:  # a handler bug must not take the broker down
             log.exception("handler for api %d v%d failed", request.api_key, request.api_version)
             raise CloseConnection(f"internal error: {exc}") from None
+        if before_authentication:
+            self._after_authentication(auth)
         if body is None:
             return None
         parts = response_parts(request, body)
@@ -198,31 +209,14 @@ class KafkaConnection(asyncio.Protocol):
             return _FetchResponse(parts)
         return parts
 
-    async def _unauthenticated(self, auth: Authentication, frame: bytes) -> list[bytes] | None:
-        """A frame before authentication completed. The handlers allowed here never wait on
-        anything, so each request runs to its end before the next frame's task starts
-        (tasks start in order) and sees the state this one left."""
-        if auth.raw_tokens:
-            try:
-                answer = auth.authenticate(frame)
-            except SaslFailure as exc:
-                raise CloseConnection(f"SASL authentication failed: {exc}") from None
-            self._after_authentication(auth)
-            return [size_prefixed([answer])]
-        api_key = int.from_bytes(frame[:2], "big", signed=True)
-        if not auth.allows(api_key):
-            raise CloseConnection(f"unexpected request with api key {api_key} before SASL authentication")
+    def _raw_token(self, auth: Authentication, frame: bytes) -> list[bytes]:
+        """A bare SASL token after SaslHandshake v0, answered size-prefixed without a header."""
         try:
-            request = decode_request(frame)
-        except UnsupportedVersion as exc:
-            return [_refusal(exc)]
-        except (UnknownApiKey, MalformedRequest) as exc:
-            raise CloseConnection(str(exc)) from None
-        SESSION.set(auth.session)
-        AUTHENTICATION.set(auth)
-        body = await HANDLERS[request.api_key](self._ctx, request)
+            answer = auth.authenticate(frame)
+        except SaslFailure as exc:
+            raise CloseConnection(f"SASL authentication failed: {exc}") from None
         self._after_authentication(auth)
-        return response_parts(request, body)
+        return [size_prefixed([answer])]
 
     def _after_authentication(self, auth: Authentication) -> None:
         if auth.failed:

@@ -40,21 +40,27 @@ class SlowTransport(asyncio.Transport):
         pass
 
 
-async def test_a_fetch_waits_while_the_sockets_hold_the_limit(tmp_path):
-    budget = ResponseBudget(limit_bytes=1000)
+async def connection_with_unsent_fetch(tmp_path, budget: ResponseBudget, size: int):
+    """A connection that wrote a Fetch response of ``size`` bytes its client has not read."""
     ctx = SimpleNamespace(config=SimpleNamespace(socket_request_max_bytes=1 << 20), listener_protocol="PLAINTEXT",
                           security=Security.open(SecurityConfig(), tmp_path))
-    slow = KafkaConnection(ctx, set(), budget)
+    connection = KafkaConnection(ctx, set(), budget)
     transport = SlowTransport()
-    slow.connection_made(transport)
+    connection.connection_made(transport)
 
     async def answer() -> list[bytes]:
-        return _FetchResponse([b"x" * 1500])
+        return _FetchResponse([b"x" * size])
 
-    slow._pending.append(asyncio.ensure_future(answer()))
-    slow._writer = asyncio.ensure_future(slow._write_in_order())
-    slow.pause_writing()  # the socket's buffer is full: the response stays there
+    connection._pending.append(asyncio.ensure_future(answer()))
+    connection._writer = asyncio.ensure_future(connection._write_in_order())
+    connection.pause_writing()  # the socket's buffer is full: the response stays there
     await asyncio.sleep(0.01)
+    return connection, transport
+
+
+async def test_a_fetch_waits_while_the_sockets_hold_the_limit(tmp_path):
+    budget = ResponseBudget(limit_bytes=1000)
+    slow, transport = await connection_with_unsent_fetch(tmp_path, budget, 1500)
     assert budget.outstanding == 1500
 
     waiting = asyncio.ensure_future(budget.turn())  # another connection's next Fetch
@@ -69,19 +75,7 @@ async def test_a_fetch_waits_while_the_sockets_hold_the_limit(tmp_path):
 
 async def test_a_closed_connection_gives_its_bytes_back(tmp_path):
     budget = ResponseBudget(limit_bytes=10)
-    ctx = SimpleNamespace(config=SimpleNamespace(socket_request_max_bytes=1 << 20), listener_protocol="PLAINTEXT",
-                          security=Security.open(SecurityConfig(), tmp_path))
-    connection = KafkaConnection(ctx, set(), budget)
-    transport = SlowTransport()
-    connection.connection_made(transport)
-
-    async def answer() -> list[bytes]:
-        return _FetchResponse([b"y" * 50])
-
-    connection._pending.append(asyncio.ensure_future(answer()))
-    connection._writer = asyncio.ensure_future(connection._write_in_order())
-    connection.pause_writing()
-    await asyncio.sleep(0.01)
+    connection, _ = await connection_with_unsent_fetch(tmp_path, budget, 50)
     assert budget.outstanding == 50
     connection.connection_lost(None)
     assert budget.outstanding == 0
