@@ -37,6 +37,8 @@ class ParkedReader:
             cached = last[3]  # the batch of the previous record: no consume-queue lookup
             return self._at(cached, offset)
         position, size, _ = plog.consume_queue.entry(offset)
+        if size == 0:  # a lost offset (damaged commitlog range): no record there
+            return None
         cached = self._batches.get(position)
         if cached is None:
             batch = plog.read_at(position, size)

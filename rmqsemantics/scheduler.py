@@ -373,6 +373,9 @@ class Scheduler:
         wake = None
         while offset < end and len(out) < DELIVERY_BUDGET:
             position, size, due = plog.consume_queue.entry(offset)
+            if size == 0:  # a lost offset (damaged commitlog range): nothing to deliver
+                offset += 1
+                continue
             if due > now:
                 wake = due
                 break

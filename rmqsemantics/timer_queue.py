@@ -100,8 +100,10 @@ class TimerQueue:
         while offset < plog.next_offset:
             raw = plog.consume_queue.entries(offset, 4096)
             items = []
-            for i, (_, _, due) in enumerate(ENTRY.iter_unpack(raw)):
+            for i, (_, size, due) in enumerate(ENTRY.iter_unpack(raw)):
                 ref = offset + i
+                if size == 0:  # a lost offset (damaged commitlog range): no timer there
+                    continue
                 if ref in self.skip:
                     self.skip.discard(ref)
                     continue

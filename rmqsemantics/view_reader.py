@@ -211,6 +211,9 @@ class _Walk:
         queue = self.plog.consume_queue
         while self.position < self.end and not self._spent():
             position, size, _ = queue.entry(self.position)
+            if size == 0:  # a lost offset (damaged commitlog range): nothing to filter
+                self.position += 1
+                continue
             batch = self._read(position, size)
             base = record_batch.base_offset_of(batch)
             nxt = record_batch.next_offset_of(batch)
@@ -262,6 +265,12 @@ class _Walk:
                     self.position = chunk_start + count
                     break
                 position, size = _POSITION_SIZE.unpack_from(raw, hit * ENTRY_SIZE)
+                if size == 0:  # a lost offset (damaged commitlog range)
+                    self.position = chunk_start + hit + 1
+                    index = hit + 1
+                    if index >= count:
+                        break
+                    continue
                 batch = self._read(position, size)
                 base = record_batch.base_offset_of(batch)
                 nxt = record_batch.next_offset_of(batch)

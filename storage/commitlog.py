@@ -20,16 +20,26 @@ is found by (position of its first byte, its size) which is what consume queues 
 
 Crash behaviour: appends are written with pwrite at the end position, so a crash can leave at
 most one torn entry at the tail of the active segment. ``recover`` re-validates entries from
-a given position (length, magic, header CRC, batch CRC32C) and truncates at the first invalid
-one, deleting any later segment. A damaged entry in the middle is treated the same way, on
-purpose: the longest valid prefix is kept, because positions after a hole cannot be trusted
-to be entry boundaries. Nothing else on disk is trusted more than this file.
+a given position (length, magic, header CRC, batch CRC32C). An invalid entry with no valid
+one after it in the last segment is a torn tail: the file is cut back there. Anything else
+invalid is damage (a disk error, a file cut short or overwritten while the broker was
+stopped), and a segment followed by later segments is never cut or deleted for it: the
+scan resyncs at the next valid entry of the same segment (found by its magic, then every
+check above: random bytes pass a header CRC and a batch CRC by chance no more often than
+corruption goes undetected; only bytes a producer shaped into a whole valid entry inside
+a record of the damaged batch could be taken for one), else at the next segment's first
+byte, and reports the skipped byte range
+(``Damage``) so the store can tell which offsets were lost. A segment that ends short of
+the next segment's base (cut while stopped) is damage from its end to that base
+(``gaps`` finds such a segment without reading it). Nothing else on disk is trusted more
+than this file.
 """
 
 from __future__ import annotations
 
 import bisect
 import logging
+import mmap
 import os
 import struct
 from collections.abc import Callable, Iterator
@@ -51,6 +61,7 @@ ENTRY_HEADER_SIZE = ENTRY_HEADER.size  # 32
 _HEADER_CRC_END = ENTRY_HEADER_SIZE + 17  # through the batch's magic byte
 _MIN_ENTRY = ENTRY_HEADER_SIZE + record_batch.HEADER_SIZE
 _SUFFIX = ".log"
+_MAGIC_BYTES = struct.pack(">i", ENTRY_MAGIC)
 
 
 def _segment_name(base_position: int) -> str:
@@ -81,6 +92,21 @@ class Entry:
     @property
     def end_position(self) -> int:
         return self.position + len(self.batch)
+
+
+@dataclass(frozen=True, slots=True)
+class Damage:
+    """Bytes [start, end) of the commitlog (global positions) that hold no valid entry and
+    were skipped by recovery: ``segment`` is the file that holds (or should hold) them."""
+
+    segment: Path
+    segment_base: int
+    start: int
+    end: int
+
+    def describe(self) -> str:
+        return (f"{self.segment} bytes {self.start - self.segment_base}..{self.end - self.segment_base} "
+                f"(commitlog positions {self.start}..{self.end}, {self.end - self.start} bytes)")
 
 
 def encode_entry_header(topic_id: UUID, partition: int, batch_size: int, batch_head: bytes) -> bytes:
@@ -224,28 +250,72 @@ class CommitLog:
         return os.pread(segment.fd, size, position - segment.base_position)
 
     def entries(self, from_position: int) -> Iterator[Entry]:
-        """Validated entries from an entry boundary on; stops at the first invalid byte."""
-        for entry, _ in self._scan(from_position):
-            if entry is None:
+        """Validated entries from an entry boundary on, skipping damage as ``recover`` does;
+        stops at a torn tail."""
+        for item, _ in self._scan(from_position):
+            if item is None:
                 return
-            yield entry
+            if isinstance(item, Entry):
+                yield item
 
-    def _scan(self, from_position: int) -> Iterator[tuple[Entry | None, int]]:
+    def gaps(self) -> list[Damage]:
+        """Segments (all but the last) that end short of the next segment's base: bytes
+        lost while the broker was stopped, found from file sizes alone."""
+        return [self._gap(s, n.base_position) for s, n in zip(self._segments, self._segments[1:])
+                if s.end_position < n.base_position]
+
+    @staticmethod
+    def _gap(segment: Segment, next_base: int) -> Damage:
+        return Damage(segment.path, segment.base_position, segment.end_position, next_base)
+
+    def _scan(self, from_position: int) -> Iterator[tuple[Entry | Damage | None, int]]:
+        """(entry, its start) for each valid entry; (Damage, its start) for each skipped
+        range; (None, where) once, at a torn tail of the last segment."""
         index = max(0, bisect.bisect_right(self._bases, from_position) - 1)
         position = max(from_position, self._segments[index].base_position)
         while index < len(self._segments):
             segment = self._segments[index]
+            last = index == len(self._segments) - 1
+            next_base = None if last else self._segments[index + 1].base_position
             local = position - segment.base_position
+            skipped_to_next = False  # a damage already reported up to the next segment
             while local < segment.size:
                 entry = self._read_entry(segment, local)
-                if entry is None:
-                    yield None, segment.base_position + local
+                if entry is not None:
+                    yield entry, segment.base_position + local
+                    local += ENTRY_HEADER_SIZE + len(entry.batch)
+                    continue
+                resume = self._resync(segment, local + 1)
+                if resume is None and next_base is None:
+                    yield None, segment.base_position + local  # a torn tail
                     return
-                yield entry, segment.base_position + local
-                local += ENTRY_HEADER_SIZE + len(entry.batch)
+                end = next_base if resume is None else segment.base_position + resume
+                assert end is not None
+                yield Damage(segment.path, segment.base_position, segment.base_position + local, end), \
+                    segment.base_position + local
+                local = segment.size if resume is None else resume
+                skipped_to_next = resume is None
+            if next_base is not None and not skipped_to_next and segment.end_position < next_base:
+                yield self._gap(segment, next_base), segment.end_position
             index += 1
-            if index < len(self._segments):
-                position = self._segments[index].base_position
+            if next_base is not None:
+                position = next_base
+
+    def _resync(self, segment: Segment, local: int) -> int | None:
+        """The first position at or after ``local`` in ``segment`` where a valid entry
+        starts, or None: candidates are found by the entry magic (fast, in C), then checked
+        in full."""
+        if local + _MIN_ENTRY > segment.size:
+            return None
+        with mmap.mmap(segment.fd, segment.size, access=mmap.ACCESS_READ) as view:
+            at = local + 4
+            while True:
+                found = view.find(_MAGIC_BYTES, at)
+                if found < 0:
+                    return None
+                if self._read_entry(segment, found - 4) is not None:
+                    return found - 4
+                at = found + 1
 
     def _read_entry(self, segment: Segment, local: int) -> Entry | None:
         remaining = segment.size - local
@@ -266,20 +336,29 @@ class CommitLog:
         )
 
     # -- recovery and retention ------------------------------------------------------------
-    def recover(self, from_position: int, dispatch: Callable[[Entry], None]) -> int:
+    def recover(self, from_position: int, dispatch: Callable[[Entry], None],
+                damaged: Callable[[Damage], None] | None = None) -> int:
         """Validate from ``from_position`` (an entry boundary) and truncate a torn tail.
 
         Every valid entry found is handed to ``dispatch`` in order, so derived structures
-        can be rebuilt without holding the log in memory. Returns the valid end position.
+        can be rebuilt without holding the log in memory; every damaged range skipped goes
+        to ``damaged`` (before the entries after it). Only the last segment is ever cut.
+        Returns the valid end position.
         """
         end = max(from_position, self.start_position)
-        for entry, entry_start in self._scan(end):
-            if entry is None:
-                end = entry_start
+        for item, item_start in self._scan(end):
+            if item is None:
+                end = item_start
                 break
-            dispatch(entry)
-            end = entry.end_position
-        self.truncate(end)
+            if isinstance(item, Damage):
+                if damaged is not None:
+                    damaged(item)
+                end = item.end
+                continue
+            dispatch(item)
+            end = item.end_position
+        if end >= self._segments[-1].base_position:
+            self.truncate(end)
         return end
 
     def truncate(self, end_position: int) -> None:

@@ -37,3 +37,6 @@ class StorageConfig:
     # be refused (INVALID_PARTITIONS), not exhaust file handles for everyone.
     max_partitions_per_topic: int = 1000
     max_partitions: int = 10_000
+    # MessageStore.append_async: a request with a compressed batch at least this big is
+    # decompressed and checked in a worker thread instead of on the event loop.
+    inflate_in_thread_bytes: int = 16 * 1024

@@ -2,7 +2,8 @@
 
 On-disk format
 --------------
-Directory ``consumequeue/<topic id>/<partition>/`` holding files ``<first offset, 20 digits>.cq``.
+Directory ``consumequeue/<topic id>/<partition>/`` (made by the first append: a partition
+never written to has none) holding files ``<first offset, 20 digits>.cq``.
 Each file holds at most ``entries_per_file`` entries and starts at an offset that is a
 multiple of it. An entry is 20 bytes, one per record offset::
 
@@ -12,7 +13,10 @@ multiple of it. An entry is 20 bytes, one per record offset::
                        CONTROL_CODE for the records of a control batch; PARKED_CODE for an
                        offset its batch no longer holds (the record was moved elsewhere on
                        append: a delayed or timed record parked until it is due); for the
-                       schedule and timer topics, the record's delivery time in ms
+                       schedule and timer topics, the record's delivery time in ms;
+                       LOST_CODE for an offset whose batch was in a damaged commitlog range
+                       (recovery skipped it: see storage.commitlog); such an entry's
+                       position is where the damage starts and its size is 0
 
 So offset -> entry is arithmetic, and a filter can walk tag codes without touching the
 commitlog. Entries of one batch share (position, size); a batch has an entry for every offset
@@ -40,19 +44,30 @@ ENTRY_SIZE = ENTRY.size  # 20
 CODE_AT = 12  # where the tag code sits in an entry
 CONTROL_CODE = -(1 << 63)
 PARKED_CODE = CONTROL_CODE + 1
+LOST_CODE = CONTROL_CODE + 2
 _SUFFIX = ".cq"
+
+
+def _queue_files(directory: Path) -> list[str]:
+    """Names of the queue files in ``directory``, sorted; none when it does not exist (a
+    listdir, not a glob: a broker with 100,000 partitions builds this for each one used)."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    return sorted(n for n in names if n.endswith(_SUFFIX))
 
 
 class ConsumeQueue:
     def __init__(self, directory: Path, entries_per_file: int) -> None:
         self._dir = directory
         self._per_file = entries_per_file
-        self._dir.mkdir(parents=True, exist_ok=True)
+        # The directory is made by the first append: a partition never written to costs no
+        # directory and no descriptor (a topic with a huge partition count still starts).
         self._fds: dict[int, int] = {}  # file base offset -> fd
         self._dirty: set[int] = set()
-        for path in sorted(self._dir.glob("*" + _SUFFIX)):
-            base = int(path.name[: -len(_SUFFIX)])
-            self._fds[base] = os.open(path, os.O_RDWR)
+        for name in _queue_files(directory):
+            self._fds[int(name[: -len(_SUFFIX)])] = os.open(directory / name, os.O_RDWR)
         self._next_offset = 0
         self._min_offset = 0
         if self._fds:
@@ -77,6 +92,7 @@ class ConsumeQueue:
     def _fd_for(self, base: int) -> int:
         fd = self._fds.get(base)
         if fd is None:
+            self._dir.mkdir(parents=True, exist_ok=True)
             fd = os.open(self._dir / f"{base:020d}{_SUFFIX}", os.O_RDWR | os.O_CREAT, 0o644)
             self._fds[base] = fd
         return fd
@@ -102,6 +118,22 @@ class ConsumeQueue:
             offset += len(chunk) // ENTRY_SIZE
             view = view[len(chunk) :]
         self._next_offset = offset
+
+    def append_lost(self, count: int, position: int) -> None:
+        """Add ``count`` LOST_CODE entries: offsets whose batch is gone (damaged commitlog
+        bytes from ``position`` on), kept so that no offset is handed out twice."""
+        self.append(count, position, 0, [LOST_CODE] * count)
+
+    def lost_run_end(self, offset: int) -> int:
+        """The first offset at or after ``offset`` whose entry is not LOST_CODE (or
+        ``next_offset``)."""
+        while offset < self._next_offset:
+            raw = self.entries(offset, 4096)
+            for i in range(len(raw) // ENTRY_SIZE):
+                if ENTRY.unpack_from(raw, i * ENTRY_SIZE)[2] != LOST_CODE:
+                    return offset + i
+            offset += len(raw) // ENTRY_SIZE
+        return offset
 
     def restart_at(self, offset: int) -> None:
         """Let an empty queue continue at ``offset``: an index rebuilt from the commitlog

@@ -90,21 +90,40 @@ def pwrite_all(fd: int, data: bytes | bytearray | memoryview, at: int) -> None:
 
 class SingleFileIndex:
     """Durability of an index kept in one file (``_fd``) that its writes mark ``_dirty``:
-    the checkpoint takes the descriptor to fsync, a clean close flushes it."""
+    the checkpoint takes the descriptor to fsync, a clean close flushes it.
 
-    _fd: int
+    The file is opened only if it exists and holds entries, and created (or reopened) by the
+    first write (``_create``): a partition never written to costs no descriptor and no file
+    (``_fd`` is None, the index is empty), so a topic with a huge partition count still
+    starts."""
+
+    _path: Path
+    _fd: int | None
     _dirty: bool
 
+    def _open_existing(self) -> int | None:
+        try:
+            return os.open(self._path, os.O_RDWR)
+        except FileNotFoundError:
+            return None
+
+    def _create(self) -> int:
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+        return self._fd
+
     def take_dirty_fds(self) -> list[int]:
-        if not self._dirty:
+        if not self._dirty or self._fd is None:
             return []
         self._dirty = False
         return [self._fd]
 
     def flush(self) -> None:
-        if self._dirty:
+        if self._dirty and self._fd is not None:
             os.fdatasync(self._fd)
             self._dirty = False
 
     def close(self) -> None:
-        os.close(self._fd)
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

@@ -1,13 +1,22 @@
 """One topic-partition's view of the commitlog: its consume queue, time index, producers
 and transactions.
 
-Holds no batch bytes itself. ``next_offset`` (the log end offset, which is also the high
-watermark on this single-replica broker) comes from the consume queue; ``log_start_offset``
+Holds no batch bytes itself, and no file until its first write: its index files (and their
+directory) are created then, so a partition never used costs a few small objects and no
+descriptor. ``next_offset`` (the log end offset, which is also the high watermark on this
+single-replica broker) comes from the consume queue; ``log_start_offset``
 is the first offset still readable and only moves forward (retention, DeleteRecords).
 ``last_stable_offset`` (LSO) is where a read_committed consumer stops: the first offset of
 the earliest transaction still open (no end marker yet), never below the log start offset,
 or the log end offset when none is open; ``aborted_transactions`` lists what such a
 consumer must drop (see storage.txn_index).
+
+Lost offsets: offsets whose batch was in a damaged commitlog range that recovery skipped
+(LOST_CODE entries, see storage.consume_queue) stay in the partition, so no offset is
+handed out twice, and are read as a covering batch without records: a consumer moves past
+them as past a gap Kafka's cleaner leaves, and recovery logged them at ERROR. (An error on
+every read would keep a consumer retrying forever; moving the log start offset past them
+would also drop the valid records before them.)
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ from uuid import UUID
 from . import record_batch
 from .batch_builder import covering_batch
 from .commitlog import CommitLog
-from .consume_queue import CONTROL_CODE, PARKED_CODE, ConsumeQueue
+from .consume_queue import CONTROL_CODE, LOST_CODE, PARKED_CODE, ConsumeQueue
 from .errors import CorruptIndexError, OffsetOutOfRangeError
 from .producer_state import ProducerStateTable
 from .record_batch import NO_PRODUCER_ID, TRANSACTIONAL_BIT, BatchInfo, Buffer
@@ -168,6 +177,15 @@ class PartitionLog:
         self.ongoing_txns.end(info.producer_id)
         self.producers.end_transaction(info, coordinator_epoch)
 
+    def mark_lost(self, end_offset: int, position: int) -> tuple[int, int] | None:
+        """Fill offsets ``next_offset`` .. ``end_offset - 1`` with lost entries (their batches
+        were in damaged commitlog bytes from ``position`` on); returns the range filled."""
+        start = self.next_offset
+        if end_offset <= start:
+            return None
+        self.consume_queue.append_lost(end_offset - start, position)
+        return start, end_offset
+
     def index_marks(self) -> tuple[int, int, int]:
         """Where the index files end now, for ``undo_to``."""
         return self.consume_queue.next_offset, self.time_index.entry_count, self.txn_index.entry_count
@@ -199,10 +217,14 @@ class PartitionLog:
         batches: list[bytes] = []
         size = 0
         while offset < stop:
-            position, batch_size, _ = self.consume_queue.entry(offset)
+            position, batch_size, code = self.consume_queue.entry(offset)
+            if code == LOST_CODE:
+                batch = self._lost(offset, stop)
+                batch_size = len(batch)
             if size + batch_size > max_bytes and (batches or not min_one):
                 break
-            batch = self._checked(offset, position, batch_size)
+            if code != LOST_CODE:
+                batch = self._checked(offset, position, batch_size)
             offset = record_batch.next_offset_of(batch)
             if batch[57:61] == _NO_RECORDS:
                 batch = covering_batch(record_batch.base_offset_of(batch), offset - 1)
@@ -234,8 +256,15 @@ class PartitionLog:
         return self._commitlog.read(position, size)
 
     def batch_at(self, offset: int) -> bytes:
-        position, size, _ = self.consume_queue.entry(offset)
+        position, size, code = self.consume_queue.entry(offset)
+        if code == LOST_CODE:
+            return self._lost(offset, self.next_offset)
         return self._checked(offset, position, size)
+
+    def _lost(self, offset: int, stop: int) -> bytes:
+        """A covering batch for the lost offsets from ``offset`` on (up to ``stop``)."""
+        end = min(self.consume_queue.lost_run_end(offset), stop)
+        return covering_batch(offset, end - 1)
 
     def _checked(self, offset: int, position: int, size: int) -> bytes:
         """The batch the consume queue names for ``offset``, after checking it is one: its

@@ -15,8 +15,10 @@ Files under ``data_dir``::
     checkpoint.json          {"position": P, "producers": ..., "txns": {"<id>/<p>":
                              {"<producer id>": first offset of its open transaction}},
                              "log_start": ..., "derived": {"<id>/<p>": [consume queue next
-                             offset, time index entries, txnindex entries]}}: everything
-                             derived is durable and consistent up to commitlog position P
+                             offset, time index entries, txnindex entries]},
+                             "damaged": [[start, end], ...]}: everything derived is durable
+                             and consistent up to commitlog position P; "damaged" lists the
+                             commitlog ranges recovery skipped (known damage)
     meta.json                cluster id
     clean_shutdown           present only between a clean close and the next open
     rebuild_indexes          written when a read met a damaged consume-queue entry: the next
@@ -31,6 +33,25 @@ checkpoint recorded: what was written after it may read back as garbage after an
 producer state and open transactions restart from their snapshot at P, the commitlog is
 re-validated from P (length, header CRC, batch CRC32C), a torn tail is truncated and the
 valid entries are re-dispatched.
+
+Damage in the commitlog (see storage.commitlog) never costs more than the damaged bytes: a
+segment cut short that the checkpoint does not list as known damage makes every index be
+rebuilt from the commitlog start; recovery skips each damaged range, keeps and indexes
+everything after it, and logs at ERROR the range and, per partition, the offsets lost
+(those between the batches around it, and those a partition had handed out past its last
+surviving batch). Lost offsets stay in the consume queue as LOST_CODE entries (read as
+covering batches without records), so none is handed out twice. Damage that only a read
+meets (a checksum failure inside a segment of full length, after a clean stop) is refused
+on that read (CorruptIndexError) and marks the indexes for a rebuild at the next start,
+which skips it as above.
+
+A full disk: opening writes nothing it does not need (meta.json only when its content
+changes; the checkpoint at the end of open and close is skipped with an ERROR when it cannot
+be written, leaving the previous one, and then no clean-shutdown marker either), so the
+store starts and serves reads on a full disk after a clean stop or a crash the checkpoint
+covers. Recovery that must re-index a tail still needs room to write the index entries.
+A write that fails (an append: see ``_write_and_index``; a checkpoint: retried by the loop)
+changes nothing and the next one works once there is room.
 
 An fsync that fails (EIO, ENOSPC, ... anything but a descriptor closed meanwhile) is fatal
 for what it covered: nothing it covered is ever acknowledged (its waiters get
@@ -49,6 +70,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -56,7 +78,7 @@ from typing import Protocol
 from . import record_batch
 from .batch_builder import empty_batch, subset_batch
 from .clock import Clock, SystemClock
-from .commitlog import CommitLog, Entry
+from .commitlog import CommitLog, Damage, Entry
 from .config import StorageConfig
 from .errors import (
     CorruptRecordError,
@@ -64,6 +86,7 @@ from .errors import (
     InvalidTimestampError,
     RecordListTooLargeError,
     RecordTooLargeError,
+    StorageError,
     StorageFailedError,
     UnknownPartitionError,
     UnknownTopicError,
@@ -159,6 +182,15 @@ class DerivedState(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class _Prepared:
+    """A produce request's batches checked (MessageStore._prepare), ready to be written."""
+
+    batches: list
+    infos: list[record_batch.BatchInfo]
+    parsed: list[list]
+
+
+@dataclass(frozen=True, slots=True)
 class AppendResult:
     base_offset: int
     end_position: int  # commitlog position after the last byte written (for wait_durable)
@@ -187,6 +219,14 @@ class MessageStore:
         self.failure: StorageFailedError | None = None
         self.failed = asyncio.Event()  # set with ``failure``: the broker must stop
         self._last_checkpoint: tuple[int, dict] | None = None  # (position, snapshot) written last
+        self._damage: list[list[int]] = []  # commitlog ranges known damaged (checkpoint "damaged")
+        self._damage_seen: Damage | None = None  # the last damage this recovery skipped
+        self._lost: dict[tuple[str, int], list[tuple[int, int]]] = {}  # offsets it lost
+        self._ends_before: dict[tuple[str, int], int] = {}  # next offsets before recovery
+        # append_async: the last call per partition (its turn to write), and the threads
+        # that decompress large batches (made on first use)
+        self._append_turns: dict[tuple[str, int], asyncio.Future] = {}
+        self._inflate_pool: ThreadPoolExecutor | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
     def open(self) -> None:
@@ -208,8 +248,10 @@ class MessageStore:
         log_starts = checkpoint.get("log_start", {})
         derived = checkpoint.get("derived")
         states = checkpoint.get("state", {})
+        self._damage = [list(r) for r in checkpoint.get("damaged", [])]
+        used = _used_partitions(self._dir / "consumequeue", producers, txns, log_starts, derived or {})
         for meta in self.topics.all():
-            for p in range(meta.partitions):
+            for p in sorted(p for p in used.get(meta.topic_id, ()) if p < meta.partitions):
                 plog = self._open_partition(meta, p)
                 key = f"{meta.topic_id}/{p}"
                 if key in producers:
@@ -226,6 +268,11 @@ class MessageStore:
             lost = "index files are shorter than the checkpoint says"
         elif (self._dir / REBUILD_INDEXES).exists():
             lost = "a damaged index entry was found while serving"
+        elif self._unknown_gaps():
+            lost = "a commitlog segment is shorter than the next segment's name says"
+        # what each partition had handed out before recovery: a damaged range skipped must
+        # not make an offset be handed out twice
+        self._ends_before = {key: plog.next_offset for key, plog in self._partitions.items()}
         if lost:
             log.warning("%s; rebuilding every index from the commitlog", lost)
             position, derived = self.commitlog.start_position, None
@@ -239,6 +286,7 @@ class MessageStore:
         self.clean_start = clean and position == self.commitlog.end_position
         if not self.clean_start:
             self._recover(position, derived)
+        self._ends_before = {}
         for state in self._states:
             state.recovered()
         start = self.commitlog.start_position
@@ -253,9 +301,20 @@ class MessageStore:
         self.offsets.flush()  # journal records a killed process left in the page cache
         for state in self._states:  # what recovery re-derived, before the checkpoint says so
             _fdatasync_all(state.dirty_fds())
-        self._write_checkpoint(self.commitlog.end_position, self._snapshot())
-        (self._dir / REBUILD_INDEXES).unlink(missing_ok=True)  # rebuilt, if it was asked for
+        if self._try_write_checkpoint(self.commitlog.end_position, self._snapshot()):
+            (self._dir / REBUILD_INDEXES).unlink(missing_ok=True)  # rebuilt, if it was asked for
         self._opened = True
+
+    def _try_write_checkpoint(self, position: int, snapshot: dict) -> bool:
+        """Write a checkpoint where one is not required for correctness (open, close): on a
+        full disk the store must still start and stop. The checkpoint on disk stays the
+        older one, which recovery handles like any checkpoint older than the tail."""
+        try:
+            self._write_checkpoint(position, snapshot)
+        except OSError as exc:
+            log.error("could not write the checkpoint (%s); the next start recovers from the previous one", exc)
+            return False
+        return True
 
     def _derived_files_lost(self, derived: dict[str, list[int]]) -> bool:
         for plog in self._partitions.values():
@@ -264,6 +323,14 @@ class MessageStore:
                     or plog.txn_index.entry_count < txn_entries):
                 return True
         return False
+
+    def _unknown_gaps(self) -> list[Damage]:
+        """Segments cut short that no checkpoint recorded as damage already."""
+        gaps = [g for g in self.commitlog.gaps()
+                if not any(start <= g.start and g.end <= end for start, end in self._damage)]
+        for gap in gaps:
+            log.error("commitlog damaged: %s missing", gap.describe())
+        return gaps
 
     def _recover(self, position: int, derived: dict[str, list[int]] | None) -> None:
         log.info("recovering commitlog from position %d", position)
@@ -277,22 +344,61 @@ class MessageStore:
             plog.time_index.truncate_to(plog.next_offset)
             plog.txn_index.truncate_to_offset(plog.next_offset)
         before = self.commitlog.end_position
-        end = self.commitlog.recover(position, self._redispatch)
+        self._damage_seen, self._lost = None, {}
+        end = self.commitlog.recover(position, self._redispatch, self._damaged)
         if end < before:
             log.warning("truncated %d bytes of torn commitlog tail at position %d", before - end, end)
+        if self._damage_seen is not None:
+            self._mark_lost_tails()
+            self._report_lost()
+
+    def _damaged(self, damage: Damage) -> None:
+        """Recovery skipped ``damage``: the batches there are gone; what follows is kept."""
+        log.error("commitlog damaged: %s unreadable and skipped; later entries are kept", damage.describe())
+        self._damage_seen = damage
+        if [damage.start, damage.end] not in self._damage:
+            self._damage.append([damage.start, damage.end])
+
+    def _mark_lost_tails(self) -> None:
+        """Offsets a partition had handed out before the damage that no surviving batch
+        holds (its last batches were in the damaged range) are lost, not handed out again."""
+        for key, plog in self._partitions.items():
+            # at the log's end: positions in a queue never decrease
+            filled = plog.mark_lost(self._ends_before.get(key, 0), self.commitlog.end_position)
+            if filled is not None:
+                self._lost.setdefault(key, []).append(filled)
+
+    def _report_lost(self) -> None:
+        for (name, p), ranges in sorted(self._lost.items()):
+            text = ", ".join(f"{lo}..{hi - 1}" for lo, hi in ranges)
+            log.error("%s-%d: offsets %s lost with the damaged commitlog bytes; fetches skip them "
+                      "(covering batches without records)", name, p, text)
+        if not self._lost:
+            log.error("the damaged commitlog bytes held no offset known to be lost (no index "
+                      "recorded what was there)")
 
     def _redispatch(self, entry: Entry) -> None:
         meta = self.topics.by_id(entry.topic_id)
         if meta is None:  # a deleted topic's batch, kept until retention removes it
             return
-        plog = self._partitions.get((meta.name, entry.partition))
-        if plog is None:
+        if not 0 <= entry.partition < meta.partitions:
             return
+        plog = self.partition(meta.name, entry.partition)  # built now if its files were lost
         base = record_batch.base_offset_of(entry.batch)
         if base > plog.next_offset and plog.next_offset == plog.consume_queue.min_offset:
             # An empty index rebuilt after retention deleted the offsets before ``base``.
+            if self._damage_seen is not None and plog.log_start_offset < base:
+                # ... or a damaged range did: which one, nothing says; both end the same way
+                log.error("%s-%d: offsets %d..%d are not in the commitlog (deleted by retention, or lost "
+                          "with the damaged bytes); the log start offset moves to %d",
+                          meta.name, entry.partition, plog.next_offset, base - 1, base)
             plog.consume_queue.restart_at(base)
             plog.log_start_offset = max(plog.log_start_offset, base)
+        if base > plog.next_offset and self._damage_seen is not None:
+            # the offsets in between were in the damaged range skipped before this batch
+            filled = plog.mark_lost(base, self._damage_seen.end)
+            if filled is not None:
+                self._lost.setdefault((meta.name, entry.partition), []).append(filled)
         if base != plog.next_offset:
             log.error(
                 "%s-%d: batch at position %d has base offset %d, expected %d; skipped",
@@ -352,8 +458,12 @@ class MessageStore:
             raise self.failure
 
     async def _fdatasync(self, fds: list[int]) -> None:
+        """fdatasync ``fds`` in a thread. The thread gets duplicates, taken now: a file closed
+        meanwhile (a topic deleted, a segment retired) stays open for the sync, and its number,
+        free for reuse at once, can never make the sync hit another file or a socket."""
+        held = _duplicates(fds)
         try:
-            await asyncio.get_running_loop().run_in_executor(None, _fdatasync_all, fds)
+            await asyncio.get_running_loop().run_in_executor(None, _fdatasync_and_close, held)
         except OSError as exc:
             raise self._fail(exc) from exc
 
@@ -374,6 +484,9 @@ class MessageStore:
             self.close_sync()
 
     def close_sync(self) -> None:
+        if self._inflate_pool is not None:
+            self._inflate_pool.shutdown(wait=True)  # a check under way finishes (nothing writes)
+            self._inflate_pool = None
         if self.failure is not None:  # nothing may claim to be durable now: no checkpoint, no marker
             for plog in self._partitions.values():
                 plog.close()
@@ -385,13 +498,14 @@ class MessageStore:
             plog.flush()
         self._release_durable(end)  # everything appended is durable now
         self._release_offsets(self.offsets.flush())
-        self._write_checkpoint(end, self._snapshot())
+        checkpointed = self._try_write_checkpoint(end, self._snapshot())
         for plog in self._partitions.values():
             plog.close()
         self.commitlog.close()
         self.offsets.close()
-        (self._dir / CLEAN_SHUTDOWN).touch()
-        fsync_path(self._dir)
+        if checkpointed:  # without a checkpoint covering everything, the next start recovers
+            (self._dir / CLEAN_SHUTDOWN).touch()
+            fsync_path(self._dir)
         for _, fut in self._durable_waiters + self._offset_waiters:
             if not fut.done():
                 fut.set_exception(ConnectionAbortedError("store closed"))
@@ -423,11 +537,13 @@ class MessageStore:
         return plog
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicMeta:
-        self.check_partition_limits(name, partitions, 0)
-        meta = self.topics.create(name, partitions, configs)
-        for p in range(partitions):
-            self._open_partition(meta, p)
-        return meta
+        """Create a topic; refused past max_partitions_per_topic. The total (max_partitions)
+        is for ``check_partition_limits``, which the caller runs for a client's request: the
+        broker's own topics (system, retry, dead-letter) must be created even when metadata
+        from an older version or a hand edit is already over it, or the broker could not
+        start."""
+        self._check_topic_limit(name, partitions)
+        return self.topics.create(name, partitions, configs)  # partitions are built when used
 
     def delete_topic(self, name: str) -> TopicMeta:
         if self.topics.get(name) is None:
@@ -450,32 +566,39 @@ class MessageStore:
         meta = self.topics.get(name)
         if meta is None:
             raise UnknownTopicError(name)
-        old = meta.partitions
-        self.check_partition_limits(name, count, old)
-        meta = self.topics.set_partitions(name, count)
-        for p in range(old, count):
-            self._open_partition(meta, p)
-        return meta
+        self._check_topic_limit(name, count)  # the total: see create_topic
+        return self.topics.set_partitions(name, count)  # the new partitions are built when used
 
     def check_partition_limits(self, name: str, count: int, old: int) -> None:
         """Raise InvalidPartitionCountError when topic ``name`` going from ``old`` to
         ``count`` partitions exceeds max_partitions_per_topic or max_partitions."""
-        per_topic, total = self.config.max_partitions_per_topic, self.config.max_partitions
-        if count > per_topic:
-            raise InvalidPartitionCountError(
-                f"{count} partitions for topic {name!r}: at most {per_topic} per topic (max.partitions.per.topic)")
+        self._check_topic_limit(name, count)
+        total = self.config.max_partitions
         existing = sum(meta.partitions for meta in self.topics.all())
         if existing - old + count > total:
             raise InvalidPartitionCountError(
                 f"{count} partitions for topic {name!r} would make {existing - old + count}; at most {total} "
                 f"in all (max.partitions)")
 
+    def _check_topic_limit(self, name: str, count: int) -> None:
+        per_topic = self.config.max_partitions_per_topic
+        if count > per_topic:
+            raise InvalidPartitionCountError(
+                f"{count} partitions for topic {name!r}: at most {per_topic} per topic (max.partitions.per.topic)")
+
     def partition(self, name: str, p: int) -> PartitionLog:
+        """The partition's log, built on first use: open() builds only the partitions with
+        files on disk or state in the checkpoint, so one never used costs nothing (a
+        topics.json with 100,000 partitions still starts); a PartitionLog's files are in
+        turn created only by its first write."""
         plog = self._partitions.get((name, p))
         if plog is None:
-            if self.topics.get(name) is None:
+            meta = self.topics.get(name)
+            if meta is None:
                 raise UnknownTopicError(name)
-            raise UnknownPartitionError(f"{name}-{p}")
+            if not 0 <= p < meta.partitions:
+                raise UnknownPartitionError(f"{name}-{p}")
+            plog = self._open_partition(meta, p)
         return plog
 
     # -- appending -------------------------------------------------------------------------
@@ -517,6 +640,76 @@ class MessageStore:
         """
         self._check_writable()
         plog = self.partition(name, p)
+        prepared = self._prepare(records, max_batch_bytes, log_append_time, compression, timestamp_range)
+        return self._append_prepared(name, p, plog, prepared, log_append_time, diverter)
+
+    async def append_async(
+        self,
+        name: str,
+        p: int,
+        records: bytes | memoryview,
+        *,
+        max_batch_bytes: int,
+        log_append_time: bool = False,
+        compression: Compression | None = None,
+        timestamp_range: tuple[int, int] | None = None,
+        diverter: Diverter | None = None,
+    ) -> AppendResult:
+        """``append`` for callers on the event loop: a request with a compressed batch of at
+        least ``inflate_in_thread_bytes`` (or one to recompress) is decompressed, parsed and
+        checked in the store's worker thread, so other clients are served meanwhile; smaller
+        ones inline (the thread handoff would cost more). The write itself happens on the
+        loop, and calls for one partition write in the order they were made (an idempotent
+        producer's pipelined requests keep their sequence order), whichever finished its
+        checks first. A caller must not mix it with ``append`` for the same partition."""
+        self._check_writable()
+        self.partition(name, p)  # an unknown topic or partition is refused before any work
+        key = (name, p)
+        previous = self._append_turns.get(key)
+        loop = asyncio.get_running_loop()
+        turn = self._append_turns[key] = loop.create_future()
+        try:
+            args = (records, max_batch_bytes, log_append_time, compression, timestamp_range)
+            if self._inflates_heavily(records, compression):
+                prepared = await loop.run_in_executor(self._inflater(), self._prepare, *args)
+            else:
+                prepared = self._prepare(*args)
+            if previous is not None and not previous.done():
+                await asyncio.wait([previous])  # it writes first; its outcome is its caller's
+            self._check_writable()
+            return self._append_prepared(name, p, self.partition(name, p), prepared, log_append_time, diverter)
+        finally:
+            turn.set_result(None)
+            if self._append_turns.get(key) is turn:
+                del self._append_turns[key]
+
+    def _inflates_heavily(self, records: Buffer, compression: Compression | None) -> bool:
+        """Whether checking ``records`` is worth a thread: a compressed batch of at least
+        ``inflate_in_thread_bytes`` (measured: 16 KiB of zstd can hold 1 MB of records, 1-5
+        ms to inflate and parse; the handoff costs about 0.14 ms), or as much to recompress."""
+        threshold = self.config.inflate_in_thread_bytes
+        if len(records) < threshold:
+            return False
+        if compression is not None:
+            return True
+        try:
+            batches = record_batch.split_batches(records)
+        except StorageError:
+            return False  # refused by _prepare, inline
+        return any(len(b) >= threshold and b[22] & record_batch.COMPRESSION_MASK for b in batches)
+
+    def _inflater(self) -> ThreadPoolExecutor:
+        """The store's own worker threads for decompression (not the loop's default executor,
+        which fsyncs: a slow disk must not hold up validation, nor the reverse)."""
+        if self._inflate_pool is None:
+            self._inflate_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="rmqk-inflate")
+        return self._inflate_pool
+
+    def _prepare(self, records: Buffer, max_batch_bytes: int, log_append_time: bool,
+                 compression: Compression | None, timestamp_range: tuple[int, int] | None) -> _Prepared:
+        """Every check of ``append`` that depends on the request alone (framing, CRC, sizes,
+        recompression, records that parse, offset deltas, timestamps): no store state is
+        read or written, so it may run on any thread."""
         self._check_fits_a_segment(len(records), "")
         batches = record_batch.split_batches(records)
         infos = [record_batch.read_info(b) for b in batches]
@@ -538,6 +731,13 @@ class MessageStore:
                     raise InvalidTimestampError(
                         "One or more records have been rejected due to invalid timestamp", errors
                     )
+        return _Prepared(batches, infos, parsed)
+
+    def _append_prepared(self, name: str, p: int, plog: PartitionLog, prepared: _Prepared,
+                         log_append_time: bool, diverter: Diverter | None) -> AppendResult:
+        """The part of ``append`` that reads and changes the partition (producer checks, tag
+        codes, diverting, writing), on the loop's thread."""
+        batches, infos, parsed = prepared.batches, prepared.infos, prepared.parsed
         originals = plog.producers.check_all(infos, plog.next_offset)
         codes = [
             plog.tag_codes(batch, recs) if original is None else None
@@ -780,6 +980,7 @@ class MessageStore:
 
     def _snapshot(self) -> dict:
         return {
+            "damaged": [list(r) for r in self._damage if r[1] > self.commitlog.start_position],
             "state": {state.name: state.snapshot() for state in self._states},
             "producers": {
                 f"{plog.topic_id}/{plog.partition}": plog.producers.snapshot()
@@ -796,11 +997,12 @@ class MessageStore:
                 for plog in self._partitions.values()
                 if plog.log_start_offset
             },
+            # a partition never written to is left out (read back as zeros): 100,000 of them
+            # must not make every checkpoint megabytes long
             "derived": {
-                f"{plog.topic_id}/{plog.partition}": [
-                    plog.next_offset, plog.time_index.entry_count, plog.txn_index.entry_count
-                ]
+                f"{plog.topic_id}/{plog.partition}": marks
                 for plog in self._partitions.values()
+                if any(marks := list(plog.index_marks()))
             },
         }
 
@@ -822,7 +1024,12 @@ class MessageStore:
         cluster_id = read_json_with_fallback(path, lambda raw: str(raw["cluster_id"]))
         if cluster_id is None:
             cluster_id = _kafka_style_id()
-        write_json_atomically(path, {"cluster_id": cluster_id}, keep_previous=True)
+        if _json_field(path, "cluster_id") == cluster_id:
+            return cluster_id  # nothing to write (a full disk must not stop a start)
+        try:
+            write_json_atomically(path, {"cluster_id": cluster_id}, keep_previous=True)
+        except OSError as exc:
+            log.error("could not write %s (%s): cluster id %s is not saved", path, exc, cluster_id)
         return cluster_id
 
     # -- retention -------------------------------------------------------------------------
@@ -861,6 +1068,8 @@ class MessageStore:
         return deleted
 
     def partitions(self) -> dict[tuple[str, int], PartitionLog]:
+        """The partitions built so far (used since open, or with files on disk); any other
+        partition of a topic is empty."""
         return dict(self._partitions)
 
 
@@ -887,6 +1096,32 @@ def _divert(diverter: Diverter, name: str, p: int, base: int, batch: Buffer, rec
             sparse_codes(info.last_offset_delta + 1, deltas, kept_codes))
 
 
+def _used_partitions(queues: Path, *checkpoint_maps: dict) -> dict[uuid.UUID, set[int]]:
+    """Topic id -> partitions with a consume-queue directory or a key ("<id>/<p>") in the
+    checkpoint: the ones open() must build (one listdir per topic, not a stat per
+    partition)."""
+    used: dict[uuid.UUID, set[int]] = {}
+    if queues.is_dir():
+        for topic_dir in os.scandir(queues):
+            ids = _parse_uuid(topic_dir.name)
+            if ids is not None and topic_dir.is_dir():
+                used.setdefault(ids, set()).update(int(p) for p in os.listdir(topic_dir.path) if p.isdigit())
+    for mapping in checkpoint_maps:
+        for key in mapping:
+            topic, _, p = str(key).partition("/")
+            ids = _parse_uuid(topic)
+            if ids is not None and p.isdigit():
+                used.setdefault(ids, set()).add(int(p))
+    return used
+
+
+def _parse_uuid(text: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        return None
+
+
 def _derived_sizes(derived: dict[str, list[int]], plog: PartitionLog) -> tuple[int, int, int]:
     """(consume queue next offset, time index entries, txnindex entries) the checkpoint
     recorded for ``plog``; zeros for a partition created after it, and for the txnindex of
@@ -904,15 +1139,50 @@ def _check_sizes(infos: list[record_batch.BatchInfo], max_batch_bytes: int, when
             )
 
 
+def _duplicates(fds: list[int]) -> list[int]:
+    """A duplicate of each descriptor still open (EBADF: closed already, nothing to sync)."""
+    held = []
+    try:
+        for fd in fds:
+            try:
+                held.append(os.dup(fd))
+            except OSError as exc:
+                if exc.errno != errno.EBADF:
+                    raise
+    except BaseException:
+        for fd in held:
+            os.close(fd)
+        raise
+    return held
+
+
+def _fdatasync_and_close(fds: list[int]) -> None:
+    """fdatasync these descriptors (the caller's duplicates), then close them all."""
+    try:
+        _fdatasync_all(fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 def _fdatasync_all(fds: list[int]) -> None:
     """fdatasync each descriptor; any failure but EBADF (a file closed meanwhile by
-    retention or a topic deletion: nothing left to keep) is raised."""
+    retention or a topic deletion: nothing left to keep) is raised. Off the loop, only on
+    descriptors of its own (``_duplicates``): a number closed meanwhile may be reused."""
     for fd in fds:
         try:
             os.fdatasync(fd)
         except OSError as exc:
             if exc.errno != errno.EBADF:
                 raise
+
+
+def _json_field(path: Path, key: str) -> object:
+    """``key`` of the JSON object in ``path``; None when it cannot be read."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8")).get(key)
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _kafka_style_id() -> str:

@@ -2,7 +2,7 @@
 
 On-disk format
 --------------
-File ``consumequeue/<topic id>/<partition>/timeindex``: 16-byte entries
+File ``consumequeue/<topic id>/<partition>/timeindex`` (created by its first entry): 16-byte entries
 ``(running max timestamp int64, batch base offset int64)``, appended only when a batch raises
 the partition's running maximum timestamp. Timestamps in the file therefore strictly
 increase, and the first entry whose timestamp is >= T names the first batch holding a record
@@ -29,24 +29,29 @@ NO_TIMESTAMP = -1
 
 class TimeIndex(SingleFileIndex):
     def __init__(self, path: Path) -> None:
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        size = os.fstat(self._fd).st_size
+        self._path = path
+        self._fd = self._open_existing()  # None until the first entry (see SingleFileIndex)
+        size = 0 if self._fd is None else os.fstat(self._fd).st_size
         self._count = size // ENTRY_SIZE
-        if self._count * ENTRY_SIZE != size:
+        if self._fd is not None and self._count * ENTRY_SIZE != size:
             os.ftruncate(self._fd, self._count * ENTRY_SIZE)
         self._dirty = False
+        if not self._count:
+            self.close()  # an empty file (older versions made one per partition): no descriptor
         self.max_timestamp = NO_TIMESTAMP
         self.max_timestamp_offset = -1  # base offset of the batch holding max_timestamp
         if self._count:
             self.max_timestamp, self.max_timestamp_offset = self._entry(self._count - 1)
 
     def _entry(self, index: int) -> tuple[int, int]:
+        assert self._fd is not None  # there are entries
         return ENTRY.unpack(os.pread(self._fd, ENTRY_SIZE, index * ENTRY_SIZE))
 
     def maybe_append(self, max_timestamp: int, base_offset: int) -> None:
         if max_timestamp <= self.max_timestamp:
             return
-        pwrite_all(self._fd, ENTRY.pack(max_timestamp, base_offset), self._count * ENTRY_SIZE)
+        fd = self._create() if self._fd is None else self._fd
+        pwrite_all(fd, ENTRY.pack(max_timestamp, base_offset), self._count * ENTRY_SIZE)
         self._count += 1
         self._dirty = True
         self.max_timestamp, self.max_timestamp_offset = max_timestamp, base_offset
@@ -76,7 +81,7 @@ class TimeIndex(SingleFileIndex):
     def truncate_entries(self, count: int) -> None:
         """Keep only the first ``count`` entries (at ``entry_count``: whatever a failed append
         left in the file past them)."""
-        if count <= self._count:
+        if self._fd is not None and count <= self._count:
             os.ftruncate(self._fd, count * ENTRY_SIZE)
             self._count = count
             if count:

@@ -8,7 +8,8 @@ the same list in each segment's ``.txnindex``; here it is one file per partition
 
 On-disk format
 --------------
-File ``consumequeue/<topic id>/<partition>/txnindex``: 32-byte slots of four int64::
+File ``consumequeue/<topic id>/<partition>/txnindex`` (created by its first entry; no file
+is an empty index): 32-byte slots of four int64::
 
     slot 0     header: MAGIC, VERSION, dropped (entries removed from the front so far),
                start offset (transactions that ended below it were removed; 0 at first)
@@ -97,8 +98,11 @@ class TxnIndex(SingleFileIndex):
         self._path = path
         self._tmp = path.with_name(path.name + ".tmp")
         self._tmp.unlink(missing_ok=True)  # a drop_before cut short by a crash
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd = self._open_existing()  # None until the first entry (see SingleFileIndex)
         self._dirty = False
+        self._dropped, self.start_offset, self._count = 0, 0, 0
+        if self._fd is None:
+            return
         size = os.fstat(self._fd).st_size
         header = self._read_header(size)
         if header is None:
@@ -111,6 +115,11 @@ class TxnIndex(SingleFileIndex):
         self._count = size // SLOT_SIZE - 1  # entries in the file
         if (self._count + 1) * SLOT_SIZE != size:  # torn trailing entry
             os.ftruncate(self._fd, (self._count + 1) * SLOT_SIZE)
+        if not (self._count or self._dropped or self.start_offset):
+            # only a fresh header (older versions made one per partition): the same as no
+            # file, so no descriptor either; the first entry writes the header again
+            self.close()
+            self._dirty = False
 
     def _read_header(self, size: int) -> tuple[int, int] | None:
         """(dropped, start offset) from a valid header; None without one."""
@@ -122,6 +131,7 @@ class TxnIndex(SingleFileIndex):
         return dropped, start
 
     def _reset(self) -> None:
+        assert self._fd is not None
         os.ftruncate(self._fd, 0)
         pwrite_all(self._fd, SLOT.pack(MAGIC, VERSION, 0, 0), 0)
         self._dropped = 0
@@ -133,6 +143,10 @@ class TxnIndex(SingleFileIndex):
                last_stable_offset: int) -> None:
         """Record an aborted transaction; ``last_offset`` (its marker) follows every other's."""
         data = SLOT.pack(producer_id, first_offset, last_offset, last_stable_offset)
+        if self._fd is None:  # the first entry: the file starts with its header
+            self._create()
+            self._reset()
+        assert self._fd is not None
         pwrite_all(self._fd, data, (self._count + 1) * SLOT_SIZE)
         self._count += 1
         self._dirty = True
@@ -145,6 +159,7 @@ class TxnIndex(SingleFileIndex):
 
     def _entry(self, index: int) -> tuple[int, int, int, int]:
         """Entry ``index`` of those in the file (0 = the first not dropped)."""
+        assert self._fd is not None  # there are entries
         return SLOT.unpack(os.pread(self._fd, SLOT_SIZE, (index + 1) * SLOT_SIZE))
 
     def _first_ending_at_or_after(self, offset: int) -> int:
@@ -160,6 +175,7 @@ class TxnIndex(SingleFileIndex):
 
     def _entries_from(self, index: int) -> Iterator[tuple[int, int, int, int]]:
         while index < self._count:
+            assert self._fd is not None  # there are entries
             n = min(_SCAN_SLOTS, self._count - index)
             data = os.pread(self._fd, n * SLOT_SIZE, (index + 1) * SLOT_SIZE)
             yield from SLOT.iter_unpack(data)
@@ -192,7 +208,7 @@ class TxnIndex(SingleFileIndex):
         self._truncate_file(self._first_ending_at_or_after(offset))
 
     def _truncate_file(self, keep: int) -> None:
-        if keep <= self._count:  # at the count: whatever a failed append left past it
+        if self._fd is not None and keep <= self._count:  # at the count: whatever a failed append left past it
             os.ftruncate(self._fd, (keep + 1) * SLOT_SIZE)
             self._count = keep
 
@@ -201,7 +217,7 @@ class TxnIndex(SingleFileIndex):
         straddling it stays. The file is rewritten only once at least half of it can go, so
         each entry is copied O(1) times on average."""
         gone = self._first_ending_at_or_after(offset)
-        if gone == 0 or 2 * gone < self._count:
+        if gone == 0 or 2 * gone < self._count or self._fd is None:
             return
         kept = os.pread(self._fd, (self._count - gone) * SLOT_SIZE, (gone + 1) * SLOT_SIZE)
         fd = os.open(self._tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)

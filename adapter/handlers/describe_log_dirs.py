@@ -49,12 +49,15 @@ def partition_size(ctx: BrokerContext, plog) -> int:
         return 0
     if count <= EXACT_LIMIT:
         return _exact_size(plog.consume_queue, start, end)
-    per_offset = 0.0
+    per_offset, sampled = 0.0, 0
     for i in range(SAMPLES):
         position, size, _ = plog.consume_queue.entry(start + count * i // SAMPLES)
+        if size == 0:  # a lost offset (damaged commitlog range) holds no bytes
+            continue
         head = ctx.store.commitlog.read(position, record_batch.HEADER_SIZE)
         per_offset += size / (record_batch.next_offset_of(head) - record_batch.base_offset_of(head))
-    return round(per_offset / SAMPLES * count)
+        sampled += 1
+    return round(per_offset / sampled * count) if sampled else 0
 
 
 def _exact_size(queue, start: int, end: int) -> int:

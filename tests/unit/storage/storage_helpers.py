@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from rmqkafka.storage.clock import ManualClock
@@ -74,3 +75,9 @@ def read_all(store: MessageStore, topic: str, p: int, offset: int | None = None)
     plog = store.partition(topic, p)
     start = plog.log_start_offset if offset is None else offset
     return plog.read(start, 1 << 30, True).batches
+
+
+def file_ids(fds) -> list[tuple[int, int]]:
+    """(device, inode) of each descriptor: which files an fsync covered, whatever descriptor
+    numbers it was given (the store syncs duplicates of its own)."""
+    return [(st.st_dev, st.st_ino) for st in map(os.fstat, fds)]

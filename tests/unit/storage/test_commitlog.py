@@ -211,31 +211,54 @@ def test_recover_from_a_segment_boundary(logdir):
     assert [e.batch for e in got] == [b for p, b in written if p > boundary]
 
 
-def test_corrupt_entry_in_the_middle_truncates_from_there(logdir):
-    """Chosen behaviour: recovery keeps the longest valid prefix. Everything after the first
-    invalid entry, later segments included, is dropped, because positions after a hole can
-    no longer be trusted to be entry boundaries."""
+def test_corrupt_entry_in_the_middle_is_skipped_and_later_segments_kept(logdir):
+    """Issue 12 (this used to keep only the longest valid prefix, deleting later segments):
+    only the damaged entry is lost; recovery resyncs at the next valid entry, reports the
+    skipped range and never cuts or deletes a segment that has later ones."""
     log = open_log(logdir)
     written = fill(log, 20)
-    n_segments = len(log.segments)
+    names = sorted(os.listdir(logdir))
     victim_pos, victim = written[5]
     (seg,) = [s for s in log.segments if s.base_position <= victim_pos < s.end_position]
     assert seg is not log.segments[-1]
     local = victim_pos - seg.base_position + 30
     path = seg.path
+    end = log.end_position
     log.close()
     path.write_bytes(flip(path.read_bytes(), local))
 
     log = open_log(logdir)
-    got = collect(log, 0)
-    assert [e.batch for e in got] == [b for _, b in written[:5]]
-    assert log.end_position == victim_pos - ENTRY_HEADER_SIZE
-    assert len(log.segments) < n_segments
-    assert log.segments[-1].path == path
-    assert sorted(os.listdir(logdir)) == [s.path.name for s in log.segments]
+    got: list[Entry] = []
+    damage: list = []
+    log.recover(0, got.append, damage.append)
+    assert [e.batch for e in got] == [b for i, (_, b) in enumerate(written) if i != 5]
+    [d] = damage
+    assert (d.segment, d.start, d.end) == (path, victim_pos - ENTRY_HEADER_SIZE, victim_pos + len(victim))
+    assert log.end_position == end
+    assert sorted(os.listdir(logdir)) == names
     log.close()
     log = open_log(logdir)
-    assert [e.batch for e in log.entries(0)] == [b for _, b in written[:5]]
+    assert [e.batch for e in log.entries(0)] == [b for i, (_, b) in enumerate(written) if i != 5]
+    log.close()
+
+
+def test_a_segment_cut_short_in_the_middle_resumes_at_the_next_segment(logdir):
+    log = open_log(logdir)
+    written = fill(log, 20)
+    seg = log.segments[1]
+    names = sorted(os.listdir(logdir))
+    log.close()
+    os.truncate(seg.path, seg.size // 2)
+
+    log = open_log(logdir)
+    assert [(g.start, g.end) for g in log.gaps()] == [(seg.base_position + seg.size // 2, seg.end_position)]
+    got: list[Entry] = []
+    damage: list = []
+    log.recover(0, got.append, damage.append)
+    [d] = damage
+    assert [e.batch for e in got] == [b for p, b in written if not d.start < p + len(b) <= d.end]
+    assert seg.base_position <= d.start <= seg.base_position + seg.size // 2 and d.end == seg.end_position
+    assert sorted(os.listdir(logdir)) == names
     log.close()
 
 

@@ -71,3 +71,75 @@ def test_an_append_that_fails_half_way_leaves_nothing(stores, monkeypatch, where
     store = stores.open()
     assert [v for _, v in values_of(read_all(store, "t", 0))] == [b"a", b"b", b"c"]
     assert append(store, "t", 0, make_batch([b"d"])).base_offset == 3
+
+
+def no_space(monkeypatch):
+    """Every write fails with ENOSPC, as on a full file system: pwrite / pwritev (see
+    ``full_disk``), files written whole (write_json_atomically), and anything that needs a
+    new file or directory (a new segment, a new index file, a hard link)."""
+    full_disk(monkeypatch, files_module)
+
+    def enospc(*_args, **_kw):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    real_open, real_os_open = open, os.open
+
+    def write_open(path, mode="r", *args, **kw):
+        if any(c in mode for c in "wax+"):
+            enospc()
+        return real_open(path, mode, *args, **kw)
+
+    def os_open(path, flags, *args, **kw):
+        if flags & os.O_CREAT and not os.path.exists(path):
+            enospc()
+        return real_os_open(path, flags, *args, **kw)
+
+    def mkdir(path, *args, **kw):
+        if os.path.exists(path):
+            raise FileExistsError(errno.EEXIST, "File exists", str(path))
+        enospc()
+
+    monkeypatch.setattr(files_module, "open", write_open, raising=False)
+    monkeypatch.setattr(os, "open", os_open)
+    monkeypatch.setattr(os, "mkdir", mkdir)
+    monkeypatch.setattr(os, "link", enospc)
+
+
+@pytest.mark.parametrize("stop", ["clean", "crash-after-checkpoint"])
+async def test_the_store_starts_on_a_full_disk_and_writes_once_there_is_room(stores, monkeypatch, stop):
+    """Issue 12: "resume writes when space returns, and start even when the disk is full".
+    Opening needs no write: reads are served, appends fail with OSError (the adapter's
+    KAFKA_STORAGE_ERROR) and change nothing, checkpoints fail and are retried; once there is
+    room, appends work and a restart sees exactly what was acknowledged."""
+    store = stores.open(segment_bytes=600)
+    store.create_topic("t", 1, {})
+    for i in range(6):
+        append(store, "t", 0, make_batch([b"v%d" % i]))
+    if stop == "clean":
+        stores.close(store)
+    else:
+        from storage_helpers import sync_checkpoint
+        sync_checkpoint(store)
+        stores.crash(store)
+
+    no_space(monkeypatch)
+    store = stores.open()
+    await store.start()
+    expected = [b"v%d" % i for i in range(6)]
+    assert [v for _, v in values_of(read_all(store, "t", 0))] == expected
+    before = sizes(store)
+    for _ in range(3):  # one of them needs a new segment
+        with pytest.raises(OSError):
+            append(store, "t", 0, make_batch([b"x" * 300]))
+    with pytest.raises(OSError):
+        store.create_topic("u", 1, {})
+    with pytest.raises(OSError):
+        await store.checkpoint()  # the loop logs it and retries; not an fsync failure
+    assert store.failure is None
+    assert sizes(store) == before
+
+    monkeypatch.undo()  # room again
+    assert append(store, "t", 0, make_batch([b"after"])).base_offset == 6
+    await stores.aclose(store)
+    store = stores.open()
+    assert [v for _, v in values_of(read_all(store, "t", 0))] == [*expected, b"after"]

@@ -5,9 +5,11 @@ restart recovers what is on disk."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import json
 import os
+import socket
 
 import pytest
 
@@ -92,17 +94,47 @@ async def test_a_descriptor_closed_meanwhile_is_not_a_failure(stores, monkeypatc
     store = stores.open(flush="sync", flush_interval_ms=3_600_000)
     store.create_topic("t", 1, {})
     await store.start()
-    real = os.fdatasync
+    real = os.dup
     closed = {"once": True}
 
-    def fdatasync(fd):
+    def dup(fd):  # the first descriptor was closed before the sync could take it
         if closed["once"]:
             closed["once"] = False
             raise OSError(errno.EBADF, "Bad file descriptor")
         return real(fd)
 
-    monkeypatch.setattr(store_module.os, "fdatasync", fdatasync)
+    monkeypatch.setattr(store_module.os, "dup", dup)
     result = append(store, "t", 0, make_batch([b"x"]))
     await store.wait_durable(result.end_position)
     assert store.failure is None
     await stores.aclose(store)
+
+
+async def test_a_topic_deleted_during_a_checkpoint_is_not_a_storage_failure(stores, monkeypatch):
+    # Found by the reliability fuzzer: the checkpoint took the dirty index files' descriptor
+    # numbers, DeleteTopics closed the files, a new connection got one of the numbers, and
+    # fdatasync on that socket (EINVAL) was taken for a failed disk: the broker exited.
+    store = stores.open(flush_interval_ms=3_600_000)
+    store.create_topic("doomed", 4, {})
+    await store.start()
+    for partition in range(4):
+        append(store, "doomed", partition, make_batch([b"x"]))
+    loop = asyncio.get_running_loop()
+    real = loop.run_in_executor
+    reused: list[socket.socket] = []
+
+    def deleted_meanwhile(executor, func, *args):
+        if func is not store._write_checkpoint and not reused:
+            store.delete_topic("doomed")  # closes the partitions' files...
+            reused.extend(socket.socket() for _ in range(16))  # ...and their numbers are reused
+        return real(executor, func, *args)
+
+    monkeypatch.setattr(loop, "run_in_executor", deleted_meanwhile)
+    try:
+        await store.checkpoint()
+    finally:
+        for sock in reused:
+            sock.close()
+    assert reused and store.failure is None
+    store.create_topic("alive", 1, {})  # the store still takes writes
+    assert append(store, "alive", 0, make_batch([b"y"])).base_offset == 0

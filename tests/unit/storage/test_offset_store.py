@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 import rmqkafka.storage.offset_store as os_module
 import rmqkafka.storage.store as store_module
+from storage_helpers import file_ids
 from rmqkafka.storage.clock import ManualClock
 from rmqkafka.storage.errors import UnknownTopicError
 from rmqkafka.storage.offset_store import (
@@ -700,7 +701,7 @@ def fsyncs(monkeypatch):
     real = store_module._fdatasync_all
 
     def counting(fds):
-        calls.append(list(fds))
+        calls.append(file_ids(fds))
         real(fds)
 
     monkeypatch.setattr(store_module, "_fdatasync_all", counting)
@@ -717,7 +718,7 @@ async def test_sync_commit_offsets_waits_for_an_fsync_covering_it(stores, monkey
     loop = asyncio.get_running_loop()
 
     def slow(fds):
-        rounds.append(list(fds))
+        rounds.append(file_ids(fds))
         asyncio.run_coroutine_threadsafe(gate.wait(), loop).result(5)
         real(fds)
 
@@ -741,8 +742,8 @@ async def test_sync_commit_offsets_waits_for_an_fsync_covering_it(stores, monkey
     gate.set()
     await asyncio.wait_for(asyncio.gather(*waiters, late), 5)
     # One shared fsync for the produce and both commits; the late commit needed another.
-    assert rounds[0] == [store.commitlog.segments[-1].fd, store.offsets._fd]
-    assert rounds[1:] == [[store.offsets._fd]]
+    assert rounds[0] == file_ids([store.commitlog.segments[-1].fd, store.offsets._fd])
+    assert rounds[1:] == [file_ids([store.offsets._fd])]
     assert store.offsets.flushed_seq == store.offsets.last_seq == 3
     await stores.aclose(store)
 
@@ -750,7 +751,7 @@ async def test_sync_commit_offsets_waits_for_an_fsync_covering_it(stores, monkey
 async def test_sync_commit_offsets_before_start_fsyncs_by_itself(stores, fsyncs):
     store = stores.open(flush="sync")
     await store.commit_offsets("g", {("t", 0): co(1)})
-    assert fsyncs == [[store.offsets._fd]]
+    assert fsyncs == [file_ids([store.offsets._fd])]
     assert store.offsets.flushed_seq == 1
     stores.close(store)
 
@@ -761,10 +762,10 @@ async def test_async_commit_offsets_is_fsynced_by_the_checkpoint(stores, fsyncs)
     await asyncio.wait_for(store.commit_offsets("g", {("t", 0): co(1)}), 5)
     assert fsyncs == [] and store.offsets.flushed_seq == 0
     await store.checkpoint()
-    assert store.offsets._fd in fsyncs[0]
+    assert file_ids([store.offsets._fd])[0] in fsyncs[0]
     assert store.offsets.flushed_seq == 1
     await store.checkpoint()  # nothing new: the journal is not fsynced again
-    assert store.offsets._fd not in fsyncs[1]
+    assert file_ids([store.offsets._fd])[0] not in fsyncs[1]
     await stores.aclose(store)
 
 

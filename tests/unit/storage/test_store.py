@@ -32,7 +32,7 @@ from rmqkafka.storage.errors import (
     UnknownTopicError,
 )
 from rmqkafka.storage.tag_code import java_string_hash
-from storage_helpers import append, read_all
+from storage_helpers import append, file_ids, read_all
 
 
 def values(n: int, prefix: str) -> list[bytes]:
@@ -43,7 +43,9 @@ def values(n: int, prefix: str) -> list[bytes]:
 def test_create_delete_add_partitions(stores):
     store = stores.open()
     meta = store.create_topic("t", 2, {"cleanup.policy": "delete"})
-    assert set(store.partitions()) == {("t", 0), ("t", 1)}
+    assert set(store.partitions()) == set()  # built on first use (issue 12)
+    assert store.partition("t", 1).next_offset == 0
+    assert set(store.partitions()) == {("t", 1)}
     with pytest.raises(TopicExistsError):
         store.create_topic("t", 1, {})
     store.add_partitions("t", 4)
@@ -158,7 +160,7 @@ def test_partitions_are_independent(stores):
     assert append(store, "u", 0, make_batch(5)).base_offset == 0
     assert append(store, "t", 1, make_batch(1)).base_offset == 2
     assert append(store, "t", 0, make_batch(1)).base_offset == 0
-    assert [p.next_offset for p in store.partitions().values()] == [1, 3, 5]
+    assert [store.partitions()[k].next_offset for k in [("t", 0), ("t", 1), ("u", 0)]] == [1, 3, 5]
 
 
 def test_too_large(stores):
@@ -423,7 +425,7 @@ def count_fsyncs(monkeypatch):
     real = store_module._fdatasync_all
 
     def counting(fds):
-        calls.append(list(fds))
+        calls.append(file_ids(fds))
         real(fds)
 
     monkeypatch.setattr(store_module, "_fdatasync_all", counting)
@@ -439,7 +441,7 @@ async def test_group_commit_shares_one_fsync(stores, count_fsyncs):
         asyncio.gather(*(store.wait_durable(r.end_position) for r in results)), 5
     )
     assert len(count_fsyncs) == 1
-    assert count_fsyncs[0] == [store.commitlog.segments[-1].fd]
+    assert count_fsyncs[0] == file_ids([store.commitlog.segments[-1].fd])
     # Already durable: no new fsync.
     await asyncio.wait_for(store.wait_durable(results[0].end_position), 5)
     assert len(count_fsyncs) == 1
@@ -490,7 +492,7 @@ async def test_checkpoint_records_a_consistent_position(stores, count_fsyncs):
     key = f"{store.topics.get('t').topic_id}/0"
     assert data["producers"][key] == {"5": [0, 1, [[0, 1, 0]], 1_700_000_000_001, -1]}
     assert len(count_fsyncs) == 1
-    assert set(count_fsyncs[0]) >= {store.commitlog.segments[-1].fd}
+    assert set(count_fsyncs[0]) >= set(file_ids([store.commitlog.segments[-1].fd]))
     await stores.aclose(store)
 
 
@@ -579,21 +581,37 @@ async def test_close_during_an_in_flight_checkpoint(stores, monkeypatch):
 
 def test_partition_limits(stores):
     """One request asking for 2^31-1 partitions opened a file per partition until handles
-    ran out: a topic may have max_partitions_per_topic, all topics max_partitions."""
+    ran out: a topic may have max_partitions_per_topic, all topics max_partitions (checked by
+    check_partition_limits, which the adapter runs for a client's request)."""
     store = stores.open(max_partitions_per_topic=8, max_partitions=12)
     with pytest.raises(InvalidPartitionCountError, match="at most 8 per topic"):
         store.create_topic("huge", 2**31 - 1, {})
+    with pytest.raises(InvalidPartitionCountError, match="at most 8 per topic"):
+        store.check_partition_limits("huge", 9, 0)
     store.create_topic("a", 8, {})
     with pytest.raises(InvalidPartitionCountError, match="would make 13; at most 12 in all"):
-        store.create_topic("b", 5, {})
+        store.check_partition_limits("b", 5, 0)
+    store.check_partition_limits("b", 4, 0)
     store.create_topic("b", 4, {})
     with pytest.raises(InvalidPartitionCountError, match="would make 13"):
-        store.add_partitions("b", 5)
+        store.check_partition_limits("b", 5, 4)
     with pytest.raises(InvalidPartitionCountError, match="at most 8 per topic"):
         store.add_partitions("a", 100_000)
     assert [(m.name, m.partitions) for m in store.topics.all()] == [("a", 8), ("b", 4)]
     store.delete_topic("a")
+    store.check_partition_limits("b", 8, 4)
     store.add_partitions("b", 8)
+
+
+def test_the_brokers_own_topics_are_created_over_the_total_limit(stores):
+    """Issue 12: a topics.json over max_partitions (an older version, a hand edit) made the
+    broker unstartable: creating its own one-partition system topic was refused."""
+    store = stores.open(max_partitions=12)
+    store.create_topic("legacy", 12, {})
+    store.create_topic("system", 1, {})
+    store.add_partitions("system", 2)
+    with pytest.raises(InvalidPartitionCountError, match="in all"):
+        store.check_partition_limits("client", 1, 0)
 
 
 async def test_an_idle_checkpoint_is_not_rewritten(stores):

@@ -26,11 +26,20 @@ def slots(path: Path) -> list[tuple[int, int, int, int]]:
     return list(SLOT.iter_unpack(path.read_bytes()))
 
 
-def test_new_file_holds_only_a_header(tmp_path):
-    index = TxnIndex(tmp_path / "txnindex")
+def test_no_file_until_the_first_entry(tmp_path):
+    """A partition never written to costs no file and no descriptor (issue 12: 100,000
+    partitions made the broker unstartable); the first entry creates the file with its
+    header."""
+    index = TxnIndex(tmp_path / "p" / "txnindex")
     assert index.entry_count == 0 and index.start_offset == 0
     assert index.aborted_between(0, 1 << 62) == []
-    assert slots(tmp_path / "txnindex") == [(MAGIC, VERSION, 0, 0)]
+    index.truncate_entries(0)
+    index.truncate_to_offset(0)
+    index.drop_before(10)
+    assert index.take_dirty_fds() == []
+    assert not (tmp_path / "p").exists()
+    index.append(*ENTRIES[0])
+    assert slots(tmp_path / "p" / "txnindex") == [(MAGIC, VERSION, 0, 0), ENTRIES[0]]
     index.close()
 
 
@@ -204,8 +213,7 @@ def test_leftover_temporary_file_removed_on_open(tmp_path):
 
 def test_dirty_fds(tmp_path):
     index = TxnIndex(tmp_path / "txnindex")
-    assert len(index.take_dirty_fds()) == 1  # the new header
-    assert index.take_dirty_fds() == []
+    assert index.take_dirty_fds() == []  # no file yet
     index.append(1, 0, 1, 2)
     assert len(index.take_dirty_fds()) == 1
     index.append(2, 2, 3, 4)

@@ -1,0 +1,82 @@
+"""Issue 12 storage items against a real broker process: a commitlog segment damaged in the
+middle of the chain, and a topics.json with a partition count far over the limits.
+
+* A middle segment cut to half while the broker was stopped: the broker starts, every
+  record outside the damaged range is fetched at its original offset, the lost offsets are
+  skipped (a fetch moves past them), no segment file is deleted and produces continue after
+  the last offset ever handed out.
+* 100,000 partitions in topics.json (an older version or a hand edit): the broker starts in
+  well under the startup timeout with a handful of descriptors, and a produce and a fetch on
+  one partition work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from rawkafka import ErrorCode, KafkaRaw, make_batch
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+
+def connect(broker) -> KafkaRaw:
+    return KafkaRaw(broker.host, broker.port)
+
+
+def segments(data_dir: Path) -> list[Path]:
+    return sorted((Path(data_dir) / "commitlog").glob("*.log"))
+
+
+def test_a_middle_segment_cut_to_half_loses_only_its_records(broker_factory, tmp_path: Path):
+    config = tmp_path / "server.properties"
+    config.write_text("log.segment.bytes=4096\n")
+    broker = broker_factory(config_file=config)
+    with connect(broker) as k:
+        k.create_topic("dmg", 1)
+        values = {}
+        for i in range(120):
+            offset = k.produce_ok("dmg", 0, make_batch([b"v%03d" % i]))
+            values[offset] = b"v%03d" % i
+    broker.stop()
+    files = segments(broker.data_dir)
+    assert len(files) >= 4
+    victim = files[1]
+    later = {f: f.stat().st_size for f in files[2:-1]}
+    last_size = files[-1].stat().st_size
+    os.truncate(victim, victim.stat().st_size // 2)
+
+    broker.start()
+    with connect(broker) as k:
+        got = {r.offset: r.value for r in k.fetch_all("dmg", 0)}
+        assert got, "nothing fetched"
+        assert set(got) < set(values) and all(got[o] == values[o] for o in got)
+        first_lost = min(set(values) - set(got))
+        assert all(o in got for o in values if o > max(set(values) - set(got)))  # all later ones
+        assert all(o in got for o in values if o < first_lost)
+        assert k.produce_ok("dmg", 0, make_batch([b"after"])) == 120
+    assert {f: f.stat().st_size for f in files[2:-1]} == later  # nothing cut or deleted
+    assert files[-1].stat().st_size > last_size  # (the produce after)
+    assert "lost" in broker.stderr and victim.name in broker.stderr
+
+
+def test_a_topics_json_with_100000_partitions_starts(broker_factory, tmp_path: Path):
+    data_dir = tmp_path / "big"
+    data_dir.mkdir()
+    (data_dir / "topics.json").write_text(json.dumps(
+        {"big": {"id": str(uuid.uuid4()), "partitions": 100_000, "configs": {}}}))
+    started = time.monotonic()
+    broker = broker_factory(data_dir=data_dir)
+    elapsed = time.monotonic() - started
+    assert elapsed < 30, f"start took {elapsed:.1f} s"
+    with connect(broker) as k:
+        assert k.produce_ok("big", 54_321, make_batch([b"hello"])) == 0
+        assert [r.value for r in k.fetch_all("big", 54_321)] == [b"hello"]
+        entry = k.fetch("big", 99_999, 0)
+        assert entry.error_code == ErrorCode.none and entry.high_watermark == 0
+    fds = len(os.listdir(f"/proc/{broker.pid}/fd"))
+    assert fds < 200, f"{fds} descriptors open"
