@@ -1,0 +1,312 @@
+"""One check per fault of issue 12, each against its own broker process, each pass or fail.
+
+- ``decompression_bomb``: 16 KB of zstd (and 512 KB of gzip) inflating to 512 MB, produced
+  on its own: refused with an error code within 5 s, broker RSS grows < 300 MB, the
+  connection and the broker stay usable.
+- ``pipelined_fetches``: 32 pipelined fetches of a 12 MB partition on a socket that never
+  reads: RSS grows < 120 MB and another client's ApiVersions stays under 1 s.
+- ``offset_deltas``: a batch whose records' offset deltas are 0,5,2: CORRUPT_MESSAGE (2),
+  nothing appended.
+- ``huge_partitions``: CreateTopics and CreatePartitions for 2^31-1, 100,000 and 1,001
+  partitions: INVALID_PARTITIONS (37), within 5 s, no topic created.
+- ``list_offsets_negative``: ListOffsets for timestamp -10 (v1 and v10): answered without
+  UNKNOWN_SERVER_ERROR.
+- ``slow_request``: a request arriving one byte per second with request.read.timeout.ms=2000:
+  the connection is closed within 2-6 s, others are served meanwhile.
+- ``damaged_consume_queue``: 60 bytes of random data over entries 20-22 of a consume-queue
+  file of a stopped broker: every offset reads back its own record or an error, never another
+  record; after the next restart all read back.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import struct
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import zstandard
+from crc32c import crc32c
+
+from .reliability_common import RssSampler, broker, raw
+
+ErrorCode = raw.ErrorCode
+CREATE_PARTITIONS = 37
+BOMB_BYTES = 512 << 20
+
+
+@dataclass
+class FaultResult:
+    name: str
+    passed: bool
+    detail: str
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _connect(instance) -> raw.KafkaRaw:
+    return raw.KafkaRaw(instance.host, instance.port)
+
+
+def _still_serving(instance) -> bool:
+    """The broker process is alive and answers a fresh connection."""
+    if not instance.running:
+        return False
+    with _connect(instance) as conn:
+        return conn.api_versions().error_code == ErrorCode.none
+
+
+def _bomb_body(codec: int) -> bytes:
+    """``BOMB_BYTES`` of zeros compressed with ``codec``, built 1 MiB at a time (no 512 MB
+    buffer on our side)."""
+    chunk = bytes(1 << 20)
+    if codec == raw.ZSTD:
+        compressor = zstandard.ZstdCompressor(level=3).compressobj()
+    else:
+        compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
+    body = b"".join(compressor.compress(chunk) for _ in range(BOMB_BYTES >> 20))
+    return body + compressor.flush()
+
+
+def _bomb_batch(codec: int) -> bytes:
+    """A one-record batch header whose compressed records are the bomb, CRC valid."""
+    batch = bytearray(raw.make_batch([b"x"], compression=codec))
+    batch[61:] = _bomb_body(codec)
+    struct.pack_into(">i", batch, 8, len(batch) - 12)
+    struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
+    return bytes(batch)
+
+
+def _names(codes: dict) -> str:
+    return ", ".join(f"{name} {code.name} ({int(code)})" for name, code in codes.items())
+
+
+def decompression_bomb(workdir: Path) -> FaultResult:
+    instance = broker(workdir / "bomb")
+    try:
+        with _connect(instance) as conn:
+            conn.create_topic("bomb")
+            bombs = {"zstd": _bomb_batch(raw.ZSTD), "gzip": _bomb_batch(raw.GZIP)}
+            codes, slowest = {}, 0.0
+            with RssSampler(instance.pid) as rss:
+                for name, batch in bombs.items():
+                    began = time.monotonic()
+                    codes[name] = conn.produce("bomb", 0, batch).error_code
+                    slowest = max(slowest, time.monotonic() - began)
+            stored = conn.high_watermark("bomb")
+        sizes = {name: f"{len(batch) >> 10} KB" for name, batch in bombs.items()}
+        passed = (all(code != ErrorCode.none for code in codes.values()) and stored == 0
+                  and slowest < 5 and rss.grown_mb < 300 and _still_serving(instance))
+        return FaultResult("decompression_bomb", passed,
+                           f"{sizes} of 512 MB: {_names(codes)}, {slowest:.2f} s, "
+                           f"RSS +{rss.grown_mb:.0f} MB, stored {stored}")
+    finally:
+        instance.close()
+
+
+def _fetch_request() -> dict:
+    """Fetch v12 fields: all of partition 0 of "big", up to 64 MB, no waiting."""
+    partition = {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+                 "log_start_offset": -1, "partition_max_bytes": 64 << 20}
+    return {"replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 64 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "forgotten_topics_data": (), "rack_id": "",
+            "topics": [{"topic": "big", "topic_id": None, "partitions": [partition]}]}
+
+
+def pipelined_fetches(workdir: Path) -> FaultResult:
+    instance = broker(workdir / "fetches")
+    try:
+        with _connect(instance) as conn:
+            conn.create_topic("big", partitions=1, configs={"max.message.bytes": str(2 << 20)})
+            for _ in range(12):
+                conn.produce_ok("big", 0, raw.make_batch([os.urandom(1 << 20)]))
+        hog = _connect(instance)
+        hog.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        slowest = 0.0
+        with RssSampler(instance.pid) as rss, _connect(instance) as other:
+            for _ in range(32):
+                hog.send(raw.ApiKey.FETCH, 12, **_fetch_request())
+            for _ in range(20):
+                began = time.monotonic()
+                other.api_versions()
+                slowest = max(slowest, time.monotonic() - began)
+                time.sleep(0.1)
+        hog.close()
+        passed = rss.grown_mb < 120 and slowest < 1.0 and _still_serving(instance)
+        return FaultResult("pipelined_fetches", passed,
+                           f"32 x 12 MB unread: RSS +{rss.grown_mb:.0f} MB, "
+                           f"other client's slowest ApiVersions {slowest * 1000:.0f} ms")
+    finally:
+        instance.close()
+
+
+def _batch_with_deltas(deltas: tuple[int, ...]) -> bytes:
+    """A batch whose records carry ``deltas`` as offset deltas; header fields and CRC as a
+    correct batch of that many records would have them."""
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0,
+                                        producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                                        batch_size=1 << 20)
+    now = int(time.time() * 1000)
+    for i, delta in enumerate(deltas):
+        builder.append(delta, timestamp=now, key=None, value=b"d%d" % i, headers=[])
+    return raw.patch_batch(bytes(builder.build()), fix_crc=True, last_offset_delta=len(deltas) - 1)
+
+
+def offset_deltas(workdir: Path) -> FaultResult:
+    instance = broker(workdir / "deltas")
+    try:
+        with _connect(instance) as conn:
+            conn.create_topic("deltas")
+            code = conn.produce("deltas", 0, _batch_with_deltas((0, 5, 2))).error_code
+            stored = conn.high_watermark("deltas")
+        passed = code == ErrorCode.corrupt_message and stored == 0 and _still_serving(instance)
+        return FaultResult("offset_deltas", passed, f"deltas 0,5,2: {code.name} ({int(code)}), stored {stored}")
+    finally:
+        instance.close()
+
+
+def huge_partitions(workdir: Path) -> FaultResult:
+    instance = broker(workdir / "partitions")
+    try:
+        codes = set()
+        with _connect(instance) as conn:
+            conn.create_topic("existing")
+            began = time.monotonic()
+            for count in (2**31 - 1, 100_000, 1001):
+                codes.add(conn.create_topics({f"huge-{count}": count}).topics[0].error_code)
+                grown = conn.request(CREATE_PARTITIONS, 3, topics=[{"name": "existing", "count": count,
+                                                                        "assignments": None}],
+                                     timeout=10_000, validate_only=False)
+                codes.add(grown.results[0].error_code)
+            seconds = time.monotonic() - began
+            created = [t.name for t in conn.metadata(None).topics if t.name.startswith("huge-")]
+        passed = codes == {ErrorCode.invalid_partitions} and seconds < 5 and not created and _still_serving(instance)
+        return FaultResult("huge_partitions", passed,
+                           f"2^31-1 / 100000 / 1001 partitions: {sorted(c.name for c in codes)} in "
+                           f"{seconds:.2f} s, topics created {created}")
+    finally:
+        instance.close()
+
+
+def list_offsets_negative(workdir: Path) -> FaultResult:
+    instance = broker(workdir / "list-offsets")
+    try:
+        with _connect(instance) as conn:
+            conn.create_topic("stamped")
+            conn.produce_ok("stamped", 0, raw.make_batch(3))
+            answers = {v: conn.list_offsets("stamped", 0, -10, version=v) for v in (1, 10)}
+        codes = {v: a.error_code for v, a in answers.items()}
+        passed = all(c != ErrorCode.unknown_server_error for c in codes.values()) and _still_serving(instance)
+        return FaultResult("list_offsets_negative", passed,
+                           "timestamp -10: " + ", ".join(f"v{v} {c.name} offset {answers[v].offset}"
+                                                          for v, c in codes.items()))
+    finally:
+        instance.close()
+
+
+def _closed_within(sock: socket.socket, seconds: float) -> bool:
+    """Whether the broker closes ``sock`` within ``seconds``."""
+    sock.settimeout(seconds)
+    try:
+        return sock.recv(65536) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def slow_request(workdir: Path) -> FaultResult:
+    instance = broker(workdir / "slow", config={"request.read.timeout.ms": "2000"})
+    try:
+        frame = struct.pack(">i", 200) + bytes(20)
+        began = time.monotonic()
+        served = 0
+        with socket.create_connection((instance.host, instance.port)) as slow, _connect(instance) as other:
+            for byte in frame:
+                try:
+                    slow.sendall(bytes([byte]))
+                except (BrokenPipeError, ConnectionResetError):
+                    break
+                served += other.api_versions().error_code == ErrorCode.none
+                if _closed_within(slow, 1.0):
+                    break
+            closed_after = time.monotonic() - began
+        passed = 2 <= closed_after < 6 and served > 0 and _still_serving(instance)
+        return FaultResult("slow_request", passed,
+                           f"one byte per second, request.read.timeout.ms=2000: closed after "
+                           f"{closed_after:.1f} s; {served} requests of another client served meanwhile")
+    finally:
+        instance.close()
+
+
+def _consume_queue_file(data_dir: Path) -> Path:
+    [queue] = [f for f in (data_dir / "consumequeue").rglob("*.cq")]
+    return queue
+
+
+def _read_each(instance, count: int) -> tuple[int, int, int]:
+    """(right, errors, wrong): each offset below ``count`` read on its own."""
+    right = errors = wrong = 0
+    with _connect(instance) as conn:
+        for offset in range(count):
+            entry = conn.fetch("damaged", 0, offset, partition_max_bytes=1)
+            if entry.error_code != ErrorCode.none:
+                errors += 1
+                continue
+            records = [r for r in raw.decode_records(entry.records or b"") if r.offset == offset]
+            good = len(records) == 1 and records[0].value == b"v%d" % offset
+            right += good
+            wrong += not good
+    return right, errors, wrong
+
+
+def damaged_consume_queue(workdir: Path) -> FaultResult:
+    instance = broker(workdir / "damaged")
+    try:
+        with _connect(instance) as conn:
+            conn.create_topic("damaged")
+            for i in range(60):
+                conn.produce_ok("damaged", 0, raw.make_batch([b"v%d" % i]))
+        instance.stop()
+        queue = _consume_queue_file(instance.data_dir)
+        data = bytearray(queue.read_bytes())
+        data[20 * 20:20 * 20 + 60] = random.Random(12).randbytes(60)
+        queue.write_bytes(bytes(data))
+        instance.start()
+        right, errors, wrong = _read_each(instance, 60)
+        instance.restart()
+        after, _, _ = _read_each(instance, 60)
+        passed = wrong == 0 and errors > 0 and after == 60 and _still_serving(instance)
+        return FaultResult("damaged_consume_queue", passed,
+                           f"entries 20-22 overwritten: {right} right, {errors} errors, {wrong} wrong; "
+                           f"after a restart {after} of 60 right")
+    finally:
+        instance.close()
+
+
+FAULTS: dict[str, Callable[[Path], FaultResult]] = {
+    fn.__name__: fn for fn in (decompression_bomb, pipelined_fetches, offset_deltas, huge_partitions,
+                               list_offsets_negative, slow_request, damaged_consume_queue)
+}
+
+
+def run_fault(name: str, workdir: Path) -> FaultResult:
+    """One fault check, timed. What a misbehaving broker raises here (a closed or timed-out
+    connection, a refused request, a broker that does not start) is a failure with its
+    message as the detail, so that the other checks still run."""
+    began = time.monotonic()
+    try:
+        result = FAULTS[name](workdir)
+    except (OSError, AssertionError, RuntimeError) as exc:
+        result = FaultResult(name, False, f"{type(exc).__name__}: {exc}")
+    result.seconds = round(time.monotonic() - began, 1)
+    return result
