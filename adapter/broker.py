@@ -21,6 +21,7 @@ from .connection import KafkaConnection
 from .context import BrokerContext
 from .groups.coordinator import GroupCoordinator, GroupSettings
 from .long_poll import FetchWaiters
+from .request_stats import RequestStats
 from .response_budget import ResponseBudget
 from .security.service import Security
 from .topic_configs import effective
@@ -53,6 +54,12 @@ class Broker:
         self._sweeper: asyncio.Task | None = None
         self.security: Security | None = None
         self._response_budget = ResponseBudget(adapter_config.response_buffer_max_bytes)
+        # The metrics port (adapter.watch_port), when configured: counters for it, its server,
+        # its bound address (rmqk serve prints it) and whether Kafka clients are served.
+        self.stats = RequestStats() if adapter_config.metrics_port is not None else None
+        self._watch = None
+        self.metrics_address: tuple[str, int] | None = None
+        self.serving = False
 
     async def start(self) -> tuple[str, int]:
         """Bind the listeners, recover the store, start serving; returns the primary
@@ -72,6 +79,8 @@ class Broker:
             for host, port, _, _, protocol in endpoints:
                 tls = security.tls_context if protocol in (SSL, SASL_SSL) else None
                 self._servers.append(await self._bind(host, port, len(self._servers), tls))
+            if self.stats is not None:  # bound before recovery: /ready says 503 meanwhile
+                await self._start_watch(self.stats)
             semantics = Semantics(self.semantics_config, self.store, self.storage_config.data_dir,
                                   self.clock, self._delivery_options)
             self.store.open()
@@ -82,6 +91,7 @@ class Broker:
             for server in self._servers:
                 server.close()
             self._servers = []
+            self._stop_watch()
             raise
         waiters = FetchWaiters()
         self.store.add_append_listener(waiters.notify)
@@ -126,6 +136,7 @@ class Broker:
         self.context = self._contexts[0]
         for server in self._servers:
             await server.start_serving()
+        self.serving = True
         self._sweeper = asyncio.create_task(self._sweep_connections(), name="connection-sweep")
         threading.Thread(target=record_batch.warm_up, name="warm-up", daemon=True).start()
         log.info(
@@ -138,6 +149,33 @@ class Broker:
         )
         return bound[0]
 
+    async def _start_watch(self, stats: RequestStats) -> None:
+        # imported here: prometheus_client is loaded only with a metrics port
+        from .metrics import time_fsyncs
+        from .watch_port import WatchPort
+
+        cfg = self.adapter_config
+        if not time_fsyncs(self.store, stats.fsync):
+            log.warning("fsync latency is not measured: the store has no _fdatasync to time")
+        self._watch = WatchPort(
+            stats, lambda: self.context if self.serving else None, lambda: self.store.failure,
+            lambda: len(self._connections), self._plaintext_bootstrap)
+        host = cfg.metrics_host if cfg.metrics_host is not None else cfg.host
+        self.metrics_address = await self._watch.start(host, cfg.metrics_port)
+
+    def _stop_watch(self) -> None:
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+
+    def _plaintext_bootstrap(self) -> str | None:
+        """HOST:PORT of a PLAINTEXT listener, for the console's DLQ resend (a child rmqk)."""
+        for ctx in self._contexts:
+            if ctx.listener_protocol == "PLAINTEXT":
+                host = ctx.advertised_host
+                return f"[{host}]:{ctx.advertised_port}" if ":" in host else f"{host}:{ctx.advertised_port}"
+        return None
+
     def _delivery_options(self, configs: dict[str, str]) -> dict:
         """How delivered records are appended to a topic with these configs: its timestamp
         type (they keep their CreateTime, or get the append time)."""
@@ -146,7 +184,7 @@ class Broker:
 
     async def _bind(self, host: str, port: int, index: int, tls: ssl.SSLContext | None) -> asyncio.Server:
         server = await asyncio.get_running_loop().create_server(
-            lambda: KafkaConnection(self._contexts[index], self._connections, self._response_budget),
+            lambda: KafkaConnection(self._contexts[index], self._connections, self._response_budget, self.stats),
             host=host,
             port=port,
             reuse_address=True,
@@ -174,6 +212,7 @@ class Broker:
 
     async def stop(self) -> None:
         """Stop accepting, close connections, flush, checkpoint, mark the shutdown clean."""
+        self.serving = False  # /ready answers 503 from here on; the metrics port closes last
         if self._sweeper is not None:
             self._sweeper.cancel()
             self._sweeper = None
@@ -194,3 +233,4 @@ class Broker:
         if self.semantics is not None:
             self.semantics.scheduler.close()
             self.semantics = None
+        self._stop_watch()

@@ -85,3 +85,8 @@ class AdapterConfig:
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
     transaction_max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
     transactional_id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
+    # The HTTP port of /metrics, /ready, /healthz and the console (adapter.http_server). Off
+    # by default: a broker started for a test suite should open the one Kafka port and no
+    # other. 0 picks an ephemeral port (printed on stdout after the started line).
+    metrics_port: int | None = None  # metrics.port (ours); None = no HTTP port
+    metrics_host: str | None = None  # metrics.host (ours); None = the primary listener's host

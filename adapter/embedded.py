@@ -13,6 +13,10 @@ started on HOST:PORT``; the bound port is taken from it, so there are no port ra
 pipes are drained by daemon threads into bounded buffers, so a chatty broker can never block
 on a full pipe; :attr:`EmbeddedBroker.stderr` returns the current process's log.
 
+With ``args=["--metrics-port", "0"]`` (or ``metrics.port`` in the config file) the broker
+also prints ``rmqk metrics on http://HOST:PORT``; :attr:`EmbeddedBroker.metrics_url` returns
+that URL (/metrics, /ready, /healthz, the console).
+
 The data directory is a fresh ``tempfile.mkdtemp()`` (removed by :meth:`close`) unless
 ``data_dir=`` is given (then it is kept). :meth:`restart` reuses it, which is how crash tests
 check recovery: ``broker.kill(); broker.restart()``.
@@ -43,6 +47,7 @@ from types import TracebackType
 from typing import IO, NoReturn
 
 READY_PREFIX = "rmqk broker started on "  # must match rmqkafka.cli.serve.READY_PREFIX
+METRICS_PREFIX = "rmqk metrics on "  # rmqkafka.cli.serve.METRICS_PREFIX, without "http://"
 _STDERR_TAIL_LINES = 40
 
 
@@ -167,6 +172,20 @@ class EmbeddedBroker:
         """``HOST:PORT`` for Kafka clients (IPv6 hosts bracketed)."""
         host = self.host
         return f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
+
+    @property
+    def metrics_url(self) -> str | None:
+        """``http://HOST:PORT`` of the metrics port (/metrics, /ready, /healthz, the console)
+        of the running broker; None when it was started without one (``args=["--metrics-port",
+        "0"]`` or ``metrics.port`` in the config file turns it on)."""
+        if not self.running or self._stdout is None:
+            return None
+        # rmqk serve writes it in one write with the ready line (atomic on a pipe), and the
+        # drain buffers a chunk before it reports the ready line: it is here once started.
+        for line in self._stdout.text().splitlines():
+            if line.startswith(METRICS_PREFIX):
+                return line[len(METRICS_PREFIX):].strip()
+        return None
 
     @property
     def data_dir(self) -> Path:

@@ -86,12 +86,16 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
                                     asked (default 6000)
 ``transactionCheckMax``             checks before an undecided half message is rolled back
                                     (default 15)
+``metrics.port``                    HTTP port of /metrics, /ready, /healthz and the console
+                                    (ours; unset = off, 0 = any free port; ``--metrics-port``)
+``metrics.host``                    address of that port (ours; default: the primary
+                                    listener's bind address)
 =================================== ==========================================================
 
-Precedence, highest first: command-line overrides (host, port, data_dir, flush), the file,
-then built-in defaults. Without a listener the broker binds 127.0.0.1:9092 (not Kafka's
-all-interfaces default: a development broker should not be reachable from the network by
-accident).
+Precedence, highest first: command-line overrides (host, port, data_dir, flush, metrics
+port), the file, then built-in defaults. Without a listener the broker binds 127.0.0.1:9092
+(not Kafka's all-interfaces default: a development broker should not be reachable from the
+network by accident).
 
 Default data directory: ``~/.rmqkafka/data`` (``~`` expanded), or the value of the
 environment variable ``RMQK_DATA_DIR`` when it is set and non-empty. A data directory from
@@ -183,6 +187,8 @@ KNOWN_KEYS = frozenset(
         "transactionCheckInterval",
         "transactionTimeOut",
         "transactionCheckMax",
+        "metrics.port",
+        "metrics.host",
     }
 )
 
@@ -435,6 +441,7 @@ def build_config(
     port: int | None = None,
     data_dir: Path | str | None = None,
     flush: str | None = None,
+    metrics_port: int | None = None,
     source: str = "config",
     environ: Mapping[str, str] | None = None,
 ) -> ServerConfig:
@@ -501,6 +508,8 @@ def build_config(
         "offset_metadata_max_bytes": p.integer("offset.metadata.max.bytes", minimum=0),
         "transaction_max_timeout_ms": p.integer("transaction.max.timeout.ms", minimum=1),
         "transactional_id_expiration_ms": p.integer("transactional.id.expiration.ms", minimum=1),
+        "metrics_port": _metrics_port(p, metrics_port),
+        "metrics_host": p.get("metrics.host"),
     }
     adapter_kwargs.update({k: v for k, v in optional.items() if v is not None})
 
@@ -557,14 +566,28 @@ def load_config(
     port: int | None = None,
     data_dir: Path | str | None = None,
     flush: str | None = None,
+    metrics_port: int | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> ServerConfig:
     """Read ``path`` (if given) and build the configs; see :func:`build_config`."""
     props = read_properties(Path(path)) if path is not None else {}
     source = str(path) if path is not None else "config"
     return build_config(
-        props, host=host, port=port, data_dir=data_dir, flush=flush, source=source, environ=environ
+        props, host=host, port=port, data_dir=data_dir, flush=flush, metrics_port=metrics_port,
+        source=source, environ=environ,
     )
+
+
+def _metrics_port(p: _Props, override: int | None) -> int | None:
+    """The metrics HTTP port: ``--metrics-port`` over ``metrics.port``; None = off."""
+    if override is not None:
+        if not 0 <= override <= 65535:
+            raise ConfigError(f"invalid value {override!r} for --metrics-port: must be 0..65535")
+        return override
+    port = p.integer("metrics.port", minimum=0)
+    if port is not None and port > 65535:
+        raise p.error("metrics.port", str(port), "must be 0..65535")
+    return port
 
 
 def _delay_levels(p: _Props) -> tuple[int, ...] | None:

@@ -2,11 +2,12 @@
 
 This module only assembles the group; each command lives in its own module of this package:
 ``serve``, and the Kafka-client commands ``topics``, ``produce``, ``consume``, ``groups``,
-``views``, ``delays``, ``dlq`` and ``transactions`` (registered lazily, see ``_Lazy``; their conventions are in ``common``). The command line is a
+``views``, ``delays``, ``dlq`` and ``transactions`` (all registered lazily, see ``_Lazy``; the client commands' conventions are in ``common``). The command line is a
 Kafka admin client and the broker's launcher, not protocol code, hence a package of its own. Plain click rather than typer: typer now imports pydantic,
 which alone would add ~0.1 s to every broker start, and start-up time is a feature here.
 The broker itself is imported only when ``serve`` actually starts it, so ``rmqk --help`` and
-configuration errors are fast.
+configuration errors are fast; ``serve`` is lazy too (its module imports asyncio and the
+broker's configuration, ~55 ms), so ``rmqk --version`` and the client commands never load it.
 
 Output conventions shared by all commands: stdout carries only results meant for scripts
 (for ``serve``, exactly the line ``rmqk broker started on HOST:PORT``); logs and errors go
@@ -19,13 +20,30 @@ import importlib
 
 import click
 
-from rmqkafka.cli.serve import serve
+
+def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    """``rmqk --version``: the installed distribution's version (importlib.metadata), else
+    the package's own ``__version__`` (a source tree that was never installed)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        text = version("rmqkafka")
+    except PackageNotFoundError:
+        from rmqkafka import __version__ as text
+    click.echo(f"rmqk {text}")
+    ctx.exit()
 
 
 @click.group(
     name="rmqk",
     context_settings={"help_option_names": ["-h", "--help"]},
     no_args_is_help=True,
+)
+@click.option(
+    "-V", "--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+    help="Print the version and exit.",
 )
 def main() -> None:
     """rmqkafka: a Kafka-protocol broker with Apache RocketMQ message semantics."""
@@ -50,7 +68,7 @@ class _Lazy(click.Command):
         return self.real().make_context(info_name, args, parent=parent, **extra)
 
 
-main.add_command(serve)
+main.add_command(_Lazy("serve", "rmqkafka.cli.serve:serve", "Run the broker in the foreground until SIGTERM or SIGINT."))
 main.add_command(_Lazy("topics", "rmqkafka.cli.topics:topics", "Create, list, describe, alter and delete topics."))
 main.add_command(_Lazy("produce", "rmqkafka.cli.produce:produce", "Send lines of stdin (or a file) as records."))
 main.add_command(_Lazy("consume", "rmqkafka.cli.consume:consume", "Print records of a topic."))

@@ -18,9 +18,9 @@ Conventions (see also ``rmqkafka.cli``):
 - Fail fast: every command first fetches metadata, in short slices up to ``--timeout``
   seconds (default 5), and gives up at once when librdkafka reports every bootstrap server
   down (connection refused, unresolvable name) instead of retrying until the timeout.
-- Progress (records and rate) goes to stderr, only when stderr is a terminal or
-  ``--progress`` is given, a few updates a second (not by default while the terminal is
-  also where records are typed or printed).
+- Progress bars (``rmqkafka.cli.progress``, tqdm) go to stderr, only when stderr is a
+  terminal or ``--progress`` / ``RMQK_PROGRESS=1`` is given (not by default while the
+  terminal is also where records are typed or printed).
 """
 
 from __future__ import annotations
@@ -32,9 +32,13 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any
 
 import click
+
+# Progress bars live in their own module (tqdm is imported there only when a bar is drawn);
+# re-exported because the commands take their helpers from this one.
+from rmqkafka.cli.progress import Progress, progress_option  # noqa: F401
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
 DEFAULT_TIMEOUT = 5.0
@@ -448,67 +452,6 @@ def echo_json(document: Any) -> None:
 def echo(text: str = "") -> None:
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
-
-
-def progress_option(func: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option(
-        "--progress/--no-progress", default=None,
-        help="Show a record counter and rate on stderr. [default: when stderr is a terminal]",
-    )(func)
-
-
-class Progress:
-    """A record counter with rate on stderr, redrawn at most ``per_second`` times a second.
-
-    On a terminal the line is redrawn in place (``\\r``) and cleared at the end; otherwise
-    (``--progress`` with stderr redirected) each update is its own line, once a second.
-    """
-
-    def __init__(self, enabled: bool | None, verb: str, stream: TextIO | None = None, per_second: float = 4.0) -> None:
-        self.stream = stream or sys.stderr
-        tty = _isatty(self.stream)
-        self.enabled = tty if enabled is None else enabled
-        self.tty = tty
-        self.verb = verb
-        self.count = 0
-        self.start = time.monotonic()
-        self.interval = 1.0 / per_second if tty else 1.0
-        self._next = self.start + self.interval
-        self._width = 0
-
-    def add(self, n: int = 1) -> None:
-        self.count += n
-        if self.enabled:
-            now = time.monotonic()
-            if now >= self._next:
-                self._next = now + self.interval
-                self._draw(now)
-
-    def _draw(self, now: float) -> None:
-        elapsed = max(now - self.start, 1e-9)
-        rate = self.count / elapsed
-        text = f"{self.verb} {self.count:,} records ({rate:,.0f}/s, {elapsed:.1f} s)"
-        if self.tty:
-            pad = max(0, self._width - len(text))
-            self.stream.write("\r" + text + " " * pad)
-            self._width = len(text)
-        else:
-            self.stream.write(f"rmqk: {text}\n")
-        self.stream.flush()
-
-    def done(self) -> None:
-        if not self.enabled:
-            return
-        if self.tty and self._width:
-            self.stream.write("\r" + " " * self._width + "\r")
-        self.stream.flush()
-
-
-def _isatty(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False
 
 
 def read_status_config(admin: Any, opts: ClientOptions, topic: str, name: str, what: str) -> dict[str, Any]:

@@ -165,8 +165,10 @@ def consume(
             if p not in available:
                 raise CliError(f"topic {topic!r} has no partition {p} (it has {len(available)})")
         positioner = _Positioner(consumer, topic, offset, start_ms, client.timeout)
+        positions: list[Any] = []
         if group is None:
-            consumer.assign(positioner.positions(list(dict.fromkeys(partitions)) or available))
+            positions = positioner.positions(list(dict.fromkeys(partitions)) or available)
+            consumer.assign(positions)
         else:
             overriding = (offset is not None and offset[0] != "beginning") or start_ms is not None
             placed: set[int] = set()  # later rebalances resume from the committed offsets
@@ -179,7 +181,14 @@ def consume(
                     c.assign([moved.get(tp.partition, tp) for tp in assigned])
 
             consumer.subscribe([topic], on_assign=on_assign)
-        count = _loop(consumer, topic, render, max_messages, exit_at_end, group is not None, Progress(_auto_off(progress, sys.stdout), "consumed"), stop, watch)
+        meter = Progress(_auto_off(progress, sys.stdout), "consume")
+        starts = _starts(consumer, positions, client.timeout) if meter.enabled and exit_at_end and positions else None
+        if starts is not None:
+            # the bar: offsets read of those up to the end (the record count after the rate)
+            meter.set_total(sum(end - start for start, end in starts.values()), unit="offsets")
+        elif max_messages is not None:
+            meter.set_total(max_messages)
+        count = _loop(consumer, topic, render, max_messages, exit_at_end, group is not None, meter, stop, watch, starts)
     finally:
         stop.restore()
         try:
@@ -188,6 +197,24 @@ def consume(
             warn(f"closing the consumer failed: {one_line(exc)}")
     sys.stderr.write(f"rmqk: consumed {count} record{'s' if count != 1 else ''}\n")
     sys.stderr.flush()
+
+
+def _starts(consumer: Any, positions: list[Any], timeout: float) -> dict[int, tuple[int, int]] | None:
+    """partition -> (start offset, end offset) for the bar of ``--exit-at-end`` (None if unknown).
+
+    Asked only when a bar is drawn: one watermark request per partition.
+    """
+    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+    found = {}
+    for tp in positions:
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=timeout)
+        except Exception:  # noqa: BLE001 - only the bar's total
+            return None
+        start = tp.offset if tp.offset >= 0 else low if tp.offset == OFFSET_BEGINNING else high
+        found[tp.partition] = (min(max(start, low), high), high)
+    return found
 
 
 def _auto_off(progress: bool | None, records_stream: Any) -> bool | None:
@@ -272,8 +299,10 @@ def _loop(
     meter: Progress,
     stop: _StopFlag,
     watch: ErrorWatch,
+    starts: dict[int, tuple[int, int]] | None = None,
 ) -> int:
     out = sys.stdout.buffer
+    read_to = {p: start for p, (start, _) in (starts or {}).items()}  # the bar's position per partition
     interactive = sys.stdout.isatty()
     at_end: set[int] = set()
     count = 0
@@ -283,18 +312,22 @@ def _loop(
             messages = consumer.consume(num_messages=want, timeout=POLL_SECONDS)
             if watch.fatal is not None:
                 raise CliError(f"consumer failed: {kafka_error_text(watch.fatal)}")
-            written = 0
+            written = advanced = 0
             for msg in messages:
                 err = msg.error()
                 if err is not None:
                     if err.name() == "_PARTITION_EOF":
                         at_end.add(msg.partition())
+                        if starts is not None:
+                            advanced += _advance(read_to, msg.partition(), msg.offset())
                         continue
                     if err.fatal() or err.name() in ("UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC", "TOPIC_AUTHORIZATION_FAILED", "GROUP_AUTHORIZATION_FAILED"):
                         raise CliError(f"cannot consume {topic}: {kafka_error_text(err)}")
                     warn(f"consumer: {kafka_error_text(err)}")
                     continue
                 at_end.discard(msg.partition())
+                if starts is not None:
+                    advanced += _advance(read_to, msg.partition(), msg.offset() + 1)
                 out.write(render(msg))
                 written += 1
                 count += 1
@@ -302,9 +335,9 @@ def _loop(
                     consumer.store_offsets(message=msg)
                 if interactive:
                     out.flush()
-            if written:
+            if written or advanced:
                 out.flush()
-                meter.add(written)
+                meter.add(written, advanced if starts is not None else None)
             if max_messages is not None and count >= max_messages:
                 break
             if exit_at_end and at_end:
@@ -320,6 +353,15 @@ def _loop(
         except BrokenPipeError:
             pass
     return count
+
+
+def _advance(read_to: dict[int, int], partition: int, offset: int | None) -> int:
+    """Move a partition's bar position to ``offset``; returns how far it moved."""
+    before = read_to.get(partition)
+    if offset is None or offset < 0 or before is None or offset <= before:
+        return 0
+    read_to[partition] = offset
+    return offset - before
 
 
 # ---------------------------------------------------------------------------------------------

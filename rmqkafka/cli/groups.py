@@ -20,6 +20,7 @@ from rmqkafka.cli.common import (
     CliUsageError,
     Command,
     Group,
+    Progress,
     admin_client,
     client_options,
     echo,
@@ -32,6 +33,7 @@ from rmqkafka.cli.common import (
     json_option,
     kafka_error_text,
     parse_timestamp,
+    progress_option,
     report_error,
     request_kwargs,
     topic_error,
@@ -120,8 +122,11 @@ def _committed(admin: Any, client: ClientOptions, group: str, partitions: list[A
     return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.error is None and tp.offset >= 0}
 
 
-def _offsets(admin: Any, client: ClientOptions, partitions: list[tuple[str, int]], spec: Any) -> dict[tuple[str, int], int]:
-    """ListOffsets for ``spec`` per partition; partitions that fail are left out."""
+def _offsets(
+    admin: Any, client: ClientOptions, partitions: list[tuple[str, int]], spec: Any, meter: Progress | None = None
+) -> dict[tuple[str, int], int]:
+    """ListOffsets for ``spec`` per partition; partitions that fail are left out (``meter``
+    counts the answers)."""
     from confluent_kafka import TopicPartition
 
     if not partitions:
@@ -133,6 +138,8 @@ def _offsets(admin: Any, client: ClientOptions, partitions: list[tuple[str, int]
             found[(tp.topic, tp.partition)] = future.result().offset
         except Exception:  # noqa: BLE001, S110 - shown as '-'
             pass
+        if meter is not None:
+            meter.add()
     return found
 
 
@@ -272,6 +279,7 @@ def _assignment_text(assignment: list[dict[str, Any]]) -> str | None:
 @click.option("--shift-by", type=int, default=None, help="Move the committed offset by N (negative: back), clamped.")
 @click.option("--execute/--dry-run", default=False, help="Commit the new offsets; the default only shows them.")
 @json_option
+@progress_option
 @client_options
 @handle_errors
 def reset_offsets(
@@ -285,6 +293,7 @@ def reset_offsets(
     shift_by: int | None,
     execute: bool,
     as_json: bool,
+    progress: bool | None,
     client: ClientOptions,
 ) -> None:
     """Reset a group's committed offsets (dry run unless --execute)."""
@@ -339,9 +348,12 @@ def reset_offsets(
         keys += [(topic, p) for p in (parts or available)]
     keys = sorted(dict.fromkeys(keys))
 
-    earliest = _offsets(admin, client, keys, OffsetSpec.earliest())
-    latest = _offsets(admin, client, keys, OffsetSpec.latest())
-    by_time = _offsets(admin, client, keys, OffsetSpec.for_timestamp(timestamp)) if timestamp is not None else {}
+    # The bar (many partitions): one step per partition for each ListOffsets and for the commit.
+    steps = len(keys) * (2 + (timestamp is not None) + execute)
+    meter = Progress(progress, "reset-offsets", total=steps, unit="steps")
+    earliest = _offsets(admin, client, keys, OffsetSpec.earliest(), meter)
+    latest = _offsets(admin, client, keys, OffsetSpec.latest(), meter)
+    by_time = _offsets(admin, client, keys, OffsetSpec.for_timestamp(timestamp), meter) if timestamp is not None else {}
     plan = []
     for key in keys:
         if key not in earliest or key not in latest:
@@ -369,11 +381,13 @@ def reset_offsets(
         request = ConsumerGroupTopicPartitions(group, [TopicPartition(p["topic"], p["partition"], p["new_offset"]) for p in plan])
         futures = admin.alter_consumer_group_offsets([request], **request_kwargs(client))
         result = future_result(futures[group], f"cannot commit offsets of group {group!r}")
+        meter.add(len(plan))
         errors = [tp for tp in result.topic_partitions if tp.error is not None]
         if errors:
             tp = errors[0]
             raise CliError(f"cannot commit offset of {tp.topic}-{tp.partition} for group {group!r}: {kafka_error_text(tp.error)}")
 
+    meter.done()
     if as_json:
         echo_json({"group": group, "executed": execute, "partitions": plan})
     else:

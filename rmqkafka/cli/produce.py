@@ -143,7 +143,11 @@ def produce(
         raise CliError(f"topic {topic!r} has no partition {partition} (it has {count})")
 
     tally = _Tally()
-    meter = Progress(False if progress is None and _isatty(stream) else progress, "sent")
+    size = _remaining_bytes(stream)  # a file (--file, or stdin redirected from one): a bar in bytes
+    meter = Progress(
+        False if progress is None and _isatty(stream) else progress, "produce",
+        total=size, unit="B" if size is not None else "records", unit_scale=size is not None,
+    )
     produce_kwargs: dict[str, Any] = {}
     if partition is not None:
         produce_kwargs["partition"] = partition
@@ -173,7 +177,7 @@ def produce(
                 except BufferError:  # local queue full: let deliveries drain it
                     producer.poll(0.05)
             sent += 1
-            meter.add()
+            meter.add(1, len(raw) if size is not None else None)
             if sent % 1000 == 0:
                 producer.poll(0)
             if watch.fatal is not None:
@@ -253,6 +257,20 @@ def _isatty(stream: Any) -> bool:
         return bool(stream.isatty())
     except (AttributeError, ValueError):
         return False
+
+
+def _remaining_bytes(stream: IO[bytes]) -> int | None:
+    """Bytes left in ``stream`` when it is a regular file (None for a pipe or terminal)."""
+    import os
+    import stat
+
+    try:
+        info = os.fstat(stream.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        return max(0, info.st_size - os.lseek(stream.fileno(), 0, os.SEEK_CUR))
+    except (OSError, AttributeError, ValueError):
+        return None
 
 
 def _open_input(path: Path | None) -> IO[bytes]:

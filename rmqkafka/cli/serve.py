@@ -3,13 +3,17 @@
 Sequence: configure logging (stderr only), build the configs (file, then flags), create the
 data directory, check it is writable and lock it (``broker.lock``, so that two brokers can
 never share one commitlog), start :class:`rmqkafka.adapter.broker.Broker` on a fresh asyncio loop, print
-exactly one line ``rmqk broker started on HOST:PORT`` to stdout (the *bound* port, so
+the line ``rmqk broker started on HOST:PORT`` to stdout (the *bound* port, so
 ``--port 0`` is usable; IPv6 hosts are bracketed), wait for a signal, stop the broker (which
 flushes and writes the clean-shutdown marker) and exit 0.
 
-Scripts and :class:`rmqkafka.adapter.embedded.EmbeddedBroker` wait for that stdout line, so nothing
-else is ever written to stdout. A second signal during shutdown exits at once with status 1
-and no clean-shutdown marker (the next start runs crash recovery).
+With a metrics port (``--metrics-port`` / ``metrics.port``, off by default) a second line
+follows in the same write: ``rmqk metrics on http://HOST:PORT`` (the bound port again).
+
+Scripts and :class:`rmqkafka.adapter.embedded.EmbeddedBroker` wait for that stdout line, so
+nothing else (but the metrics line) is ever written to stdout. A second signal during
+shutdown exits at once with status 1 and no clean-shutdown marker (the next start runs
+crash recovery).
 
 Exit status: 0 after a clean stop; 2 for errors the user can fix (bad configuration,
 unreadable config file, data directory not writable or in use by another broker, address
@@ -38,6 +42,7 @@ from rmqkafka.adapter.properties import ConfigError, ServerConfig, load_config
 logger = logging.getLogger("rmqk")
 
 READY_PREFIX = "rmqk broker started on "
+METRICS_PREFIX = "rmqk metrics on http://"  # the second line, only with a metrics port
 LOCK_NAME = "broker.lock"  # in the data directory; holds the owner's pid
 EXIT_STORAGE_FAILED = 74  # EX_IOERR: an fsync failed (see storage.store)
 LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
@@ -62,6 +67,11 @@ LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
     help="Flush policy. [default: async]",
 )
 @click.option(
+    "--metrics-port", type=click.IntRange(0, 65535), default=None,
+    help="HTTP port of /metrics, /ready, /healthz and the console; 0 = any free port. "
+    "[default: metrics.port, else off]",
+)
+@click.option(
     "--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="INFO",
     show_default=True, help="Log level (stderr).",
 )
@@ -71,14 +81,17 @@ def serve(
     data_dir: Path | None,
     config: Path | None,
     flush: str | None,
+    metrics_port: int | None,
     log_level: str,
 ) -> None:
     """Run the broker in the foreground until SIGTERM or SIGINT."""
     _configure_logging(log_level.upper())
     try:
         server_config = load_config(
-            config, host=host, port=port, data_dir=data_dir, flush=flush.lower() if flush else None
+            config, host=host, port=port, data_dir=data_dir, flush=flush.lower() if flush else None,
+            metrics_port=metrics_port,
         )
+        _check_tls(server_config)
         lock_fd = prepare_data_dir(server_config.storage.data_dir)
     except ConfigError as exc:
         _fail(str(exc))
@@ -124,6 +137,20 @@ def prepare_data_dir(path: Path) -> int:
         os.close(fd)
         raise ConfigError(f"data directory {path} is not usable: {exc.strerror}") from exc
     return fd
+
+
+def _check_tls(server_config: ServerConfig) -> None:
+    """Load the TLS keys once before anything starts, so that a key that does not load is a
+    one-line configuration error (the broker loads them again when it binds)."""
+    tls = server_config.adapter.security.tls
+    if tls is None:
+        return
+    from rmqkafka.adapter.security.tls import TlsConfigError, server_context
+
+    try:
+        server_context(tls)
+    except TlsConfigError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def run(server_config: ServerConfig) -> int:
@@ -172,8 +199,11 @@ async def _serve(server_config: ServerConfig) -> int:
     )
     broker = Broker(adapter_config, storage_config, server_config.semantics)
     host, port = await broker.start()
-    shown_host = f"[{host}]" if ":" in host else host
-    sys.stdout.write(f"{READY_PREFIX}{shown_host}:{port}\n")
+    lines = f"{READY_PREFIX}{_shown(host)}:{port}\n"
+    if broker.metrics_address is not None:
+        metrics_host, metrics_port = broker.metrics_address
+        lines += f"{METRICS_PREFIX}{_shown(metrics_host)}:{metrics_port}\n"
+    sys.stdout.write(lines)  # one write: the metrics line is there when the first is read
     sys.stdout.flush()
 
     stopping = asyncio.create_task(stop_requested.wait())
@@ -197,6 +227,10 @@ def _configure_logging(level: str) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         force=True,
     )
+
+
+def _shown(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 def _one_line(exc: BaseException) -> str:

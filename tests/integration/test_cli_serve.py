@@ -165,7 +165,7 @@ def test_bad_flag_is_a_usage_error(tmp_path: Path, args, option):
     ("content", "expected"),
     [
         ("num.partitions=abc\n", "invalid value 'abc' for num.partitions"),
-        ("listeners=PLAINTEXT://:9092,SSL://:9093\n", "only PLAINTEXT is supported"),
+        ("listeners=PLAINTEXT://:9092,SSL://:9093\n", "a TLS listener needs a PEM file"),
         ("listeners=localhost:9092\n", "invalid value 'localhost:9092' for listeners"),
         ("flush.policy=often\n", "invalid value 'often' for flush.policy"),
         ("log.segment.bytes=-1\n", "invalid value '-1' for log.segment.bytes"),
@@ -179,6 +179,16 @@ def test_bad_config_value(tmp_path: Path, content, expected):
     assert result.returncode == 2
     line = one_error_line(result.stderr)
     assert expected in line and str(config) in line
+    assert result.stdout == ""
+
+
+def test_a_tls_key_that_does_not_load_stops_the_broker_with_one_line(tmp_path: Path):
+    config = tmp_path / "server.properties"
+    config.write_text(f"listeners=SSL://127.0.0.1:0\nssl.keystore.location={tmp_path / 'missing.pem'}\n")
+    result = run("serve", "--config", str(config), "--port", "0", "--data-dir", str(tmp_path / "d"))
+    assert result.returncode == 2
+    line = one_error_line(result.stderr)
+    assert "ssl.keystore.location" in line and "cannot load the certificate chain" in line
     assert result.stdout == ""
 
 

@@ -1,0 +1,149 @@
+"""What the broker holds right now, read on demand: one place for /metrics and the console API.
+
+Both the Prometheus collector (adapter.metrics) and the console's JSON API (adapter.console_api)
+show the same offsets, lags and RocketMQ queues; reading them here keeps the two from
+disagreeing. Everything is read at the moment it is asked for, on the event loop thread,
+from the objects that own the state (store, group and transaction coordinators, scheduler):
+nothing is copied or kept up to date on the hot paths.
+
+Partitions a topic has but that were never used are not opened to be shown (the store builds
+a PartitionLog on first use, and a topic may have thousands): they are empty, offsets 0.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import Counter
+from dataclasses import dataclass
+
+from rmqkafka.rmqsemantics.scheduler import DLQ_PREFIX, RETRY_PREFIX
+from rmqkafka.rmqsemantics.semantics import SYSTEM_TOPICS
+from rmqkafka.rmqsemantics.views import View
+from rmqkafka.storage.partition_log import PartitionLog
+
+from .context import BrokerContext
+
+# Kafka transaction states in which a transaction is open (not yet completed or aborted).
+OPEN_TXN_STATES = frozenset(("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"))
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionOffsets:
+    topic: str
+    partition: int
+    start: int  # log start offset (oldest)
+    end: int  # next offset (high watermark)
+    log: PartitionLog | None  # None: never used, empty
+
+
+@dataclass(frozen=True, slots=True)
+class GroupOffset:
+    group: str
+    topic: str  # a topic or a view
+    partition: int
+    committed: int
+    end: int | None  # the partition's high watermark; None when the topic is gone
+    lag: int | None
+
+
+def topic_partitions(ctx: BrokerContext, include_system: bool = False) -> list[PartitionOffsets]:
+    """Every partition of every topic, by topic name (views have none of their own)."""
+    built = ctx.store.partitions()
+    out = []
+    for meta in sorted(ctx.store.topics.all(), key=lambda m: m.name):
+        if meta.name in SYSTEM_TOPICS and not include_system:
+            continue
+        for p in range(meta.partitions):
+            plog = built.get((meta.name, p))
+            start, end = (plog.log_start_offset, plog.next_offset) if plog is not None else (0, 0)
+            out.append(PartitionOffsets(meta.name, p, start, end, plog))
+    return out
+
+
+def high_watermark(ctx: BrokerContext, name: str, partition: int) -> int | None:
+    """The end offset of a topic's or view's partition (a view's is its source's); None when
+    there is no such partition any more."""
+    entity = ctx.semantics.resolve(name)
+    if entity is None:
+        return None
+    source = ctx.store.topics.get(entity.source) if isinstance(entity, View) else entity
+    if source is None or not 0 <= partition < source.partitions:
+        return None
+    plog = ctx.store.partitions().get((source.name, partition))
+    return plog.next_offset if plog is not None else 0
+
+
+def group_offsets(ctx: BrokerContext) -> list[GroupOffset]:
+    """Every committed offset of every group, with its lag (high watermark - committed)."""
+    out = []
+    for group in ctx.groups.known_group_ids():
+        for (topic, partition), committed in sorted(ctx.groups.all_committed(group).items()):
+            end = high_watermark(ctx, topic, partition)
+            lag = None if end is None else max(0, end - committed.offset)
+            out.append(GroupOffset(group, topic, partition, committed.offset, end, lag))
+    return out
+
+
+def group_members(ctx: BrokerContext, group: str) -> list[dict]:
+    """The group's members with the partitions assigned to them (consumer protocol only)."""
+    state = ctx.groups.groups.get(group)
+    if state is None:
+        return []
+    return [
+        {"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
+         "group_instance_id": m.group_instance_id,
+         "assignment": decode_assignment(m.assignment) if state.protocol_type == "consumer" else []}
+        for m in state.members.values()
+    ]
+
+
+def decode_assignment(data: bytes) -> list[dict]:
+    """Topics and partitions of a ConsumerProtocolAssignment (any version: the fields this
+    reads come first in all of them); [] for anything else."""
+    try:
+        pos = 2  # int16 version
+        (topics,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        out = []
+        for _ in range(max(topics, 0)):
+            (length,) = struct.unpack_from(">h", data, pos)
+            pos += 2
+            name = bytes(data[pos:pos + length]).decode()
+            pos += length
+            (count,) = struct.unpack_from(">i", data, pos)
+            pos += 4
+            partitions = list(struct.unpack_from(f">{max(count, 0)}i", data, pos))
+            pos += 4 * max(count, 0)
+            out.append({"topic": name, "partitions": partitions})
+        return out
+    except (struct.error, UnicodeDecodeError):
+        return []
+
+
+def suffixed_topics(ctx: BrokerContext, prefix: str) -> dict[str, tuple[int, int]]:
+    """Group -> (records held, records ever appended) of its ``rmq_retry.`` / ``rmq_dlq.`` topic."""
+    built = ctx.store.partitions()
+    out = {}
+    for meta in ctx.store.topics.all():
+        if meta.name.startswith(prefix):
+            held = appended = 0
+            for p in range(meta.partitions):
+                plog = built.get((meta.name, p))
+                if plog is not None:
+                    held += plog.next_offset - plog.log_start_offset
+                    appended += plog.next_offset
+            out[meta.name[len(prefix):]] = (held, appended)
+    return out
+
+
+def retry_counts(ctx: BrokerContext) -> dict[str, tuple[int, int]]:
+    return suffixed_topics(ctx, RETRY_PREFIX)
+
+
+def dlq_counts(ctx: BrokerContext) -> dict[str, tuple[int, int]]:
+    return suffixed_topics(ctx, DLQ_PREFIX)
+
+
+def kafka_transactions_by_state(ctx: BrokerContext) -> Counter[str]:
+    """How many transactional ids are in each Kafka transaction state."""
+    return Counter(entry.state for entry in ctx.transactions.coordinator.list().transactions)

@@ -1,0 +1,187 @@
+"""The console page's JSON API: topics, groups, views, delay queues, half messages, dead letters.
+
+Documents are built when asked for, from adapter.broker_state (the numbers /metrics shows
+too), so the page and a Prometheus graph never disagree. Message rates are the growth of
+the topics' end offsets between the page's polls (``RATE_WINDOW_S``): nothing is counted
+on the produce path for them.
+
+Resending dead letters runs ``rmqk dlq resend GROUP --json`` against this broker in a child
+process: the command line's logic (what was resent is the committed offset of
+``rmq_dlq_resend.GROUP``, so a second click resends nothing new) is used as it is, not
+written a second time, and the broker's loop only waits for the child. It needs a PLAINTEXT
+listener to connect to (the console has no client credentials of its own).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections import deque
+from collections.abc import Callable
+
+from rmqkafka.rmqsemantics.scheduler import DLQ_PREFIX
+
+from .broker_state import (
+    OPEN_TXN_STATES,
+    dlq_counts,
+    group_members,
+    group_offsets,
+    retry_counts,
+    topic_partitions,
+)
+from .context import BrokerContext
+from .handlers.describe_log_dirs import partition_size
+
+RATE_WINDOW_S = 10.0  # rates compare with the oldest sample this recent
+RESEND_GROUP_PREFIX = "rmq_dlq_resend."  # rmqkafka.cli.dlq.RESEND_GROUP_PREFIX
+RESEND_TIMEOUT_S = 60.0
+HALF_MESSAGES_SHOWN = 100
+
+
+class ConsoleApi:
+    """``context`` returns the broker's context while it serves (None otherwise);
+    ``bootstrap`` the HOST:PORT of a PLAINTEXT listener, or None."""
+
+    def __init__(self, context: Callable[[], BrokerContext | None], bootstrap: Callable[[], str | None]) -> None:
+        self._context = context
+        self._bootstrap = bootstrap
+        self._samples: deque[tuple[float, dict[str, int]]] = deque()
+
+    def context(self) -> BrokerContext | None:
+        return self._context()
+
+    # -- documents ---------------------------------------------------------------------------
+    def topics(self, ctx: BrokerContext) -> dict:
+        by_topic: dict[str, list[dict]] = {}
+        ends: dict[str, int] = {}
+        for entry in topic_partitions(ctx):
+            size = partition_size(ctx, entry.log) if entry.log is not None else 0
+            by_topic.setdefault(entry.topic, []).append(
+                {"partition": entry.partition, "start": entry.start, "end": entry.end,
+                 "messages": entry.end - entry.start, "size_bytes": size})
+            ends[entry.topic] = ends.get(entry.topic, 0) + entry.end
+        rates = self._rates(ends)
+        topics = []
+        for name, partitions in by_topic.items():
+            meta = ctx.store.topics.get(name)
+            topics.append({
+                "name": name, "partitions": partitions,
+                "messages": sum(p["messages"] for p in partitions),
+                "size_bytes": sum(p["size_bytes"] for p in partitions),
+                "rate_per_s": rates.get(name),
+                "configs": dict(meta.configs) if meta is not None else {},
+            })
+        return {"topics": topics, "rate_window_s": RATE_WINDOW_S}
+
+    def _rates(self, ends: dict[str, int]) -> dict[str, float]:
+        """Messages per second per topic since the oldest sample of the window."""
+        now = time.monotonic()
+        samples = self._samples
+        while samples and now - samples[0][0] > RATE_WINDOW_S:
+            samples.popleft()
+        rates: dict[str, float] = {}
+        for then, before in samples:  # oldest first: each topic's oldest sample that has it
+            if now - then < 0.5:
+                break
+            for topic, end in ends.items():
+                if topic in before and topic not in rates:
+                    rates[topic] = round(max(0, end - before[topic]) / (now - then), 2)
+        if not samples or now - samples[-1][0] >= 1.0:  # at most one sample a second is kept
+            samples.append((now, ends))
+        else:  # but a topic new since the last one starts counting now
+            for topic, end in ends.items():
+                samples[-1][1].setdefault(topic, end)
+        return rates
+
+    def groups(self, ctx: BrokerContext) -> dict:
+        offsets: dict[str, list[dict]] = {}
+        for entry in group_offsets(ctx):
+            offsets.setdefault(entry.group, []).append(
+                {"topic": entry.topic, "partition": entry.partition, "committed": entry.committed,
+                 "end": entry.end, "lag": entry.lag})
+        groups = []
+        for group_id in ctx.groups.known_group_ids():
+            state = ctx.groups.state_of(group_id)
+            live = ctx.groups.groups.get(group_id)
+            rows = offsets.get(group_id, [])
+            groups.append({
+                "group": group_id, "state": state.value if state is not None else None,
+                "protocol": live.protocol_name if live is not None else None,
+                "generation": live.generation_id if live is not None else None,
+                "members": group_members(ctx, group_id), "offsets": rows,
+                "lag": sum(r["lag"] or 0 for r in rows),
+            })
+        return {"groups": groups}
+
+    def views(self, ctx: BrokerContext) -> dict:
+        views = []
+        for view in ctx.semantics.views.all():
+            source = ctx.store.topics.get(view.source)
+            views.append({"name": view.name, "source": view.source, "kind": view.kind,
+                          "expression": view.expression,
+                          "partitions": source.partitions if source is not None else 0})
+        return {"views": views}
+
+    def delays(self, ctx: BrokerContext) -> dict:
+        status = ctx.semantics.scheduler.status()
+        status["timers_by_hour"] = {str(k): v for k, v in status["timers_by_hour"].items()}
+        status["now_ms"] = ctx.clock.now_ms()
+        status["retry"] = [{"group": g, "messages": held, "appended": appended}
+                           for g, (held, appended) in sorted(retry_counts(ctx).items())]
+        return status
+
+    def transactions(self, ctx: BrokerContext) -> dict:
+        halves = ctx.semantics.scheduler.halves.status(limit=HALF_MESSAGES_SHOWN)
+        coordinator = ctx.transactions.coordinator
+        listing = coordinator.list().transactions
+        open_ids = [entry.transactional_id for entry in listing if entry.state in OPEN_TXN_STATES]
+        kafka = [{"transactional_id": d.transactional_id, "state": d.state, "producer_id": d.producer_id,
+                  "producer_epoch": d.producer_epoch, "start_ms": d.start_time_ms, "timeout_ms": d.timeout_ms,
+                  "partitions": [{"topic": t, "partitions": list(ps)} for t, ps in d.topics]}
+                 for d in coordinator.describe(open_ids)]
+        return {"half_messages": halves, "kafka_open": kafka, "kafka_ids": len(listing)}
+
+    def dlq(self, ctx: BrokerContext) -> dict:
+        groups = []
+        for group, (held, appended) in sorted(dlq_counts(ctx).items()):
+            topic = DLQ_PREFIX + group
+            resent = ctx.groups.all_committed(RESEND_GROUP_PREFIX + group)
+            meta = ctx.store.topics.get(topic)
+            built = ctx.store.partitions()
+            waiting = 0
+            for p in range(meta.partitions if meta is not None else 0):
+                plog = built.get((topic, p))
+                if plog is None:
+                    continue
+                position = resent.get((topic, p))
+                waiting += plog.next_offset - max(plog.log_start_offset, position.offset if position else 0)
+            groups.append({"group": group, "topic": topic, "messages": held, "appended": appended,
+                           "not_resent": waiting})
+        return {"groups": groups, "resend_available": self._bootstrap() is not None}
+
+    # -- actions -----------------------------------------------------------------------------
+    async def resend(self, group: str) -> tuple[int, dict]:
+        """Run ``rmqk dlq resend GROUP --json`` against this broker: (HTTP status, document)."""
+        bootstrap = self._bootstrap()
+        if bootstrap is None:
+            return 502, {"error": "resending needs a PLAINTEXT listener; use rmqk dlq resend"}
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "rmqkafka", "dlq", "resend", group, "--json", "-b", bootstrap,
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        try:
+            out, err = await asyncio.wait_for(child.communicate(), RESEND_TIMEOUT_S)
+        except TimeoutError:
+            child.kill()
+            await child.wait()
+            return 502, {"error": f"rmqk dlq resend did not finish within {RESEND_TIMEOUT_S:g} s"}
+        message = " ".join(err.decode("utf-8", "replace").split())
+        try:
+            result = json.loads(out) if out.strip() else {}
+        except ValueError:
+            result = {}
+        sent = sum(1 for entry in result.get("resent", ()) if entry.get("sent"))
+        document = {"group": group, "status": child.returncode, "resent": sent, "message": message,
+                    "result": result}
+        return (200 if child.returncode == 0 else 502), document

@@ -1,0 +1,110 @@
+"""A very small HTTP/1.1 server on the broker's own event loop, for the metrics port.
+
+Why not prometheus_client's start_http_server or a web framework: the former serves from a
+thread of its own (and would read the broker's state from outside the loop that owns it),
+the latter is a dependency for four kinds of request. This serves one request per connection
+(``Connection: close``): GET and HEAD, and POST with a small body; enough for Prometheus,
+probes, curl and a browser page polling a JSON API.
+
+Bounds: the request head must arrive within ``READ_TIMEOUT`` s and fit ``MAX_HEAD`` bytes; a
+body may not exceed ``MAX_BODY``. A handler that raises answers 500 and is logged; the
+broker keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from urllib.parse import parse_qs, unquote, urlsplit
+
+log = logging.getLogger(__name__)
+
+MAX_HEAD = 16 * 1024
+MAX_BODY = 64 * 1024
+READ_TIMEOUT = 10.0
+_REASONS = {200: "OK", 302: "Found", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+            413: "Payload Too Large", 415: "Unsupported Media Type", 500: "Internal Server Error",
+            502: "Bad Gateway", 503: "Service Unavailable"}
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    method: str
+    path: str  # percent-decoded, without the query
+    query: dict[str, list[str]]
+    headers: dict[str, str]  # lower-case names
+    body: bytes = b""
+
+
+@dataclass(slots=True)
+class Response:
+    status: int
+    body: bytes = b""
+    content_type: str = "text/plain; charset=utf-8"
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+async def start(host: str, port: int, handler: Handler) -> asyncio.Server:
+    """Bind and serve; the caller closes the returned server."""
+
+    async def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            request = await asyncio.wait_for(_read(reader), READ_TIMEOUT)
+            if isinstance(request, Response):
+                response = request
+            else:
+                try:
+                    response = await handler(request)
+                except Exception:  # a bug in one page must not take the port down
+                    log.exception("metrics port: %s %s failed", request.method, request.path)
+                    response = Response(500, b"internal error\n")
+                if request.method == "HEAD":
+                    response = Response(response.status, b"", response.content_type, response.headers)
+            writer.write(_encode(response))
+            await writer.drain()
+        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    return await asyncio.start_server(on_connection, host, port, reuse_address=True, limit=MAX_HEAD)
+
+
+async def _read(reader: asyncio.StreamReader) -> Request | Response:
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.LimitOverrunError:
+        return Response(400, b"request head too large\n")
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3 or not parts[2].startswith("HTTP/"):
+        return Response(400, b"bad request line\n")
+    method, target = parts[0].upper(), parts[1]
+    headers = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if sep:
+            headers[name.strip().lower()] = value.strip()
+    length = headers.get("content-length", "0")
+    if not length.isdigit():
+        return Response(400, b"bad content-length\n")
+    if int(length) > MAX_BODY:
+        return Response(413, b"body too large\n")
+    body = await reader.readexactly(int(length)) if int(length) else b""
+    url = urlsplit(target)
+    return Request(method, unquote(url.path), parse_qs(url.query), headers, body)
+
+
+def _encode(response: Response) -> bytes:
+    head = [f"HTTP/1.1 {response.status} {_REASONS.get(response.status, 'Unknown')}",
+            f"Content-Type: {response.content_type}",
+            f"Content-Length: {len(response.body)}",
+            "Connection: close",
+            "Cache-Control: no-store",
+            *(f"{name}: {value}" for name, value in response.headers.items())]
+    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + response.body

@@ -1,0 +1,139 @@
+"""The metrics port: /metrics, /ready, /healthz, the console page and its JSON API.
+
+One HTTP port (adapter.http_server) on the broker's event loop, opened only when
+``metrics.port`` / ``--metrics-port`` is set (a broker started for a test suite opens the one
+Kafka port and nothing else). It is bound before the store recovers, so a probe sees the
+process while it starts:
+
+- ``/ready``: 200 once the broker serves Kafka clients, 503 before (recovery) and after
+  (shutting down). For a load balancer or a container orchestrator's readiness probe.
+- ``/healthz``: 200 while the process is healthy, 503 once the store failed (an fsync error:
+  writes are refused until a restart, see storage.store). For a liveness probe.
+- ``/metrics``: Prometheus text format (adapter.metrics).
+- ``/`` and ``/console/``: the console page (static files shipped in adapter/console/);
+  ``/api/...``: its JSON (adapter.console_api). ``POST /api/dlq/resend`` with a JSON body
+  ``{"group": "G"}`` resends G's dead letters; only ``Content-Type: application/json`` is
+  accepted, which a cross-site form cannot send, and no CORS header is ever given.
+
+The port has no authentication: bind it where only operators reach it (``metrics.host``;
+the default is the primary listener's address).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from importlib import resources
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from . import http_server
+from .console_api import ConsoleApi
+from .context import BrokerContext
+from .http_server import Request, Response
+from .metrics import BrokerCollector, new_registry
+from .request_stats import RequestStats
+
+STATIC = {"index.html": "text/html; charset=utf-8", "console.js": "text/javascript; charset=utf-8",
+          "console.css": "text/css; charset=utf-8"}
+
+
+class WatchPort:
+    """``context`` returns the broker's context while it serves clients, else None;
+    ``failure`` the store's failure (None while healthy); ``connections`` the number of open
+    client connections; ``bootstrap`` a PLAINTEXT listener's HOST:PORT (for DLQ resends)."""
+
+    def __init__(self, stats: RequestStats, context: Callable[[], BrokerContext | None],
+                 failure: Callable[[], BaseException | None], connections: Callable[[], int],
+                 bootstrap: Callable[[], str | None]) -> None:
+        self._context = context
+        self._failure = failure
+        self.registry = new_registry(BrokerCollector(stats, context, connections, lambda: context() is not None))
+        self.api = ConsoleApi(context, bootstrap)
+        self._server: asyncio.Server | None = None
+        self._documents = {"/api/topics": self.api.topics, "/api/groups": self.api.groups,
+                           "/api/views": self.api.views, "/api/delays": self.api.delays,
+                           "/api/transactions": self.api.transactions, "/api/dlq": self.api.dlq}
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        """Bind; returns the bound (host, port)."""
+        self._server = await http_server.start(host, port, self.handle)
+        bound = self._server.sockets[0].getsockname()
+        return bound[0], bound[1]
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+
+    async def handle(self, request: Request) -> Response:
+        path = request.path
+        if request.method == "POST":
+            if path != "/api/dlq/resend":
+                return Response(405, b"method not allowed\n")
+            return await self._resend(request)
+        if request.method not in ("GET", "HEAD"):
+            return Response(405, b"method not allowed\n")
+        if path == "/metrics":
+            return Response(200, generate_latest(self.registry), CONTENT_TYPE_LATEST)
+        if path == "/ready":
+            ready = self._context() is not None
+            return Response(200 if ready else 503, b"ready\n" if ready else b"not ready\n")
+        if path == "/healthz":
+            failure = self._failure()
+            if failure is None:
+                return Response(200, b"ok\n")
+            return Response(503, f"storage failed: {failure}\n".encode())
+        if path in ("/", "/console", "/console/"):
+            return _static("index.html")
+        if path.startswith("/console/"):
+            return _static(path[len("/console/"):])
+        if path == "/api/overview":
+            return _json(200, self._overview())
+        document = self._documents.get(path)
+        if document is None:
+            return Response(404, b"not found\n")
+        ctx = self._context()
+        if ctx is None:
+            return _json(503, {"error": "the broker is not serving"})
+        return _json(200, document(ctx))
+
+    def _overview(self) -> dict:
+        ctx = self._context()
+        failure = self._failure()
+        document = {"ready": ctx is not None, "healthy": failure is None,
+                    "failure": None if failure is None else str(failure)}
+        if ctx is not None:
+            document.update({
+                "node_id": ctx.config.node_id, "bootstrap": f"{ctx.advertised_host}:{ctx.advertised_port}",
+                "data_dir": str(ctx.storage_config.data_dir), "flush": ctx.storage_config.flush,
+                "commitlog_bytes": ctx.store.commitlog.size_bytes(), "now_ms": ctx.clock.now_ms(),
+            })
+        return document
+
+    async def _resend(self, request: Request) -> Response:
+        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            return Response(415, b"send application/json\n")
+        try:
+            group = json.loads(request.body or b"{}").get("group")
+        except (ValueError, AttributeError):
+            group = None
+        if not isinstance(group, str) or not group.strip():
+            return _json(400, {"error": 'expected {"group": "GROUP"}'})
+        if self._context() is None:
+            return _json(503, {"error": "the broker is not serving"})
+        status, document = await self.api.resend(group)
+        return _json(status, document)
+
+
+def _json(status: int, document: object) -> Response:
+    return Response(status, json.dumps(document).encode(), "application/json")
+
+
+def _static(name: str) -> Response:
+    kind = STATIC.get(name)
+    if kind is None:  # only the files listed: no path ever reaches the file system
+        return Response(404, b"not found\n")
+    data = resources.files("rmqkafka.adapter").joinpath("console", name).read_bytes()
+    return Response(200, data, kind)
