@@ -75,11 +75,21 @@ class Semantics:
         produced to a retry topic, are parked by the scheduler instead (their batch keeps
         its offsets). Raises what store.append raises, and InvalidRecordError for a bad
         scheduling header."""
-        diverter = None
+        return self.store.append(meta.name, partition, records, diverter=self._diverter(meta, records), **options)
+
+    async def append_async(self, meta: TopicMeta, partition: int, records: Buffer, **options) -> AppendResult:
+        """``append`` for the produce path: a large compressed batch is decompressed and
+        checked in the store's worker threads (store.append_async), so other clients are
+        served meanwhile; the scheduler still sees the records on the event loop."""
+        return await self.store.append_async(meta.name, partition, records,
+                                             diverter=self._diverter(meta, records), **options)
+
+    def _diverter(self, meta: TopicMeta, records: Buffer):
+        """The scheduler, readied for a new request, when these records may be parked."""
         if meta.name.startswith(RETRY_PREFIX) or _may_schedule(records):
-            diverter = self.scheduler
             self.scheduler.begin()
-        return self.store.append(meta.name, partition, records, diverter=diverter, **options)
+            return self.scheduler
+        return None
 
     # -- names -----------------------------------------------------------------------------
     def resolve(self, name: str) -> TopicMeta | View | None:

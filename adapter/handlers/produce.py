@@ -2,9 +2,11 @@
 
 acks=0 gets no response at all; if any partition failed, the connection is closed instead.
 With ``--flush sync`` an acks=1/-1 produce is answered only after an fsync covering its
-batches (shared with concurrent producers: group commit). The appends happen before this
-coroutine first awaits, so pipelined requests on one connection are appended in the order
-they arrived.
+batches (shared with concurrent producers: group commit). A large compressed batch is
+decompressed and checked in the store's worker threads (Semantics.append_async), so one
+client's big batch does not stop the others; the store writes each partition's appends in
+the order they were called, and a request calls them before it first waits, partition by
+partition, so pipelined requests on one connection are appended in the order they arrived.
 
 Topic configs applied on append (adapter/topic_configs.py): ``max.message.bytes``,
 ``message.timestamp.type``, ``compression.type`` with its levels (a batch with another codec
@@ -187,7 +189,7 @@ async def handle(ctx: BrokerContext, request: Request):
             try:
                 if data.records is None:
                     raise InvalidRecordError("a produce request partition carries no records")
-                appended = ctx.semantics.append(meta, data.index, data.records, **options)
+                appended = await ctx.semantics.append_async(meta, data.index, data.records, **options)
             except Exception as exc:
                 result["error_code"] = error_code_for(exc)
                 result["error_message"] = str(exc) or None
