@@ -1,13 +1,17 @@
 """compose/: static checks of docker-compose.yml, the Dockerfile and server.properties.
 
-No Docker engine is available where these tests run, so nothing is started. What is checked:
+Nothing is started here (tests/integration/test_docker_image.py builds the images and runs the
+stack where a Docker daemon exists). What is checked:
 the YAML parses; the services exist and are wired (pipeline waits for a healthy broker, the
 broker has a healthcheck); compose/server.properties is accepted by the broker's own config
 builder (rmqkafka.adapter.properties) and its advertised listener agrees with the service name, the
 published port and the clients' bootstrap address; the Dockerfile has the targets the
 services build and installs the package with the spark extra; every referenced file exists;
-the pipeline's command line is accepted by the example's argument parser. With a docker CLI
-that has the compose plugin (or docker-compose), ``config -q`` validates the file as well.
+the pipeline's command line is accepted by the example's argument parser; the images install
+from local wheels only (no registry: a local base image, ``pip install --no-index``, no
+``# syntax=`` line) and the file has no top-level ``name:`` (docker-compose v1 rejects it). With
+a docker CLI that has the compose plugin (or docker-compose), ``config -q`` validates the file
+as well.
 """
 
 from __future__ import annotations
@@ -65,14 +69,19 @@ def _build(service: dict[str, Any]) -> tuple[Path, Path, str | None]:
     return ctx, (ctx / dockerfile).resolve(), target
 
 
+def _substitute(text: str) -> str:
+    """``${VAR:-default}`` -> default (compose's interpolation with the variable unset)."""
+    return re.sub(r"\$\{[A-Za-z_][A-Za-z0-9_]*:-([^}]*)\}", r"\1", text)
+
+
 def _ports(service: dict[str, Any]) -> dict[int, int]:
     """container port -> published host port (short syntax "HOST:CONTAINER" only)."""
     found: dict[int, int] = {}
     for entry in service.get("ports", []):
         if isinstance(entry, dict):
-            found[int(entry["target"])] = int(entry["published"])
+            found[int(entry["target"])] = int(_substitute(str(entry["published"])))
             continue
-        parts = str(entry).split("/")[0].split(":")
+        parts = _substitute(str(entry)).split("/")[0].split(":")
         found[int(parts[-1])] = int(parts[-2]) if len(parts) > 1 else int(parts[-1])
     return found
 
@@ -118,10 +127,12 @@ def test_healthchecks(services: dict[str, Any]) -> None:
         check = services[name].get("healthcheck")
         assert check and check.get("test"), f"{name} has no healthcheck"
         assert check["test"][0] in ("CMD", "CMD-SHELL")
+    # the broker's healthcheck asks /ready on its metrics port (metrics.port), which is published
     test = services["broker"]["healthcheck"]["test"]
-    port = _broker_config(services).adapter.port
-    assert any(f":{port}" in str(arg) for arg in test), test
-    assert "rmqk" in test and "--timeout" in test
+    metrics_port = _broker_config(services).adapter.metrics_port
+    assert metrics_port, "compose/server.properties sets no metrics.port"
+    assert any(f"localhost:{metrics_port}/ready" in str(arg) for arg in test), test
+    assert metrics_port in _ports(services["broker"])
 
 
 def test_server_properties_is_accepted_and_consistent(services: dict[str, Any]) -> None:
@@ -151,7 +162,8 @@ def test_spark_services_and_pipeline_command(services: dict[str, Any]) -> None:
     assert "org.apache.spark.deploy.master.Master" in master
     master_url = f"spark://spark-master:{_flag(master, '--port')}"
     assert master_url in _command(services["spark-worker"])
-    assert _ports(services["spark-master"]).get(int(_flag(master, "--port")))
+    # the web UIs are published (host port overridable); 7077 stays inside the network
+    assert _ports(services["spark-master"]).get(int(_flag(master, "--webui-port")))
     pipeline = _command(services["pipeline"])
     assert pipeline[:3] == ["python", "-m", "rmqkafka.spark_connector.examples.order_pipeline"]
     assert _flag(pipeline, "--master") == master_url
@@ -172,10 +184,15 @@ def test_builds_reference_existing_files_and_targets(services: dict[str, Any]) -
         text = dockerfile.read_text()
         stages = set(re.findall(r"^FROM\s+\S+\s+AS\s+(\S+)", text, re.MULTILINE | re.IGNORECASE))
         assert target in stages, f"{name}: target {target!r} not in {sorted(stages)}"
-        # every COPY source of the Dockerfile exists in the context
+        # every COPY source of the Dockerfile exists in the context, or is a wheels/ folder
+        # that compose/build-offline.sh fills (compose/wheels/ is not in git)
+        script = (COMPOSE_DIR / "build-offline.sh").read_text()
         for line in re.findall(r"^COPY\s+(?!--from)(.+)$", text, re.MULTILINE):
             *sources, _dest = line.split()
             for source in sources:
+                if source.startswith("wheels/"):
+                    assert f'"$WHEELS/{source.removeprefix("wheels/")}"' in script, source
+                    continue
                 assert (ctx / source).exists(), f"{dockerfile}: COPY {source} missing"
     assert _build(services["broker"])[2] == "broker"
     for name in ("spark-master", "spark-worker", "pipeline"):
@@ -185,21 +202,54 @@ def test_builds_reference_existing_files_and_targets(services: dict[str, Any]) -
             assert (COMPOSE_DIR / source).exists(), f"{name}: mounted {source} missing"
 
 
-def test_dockerfile_installs_the_package_with_the_spark_extra(services: dict[str, Any]) -> None:
+def _stage(text: str, name: str) -> str:
+    body = re.split(rf"^FROM\s+\S+\s+AS\s+{name}\s*$", text, flags=re.MULTILINE | re.IGNORECASE)[1]
+    return re.split(r"^FROM\s", body, flags=re.MULTILINE)[0]
+
+
+def test_dockerfile_installs_the_package_offline(services: dict[str, Any]) -> None:
     _ctx, dockerfile, _target = _build(services["pipeline"])
     text = dockerfile.read_text()
-    spark_stage = re.split(r"^FROM\s+\S+\s+AS\s+spark\s*$", text, flags=re.MULTILINE | re.IGNORECASE)[1]
-    spark_stage = re.split(r"^FROM\s", spark_stage, flags=re.MULTILINE)[0]
-    assert re.search(r"pip install [\"']?\.\[spark\][\"']?", spark_stage), spark_stage
-    assert "openjdk-17" in spark_stage and "JAVA_HOME" in spark_stage
-    broker_stage = re.split(r"^FROM\s+\S+\s+AS\s+broker\s*$", text, flags=re.MULTILINE | re.IGNORECASE)[1]
-    broker_stage = re.split(r"^FROM\s", broker_stage, flags=re.MULTILINE)[0]
-    assert "pip install ." in broker_stage
+    # nothing from a registry: no BuildKit frontend image, a local base image
+    assert not re.search(r"^#\s*syntax\s*=", text, re.MULTILINE | re.IGNORECASE)
+    assert re.search(r"^ARG BASE_IMAGE=rmqkafka-base:bookworm$", text, re.MULTILINE)
+    assert re.search(r"^FROM \$\{BASE_IMAGE\} AS base$", text, re.MULTILINE)
+    # dependencies, then the project's own wheel in a layer of its own
+    assert "pip install --no-index --find-links /tmp/wheels/broker" in _stage(text, "base")
+    broker_stage = _stage(text, "broker")
+    assert "pip install --no-index --no-deps /tmp/wheels/project/rmqkafka-" in broker_stage
+    assert re.search(r"^FROM base AS broker$", text, re.MULTILINE)
+    spark_deps = _stage(text, "spark-deps")
+    assert "openjdk-17" in spark_deps and "JAVA_HOME" in spark_deps
+    assert re.search(r"^FROM spark-deps AS spark$", text, re.MULTILINE)
+    spark_stage = _stage(text, "spark")
+    assert re.search(r"pip install --no-index .*[\"']rmqkafka\[spark\][\"']", spark_stage), spark_stage
     assert '"rmqk", "serve", "--config", "/etc/rmqk/server.properties"' in broker_stage
     assert _command(services["broker"])[:4] == ["rmqk", "serve", "--config",
                                                "/etc/rmqk/server.properties"]
     # the pyproject really has the extra the image installs
     assert re.search(r"^spark\s*=\s*\[", (ROOT / "pyproject.toml").read_text(), re.MULTILINE)
+
+
+def test_offline_build_script_and_ignores(compose: dict[str, Any], services: dict[str, Any]) -> None:
+    assert "name" not in compose, "docker-compose v1 rejects a top-level name:"
+    script = COMPOSE_DIR / "build-offline.sh"
+    assert script.is_file() and script.stat().st_mode & 0o111, "compose/build-offline.sh"
+    text = script.read_text()
+    for needle in ("debootstrap --variant=minbase", "docker import", "-m pip wheel",
+                   "DOCKER_BUILDKIT=0"):
+        assert needle in text, needle
+    proc = subprocess.run(["bash", "-n", str(script)], check=False, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    # the images compose runs are the ones the script tags
+    assert services["broker"]["image"] == "rmqkafka:latest"
+    assert services["pipeline"]["image"] == "rmqkafka-spark:latest"
+    # the wheels stay out of git and in the (small) build context
+    assert "compose/wheels/" in (ROOT / ".gitignore").read_text().splitlines()
+    ignore = (COMPOSE_DIR / ".dockerignore").read_text().splitlines()
+    assert "**" in ignore
+    for folder in ("broker", "project", "spark"):
+        assert f"!wheels/{folder}/*.whl" in ignore, folder
 
 
 def _compose_cli() -> list[str] | None:
