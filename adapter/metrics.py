@@ -223,9 +223,25 @@ class BrokerCollector:
 
         views = GaugeMetricFamily("rmqk_view_info", "Subscription views (1 each) with their source and filter kind",
                                   labels=["view", "source", "kind"])
+        scanned = CounterMetricFamily("rmqk_view_scanned_records",
+                                      "Source offsets read through each view since start-up", labels=["view"])
+        matched = CounterMetricFamily("rmqk_view_matched_records",
+                                      "Records among them the view's filter passed", labels=["view"])
+        fraction = GaugeMetricFamily("rmqk_view_filtered_fraction",
+                                     "Share of the source records read through each view that its filter passed",
+                                     labels=["view"])
         for view in ctx.semantics.views.all():
             views.add_metric([view.name, view.source, view.kind], 1)
+            counts = ctx.semantics.view_reads.get(view.name)
+            if counts is not None:
+                scanned.add_metric([view.name], counts.scanned)
+                matched.add_metric([view.name], counts.matched)
+                if counts.scanned:
+                    fraction.add_metric([view.name], counts.matched / counts.scanned)
         yield views
+        yield scanned
+        yield matched
+        yield fraction
 
 
 def _histogram(name: str, help_text: str, latencies: Latencies) -> HistogramMetricFamily:

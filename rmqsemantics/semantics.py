@@ -32,7 +32,7 @@ TRANSACTION_STATE_TOPIC = "__transaction_state"  # adapter.transactions.state_lo
 # op topics of RocketMQ transaction messages, and the transaction coordinator's state log.
 SYSTEM_TOPICS = SCHEDULER_TOPICS | HALF_TOPICS | {TRANSACTION_STATE_TOPIC}
 from .view_arrivals import ArrivalTest, arrival_test
-from .view_reader import ReadResult, first_match_at_or_after, read_view
+from .view_reader import ReadResult, ViewReadCounts, first_match_at_or_after, read_view
 from .views import SourceInUseError, View, ViewError, ViewExistsError, ViewRegistry
 
 
@@ -59,6 +59,7 @@ class Semantics:
         self.config = config
         self.store = store
         self.views = ViewRegistry(data_dir)
+        self.view_reads: dict[str, ViewReadCounts] = {}  # view name -> what reads through it passed
         self.scheduler = Scheduler(config, store, data_dir, clock or store.clock, delivery_options)
         store.add_derived_state(self.scheduler)
 
@@ -149,7 +150,12 @@ class Semantics:
             return ReadResult(result.batches, result.size, result.log_start_offset,
                               result.high_watermark, result.size)
         plog = self.store.partition(self.source_of(entity).name, partition)
-        return read_view(plog, entity.filter, offset, max_bytes, min_one, max_offset=max_offset)
+        result = read_view(plog, entity.filter, offset, max_bytes, min_one, max_offset=max_offset)
+        counts = self.view_reads.get(entity.name)
+        if counts is None:
+            counts = self.view_reads[entity.name] = ViewReadCounts()
+        counts.add(offset, result.batches)
+        return result
 
     def source_partition(self, name_or_entity: str | TopicMeta | View, partition: int) -> PartitionLog:
         """The stored partition a topic's or view's partition reads (log start, end,

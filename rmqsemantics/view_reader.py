@@ -79,6 +79,27 @@ _TAGS_NAME = TAGS.encode()
 DATA, CONTROL = "data", "control"
 
 
+class ViewReadCounts:
+    """Source offsets read through a view and records among them its filter passed, since
+    start-up: their ratio is the view's filtered fraction (rmqk_view_* metrics). Counted from
+    the batch headers a read returns (a returned batch may start before the offset asked
+    for, so the count is approximate by at most a batch per read)."""
+
+    __slots__ = ("scanned", "matched")
+
+    def __init__(self) -> None:
+        self.scanned = 0
+        self.matched = 0
+
+    def add(self, offset: int, batches: list[bytes]) -> None:
+        if not batches:
+            return
+        self.scanned += max(0, record_batch.next_offset_of(batches[-1]) - offset)
+        for batch in batches:
+            if not batch[22] & record_batch.CONTROL_BIT:
+                self.matched += _COUNT.unpack_from(batch, 57)[0]
+
+
 @dataclass(frozen=True, slots=True)
 class ReadResult:
     """What a Fetch gets for one partition of a topic or a view.

@@ -180,6 +180,26 @@ def test_rocketmq_queues(watched: tuple[Any, str]) -> None:
     assert value(samples, "rmqk_view_info", view=VIEW, source=TOPIC, kind="tags") == 1
 
 
+def test_a_views_filtered_fraction(watched: tuple[Any, str]) -> None:
+    # partition 0 of the source holds 10 records, one of them tagged A: reading it whole
+    # through the view scans 10 offsets and passes 1
+    broker, url = watched
+    from rawkafka import KafkaRaw
+
+    def counts() -> tuple[float, float]:
+        samples = scrape(url)
+        return (samples.get(("rmqk_view_scanned_records_total", frozenset({("view", VIEW)})), 0.0),
+                samples.get(("rmqk_view_matched_records_total", frozenset({("view", VIEW)})), 0.0))
+
+    scanned, matched = counts()
+    with KafkaRaw(broker.host, broker.port) as conn:
+        fetched = conn.fetch(VIEW, 0, 0)
+        assert fetched.high_watermark == 10
+    after_scanned, after_matched = counts()
+    assert (after_scanned - scanned, after_matched - matched) == (10, 1)
+    assert value(scrape(url), "rmqk_view_filtered_fraction", view=VIEW) == after_matched / after_scanned
+
+
 # -------------------------------------------------------------------------- the JSON API
 
 def test_console_api_documents(watched: tuple[Any, str]) -> None:
