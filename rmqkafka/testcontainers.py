@@ -9,7 +9,8 @@ Shaped like testcontainers' ``KafkaContainer``: the container starts with a comm
 for a start script; once Docker has mapped the client port, the script and a
 ``server.properties`` that advertises that host port are copied in, the script runs
 ``rmqk serve``, and :meth:`start` waits for the broker's one started line,
-``rmqk broker started on HOST:PORT``. Two listeners, as with Kafka: ``PLAINTEXT`` on
+``rmqk broker started on HOST:PORT``, then for its ``/ready`` probe on the metrics port
+(9404, published too; ``metrics_port=None`` leaves the port off and waits for the line only). Two listeners, as with Kafka: ``PLAINTEXT`` on
 :attr:`port` (9093), advertised as the host's address and mapped port, for clients on the
 host; ``BROKER`` on 9092, advertised as the container's own address (or its first network
 alias), for other containers on the same Docker network.
@@ -55,9 +56,10 @@ class RmqkafkaContainer(DockerContainer):
     """An rmqkafka broker container; :meth:`get_bootstrap_server` for host clients.
 
     ``image``: the broker image (``rmqk`` on PATH). ``port``: the container port of the host
-    clients' listener (published on a random host port). ``metrics_port``: also serve the
-    broker's HTTP port (``/metrics``, ``/ready``, ``/healthz``) there and wait for ``/ready``;
-    None (default) leaves it off. Other keyword arguments go to ``DockerContainer``.
+    clients' listener (published on a random host port). ``metrics_port``: the container port
+    of the broker's HTTP port (``/metrics``, ``/ready``, ``/healthz``, the console), published
+    and waited on through ``/ready`` (default 9404); None leaves it off. Other keyword
+    arguments go to ``DockerContainer``.
     """
 
     TC_START_SCRIPT = "/tc-start.sh"
@@ -71,7 +73,7 @@ class RmqkafkaContainer(DockerContainer):
         image: str = DEFAULT_IMAGE,
         port: int = 9093,
         *,
-        metrics_port: int | None = None,
+        metrics_port: int | None = 9404,
         **kwargs: Any,
     ) -> None:
         super().__init__(image, **kwargs)

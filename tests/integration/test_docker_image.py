@@ -207,12 +207,12 @@ def test_container_in_network_listener(container: object, docker: str, broker_im
     assert topic in listed.stdout
 
 
-def test_container_metrics_port_ready(broker_image: str) -> None:
-    """With metrics_port=, start() also waits for /ready; /metrics is reachable from the host."""
+def test_container_waits_for_ready_and_publishes_the_metrics_port(broker_image: str) -> None:
+    """By default start() also waits for /ready; /metrics is reachable from the host."""
     pytest.importorskip("testcontainers", reason="testcontainers is not installed: pip install -e '.[test]'")
     from rmqkafka.testcontainers import RmqkafkaContainer
 
-    with RmqkafkaContainer(broker_image, metrics_port=9404) as broker:
+    with RmqkafkaContainer(broker_image) as broker:
         base = broker.get_metrics_url()
         with urllib.request.urlopen(f"{base}/ready", timeout=5) as response:
             assert response.status == 200
@@ -311,3 +311,16 @@ def test_compose_up_pipeline_check_ok(docker: str, built_images: dict[str, float
         down = _run(*cli, "down", "-v", "--remove-orphans", env=env, cwd=COMPOSE_DIR, timeout=300)
         if down.returncode != 0:
             sys.stderr.write(f"compose down failed: {down.stderr}\n")
+
+
+def test_container_without_a_metrics_port_waits_for_the_started_line(broker_image: str) -> None:
+    pytest.importorskip("testcontainers", reason="testcontainers is not installed: pip install -e '.[test]'")
+    from confluent_kafka.admin import AdminClient
+
+    from rmqkafka.testcontainers import RmqkafkaContainer
+
+    with RmqkafkaContainer(broker_image, metrics_port=None) as broker:
+        with pytest.raises(RuntimeError, match="without metrics_port"):
+            broker.get_metrics_url()
+        metadata = AdminClient({"bootstrap.servers": broker.get_bootstrap_server()}).list_topics(timeout=10)
+        assert len(metadata.brokers) == 1
