@@ -228,8 +228,9 @@ class CommitLog:
     # -- reading ---------------------------------------------------------------------------
     def read_checked(self, position: int, size: int, topic_id: UUID, partition: int) -> bytes | None:
         """The batch at ``position`` of ``size`` bytes, or None unless its entry header says
-        exactly that: the entry's length, magic and CRC, topic id and partition (what a
-        damaged index entry pointing elsewhere would contradict)."""
+        exactly that (the entry's length, magic and CRC, topic id and partition: what a
+        damaged index entry pointing elsewhere would contradict) and the batch's CRC32C
+        holds (bytes damaged inside it)."""
         if (size < record_batch.HEADER_SIZE or position - ENTRY_HEADER_SIZE < self.start_position
                 or position + size > self.end_position):
             return None
@@ -240,7 +241,8 @@ class CommitLog:
         if (length != ENTRY_HEADER_SIZE + size or magic != ENTRY_MAGIC or entry_topic != topic_id.bytes
                 or entry_partition != partition or crc32c(data[12:_HEADER_CRC_END]) != crc):
             return None
-        return data[ENTRY_HEADER_SIZE:]
+        batch = data[ENTRY_HEADER_SIZE:]
+        return batch if record_batch.crc_ok(batch) else None
 
     def read(self, position: int, size: int) -> bytes:
         index = bisect.bisect_right(self._bases, position) - 1
@@ -252,11 +254,16 @@ class CommitLog:
     def entries(self, from_position: int) -> Iterator[Entry]:
         """Validated entries from an entry boundary on, skipping damage as ``recover`` does;
         stops at a torn tail."""
+        for item in self.scan(from_position):
+            if isinstance(item, Entry):
+                yield item
+
+    def scan(self, from_position: int) -> Iterator[Entry | Damage]:
+        """``entries``, with each damaged range skipped reported in its place."""
         for item, _ in self._scan(from_position):
             if item is None:
                 return
-            if isinstance(item, Entry):
-                yield item
+            yield item
 
     def gaps(self) -> list[Damage]:
         """Segments (all but the last) that end short of the next segment's base: bytes

@@ -40,3 +40,6 @@ class StorageConfig:
     # MessageStore.append_async: a request with a compressed batch at least this big is
     # decompressed and checked in a worker thread instead of on the event loop.
     inflate_in_thread_bytes: int = 16 * 1024
+    # storage.index_repair: commitlog entries (or queue entries) a repair of damaged
+    # consume-queue entries handles between two turns of the event loop.
+    index_repair_slice_entries: int = 4096

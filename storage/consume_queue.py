@@ -85,6 +85,10 @@ class ConsumeQueue:
         return self._next_offset
 
     @property
+    def entries_per_file(self) -> int:
+        return self._per_file
+
+    @property
     def min_offset(self) -> int:
         """The first offset that still has an entry (whole files are deleted by retention)."""
         return self._min_offset
@@ -134,6 +138,21 @@ class ConsumeQueue:
                     return offset + i
             offset += len(raw) // ENTRY_SIZE
         return offset
+
+    def rewrite(self, offset: int, data: bytes) -> None:
+        """Overwrite the entries from ``offset`` with ``data`` (whole entries, in place: a
+        damaged range rebuilt from the commitlog). Only existing entries are written: none
+        below ``min_offset`` (files retention deleted meanwhile) or at ``next_offset`` on."""
+        skip = max(0, self._min_offset - offset)
+        offset += skip
+        view = memoryview(data)[skip * ENTRY_SIZE:(self._next_offset - offset + skip) * ENTRY_SIZE]
+        while view:
+            base = offset - offset % self._per_file
+            chunk = view[: (base + self._per_file - offset) * ENTRY_SIZE]
+            pwrite_all(self._fds[base], chunk, (offset - base) * ENTRY_SIZE)
+            self._dirty.add(base)
+            offset += len(chunk) // ENTRY_SIZE
+            view = view[len(chunk):]
 
     def restart_at(self, offset: int) -> None:
         """Let an empty queue continue at ``offset``: an index rebuilt from the commitlog

@@ -81,7 +81,8 @@ class PartitionLog:
         self.producers = ProducerStateTable()
         self.ongoing_txns = OngoingTxns()
         self.log_start_offset = self.consume_queue.min_offset
-        self.on_damage: Callable[[], None] | None = None  # the store asks for a rebuild
+        # called with the offset whose entry a read found damaged: the store repairs it
+        self.on_damage: Callable[[int], None] | None = None
 
     @property
     def next_offset(self) -> int:
@@ -270,14 +271,15 @@ class PartitionLog:
         """The batch the consume queue names for ``offset``, after checking it is one: its
         commitlog entry header (this partition, this size, CRC) and that its offsets include
         ``offset``. A damaged index raises CorruptIndexError (and is logged) instead of
-        serving another batch or looping on it; the next start rebuilds the indexes."""
+        serving another batch or looping on it, and ``on_damage`` has the damaged entries
+        rebuilt from the commitlog (storage.index_repair); a later read finds them whole."""
         batch = self._commitlog.read_checked(position, size, self.topic_id, self.partition)
         if batch is None or not record_batch.base_offset_of(batch) <= offset < record_batch.next_offset_of(batch):
             log.error("%s/%d: the consume-queue entry of offset %d (position %d, %d bytes) does not point at "
-                      "its batch; the indexes will be rebuilt from the commitlog at the next start",
+                      "its batch; rebuilding the damaged entries from the commitlog",
                       self.topic_id, self.partition, offset, position, size)
             if self.on_damage is not None:
-                self.on_damage()
+                self.on_damage(offset)
             raise CorruptIndexError(f"the index entry of offset {offset} is damaged")
         return batch
 

@@ -21,8 +21,9 @@ Files under ``data_dir``::
                              commitlog ranges recovery skipped (known damage)
     meta.json                cluster id
     clean_shutdown           present only between a clean close and the next open
-    rebuild_indexes          written when a read met a damaged consume-queue entry: the next
-                             open rebuilds every index from the commitlog start
+    rebuild_indexes          written when rebuilding damaged consume-queue entries while
+                             serving failed: the next open rebuilds every index from the
+                             commitlog start
 
 Recovery: if ``clean_shutdown`` is present and the checkpoint covers the whole commitlog,
 nothing is re-read. If a consume queue, time index or txnindex is shorter than the
@@ -40,10 +41,14 @@ rebuilt from the commitlog start; recovery skips each damaged range, keeps and i
 everything after it, and logs at ERROR the range and, per partition, the offsets lost
 (those between the batches around it, and those a partition had handed out past its last
 surviving batch). Lost offsets stay in the consume queue as LOST_CODE entries (read as
-covering batches without records), so none is handed out twice. Damage that only a read
-meets (a checksum failure inside a segment of full length, after a clean stop) is refused
-on that read (CorruptIndexError) and marks the indexes for a rebuild at the next start,
-which skips it as above.
+covering batches without records), so none is handed out twice.
+
+Damage that only a read meets (a consume-queue entry that does not point at its batch, or
+a commitlog entry header that fails its checks, after a clean stop) is refused on that
+read (CorruptIndexError) and repaired while the store serves: the damaged entries around
+it are rebuilt from the commitlog (storage.index_repair) in a task on the event loop, and
+offsets whose batch is damaged too become LOST entries, logged as recovery logs them. Only
+when a repair fails are the indexes marked for a rebuild at the next start.
 
 A full disk: opening writes nothing it does not need (meta.json only when its content
 changes; the checkpoint at the end of open and close is skipped with an ERROR when it cannot
@@ -72,6 +77,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 
@@ -79,6 +85,7 @@ from . import record_batch
 from .batch_builder import empty_batch, subset_batch
 from .clock import Clock, SystemClock
 from .commitlog import CommitLog, Damage, Entry
+from .consume_queue import LOST_CODE
 from .config import StorageConfig
 from .errors import (
     CorruptRecordError,
@@ -92,6 +99,7 @@ from .errors import (
     UnknownTopicError,
 )
 from .files import fsync_path, read_json_with_fallback, write_json_atomically
+from .index_repair import IndexRepair
 from .inflate import INFLATE_FACTOR
 from .offset_store import CommittedOffset, OffsetStore
 from .partition_log import PartitionLog, sparse_codes
@@ -106,7 +114,7 @@ from .txn_index import OngoingTxns
 log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN = "clean_shutdown"
-REBUILD_INDEXES = "rebuild_indexes"  # a damaged index entry was met: rebuild at the next start
+REBUILD_INDEXES = "rebuild_indexes"  # a repair of damaged index entries failed: rebuild at the next start
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +235,9 @@ class MessageStore:
         # that decompress large batches (made on first use)
         self._append_turns: dict[tuple[str, int], asyncio.Future] = {}
         self._inflate_pool: ThreadPoolExecutor | None = None
+        # repairs of damaged consume-queue entries under way, one per partition at most
+        self._repairs: dict[PartitionLog, asyncio.Task | None] = {}
+        self.index_repairs = 0  # repairs done
 
     # -- lifecycle -------------------------------------------------------------------------
     def open(self) -> None:
@@ -293,8 +304,7 @@ class MessageStore:
         for plog in self._partitions.values():
             # Never below what the txnindex dropped (DeleteRecords, then a crash before the
             # checkpoint recorded the new log start).
-            plog.advance_log_start(max(plog.consume_queue.first_offset_at_position(start),
-                                       plog.txn_index.start_offset))
+            plog.advance_log_start(max(self._first_offset_kept(plog, start), plog.txn_index.start_offset))
         self._durable_position = self.commitlog.flush()
         for plog in self._partitions.values():
             plog.flush()
@@ -304,6 +314,20 @@ class MessageStore:
         if self._try_write_checkpoint(self.commitlog.end_position, self._snapshot()):
             (self._dir / REBUILD_INDEXES).unlink(missing_ok=True)  # rebuilt, if it was asked for
         self._opened = True
+
+    @staticmethod
+    def _first_offset_kept(plog: PartitionLog, start: int) -> int:
+        """The first offset whose batch is at or after commitlog position ``start`` (retention
+        deleted the ones before), as the consume queue says; unless the queue's first entry
+        from the log start on is damaged (a negative position or no size): then nothing says
+        which batches are gone, and a read of it has it repaired (storage.index_repair)."""
+        queue = plog.consume_queue
+        first = max(plog.log_start_offset, queue.min_offset)
+        if first < queue.next_offset:
+            position, size, code = queue.entry(first)
+            if position < 0 or (size <= 0 and code != LOST_CODE):
+                return first
+        return queue.first_offset_at_position(start)
 
     def _try_write_checkpoint(self, position: int, snapshot: dict) -> bool:
         """Write a checkpoint where one is not required for correctness (open, close): on a
@@ -405,19 +429,22 @@ class MessageStore:
                 meta.name, entry.partition, entry.position, base, plog.next_offset,
             )
             return
-        try:
-            codes = self._state_codes(meta.name, entry.partition, entry.batch)
-            if codes is None:
-                codes = plog.offset_codes(entry.batch)
-        except CorruptRecordError:
-            # Not accepted today, but it is in the log: keep its offsets, without tags.
-            log.error("%s-%d: batch at offset %d does not parse; indexed without tags",
-                      meta.name, entry.partition, base)
-            codes = None
+        codes = self._index_codes(meta.name, plog, entry.batch)
         plog.dispatch(entry.position, record_batch.read_info(entry.batch), base, codes, entry.batch)
         self.recovered_entries += 1
         for state in self._states:
             state.replay(meta.name, entry.partition, entry.batch)
+
+    def _index_codes(self, name: str, plog: PartitionLog, batch: bytes) -> list[int] | None:
+        """The consume-queue codes of a batch read back from the commitlog (recovery, repair)."""
+        try:
+            codes = self._state_codes(name, plog.partition, batch)
+            return plog.offset_codes(batch) if codes is None else codes
+        except CorruptRecordError:
+            # Not accepted today, but it is in the log: keep its offsets, without tags.
+            log.error("%s-%d: batch at offset %d does not parse; indexed without tags",
+                      name, plog.partition, record_batch.base_offset_of(batch))
+            return None
 
     def _state_codes(self, name: str, p: int, batch: bytes) -> list[int] | None:
         for state in self._states:
@@ -469,9 +496,10 @@ class MessageStore:
 
     async def close(self) -> None:
         """Stop the loops, flush everything, checkpoint, and mark the shutdown clean."""
-        for task in self._tasks:
+        tasks = self._tasks + [t for t in self._repairs.values() if t is not None]
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
+        for task in tasks:
             try:
                 await task
             except asyncio.CancelledError:
@@ -512,9 +540,68 @@ class MessageStore:
         self._durable_waiters.clear()
         self._offset_waiters.clear()
 
-    # -- topics ----------------------------------------------------------------------------
-    def _index_damaged(self) -> None:
-        """A partition met a damaged index entry: rebuild every index at the next start."""
+    # -- damaged index entries ---------------------------------------------------------------
+    def _index_damaged(self, plog: PartitionLog, offset: int) -> None:
+        """A read met the damaged consume-queue entry of ``offset``: rebuild the damaged
+        entries around it from the commitlog, in a task on the running loop (the read itself
+        is refused; the client retries), or at once when there is no loop. One repair per
+        partition at a time: a read meeting damage while one runs is refused and retried."""
+        if plog in self._repairs:
+            return
+        meta = self.topics.by_id(plog.topic_id)
+        if meta is None:
+            return
+        repair = IndexRepair(plog, self.commitlog, offset, partial(self._index_codes, meta.name, plog),
+                             self.config.index_repair_slice_entries)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._repairs[plog] = None
+            try:
+                for _ in repair.steps():
+                    pass
+                self._repaired(meta.name, repair)
+            except Exception:  # noqa: BLE001  # whatever it was, the next start rebuilds everything
+                self._repair_failed(meta.name, plog)
+            finally:
+                del self._repairs[plog]
+            return
+        self._repairs[plog] = loop.create_task(self._repair(meta.name, plog, repair),
+                                               name=f"repair {meta.name}-{plog.partition}")
+
+    async def _repair(self, name: str, plog: PartitionLog, repair: IndexRepair) -> None:
+        try:
+            for _ in repair.steps():
+                await asyncio.sleep(0)  # let the others run between slices
+                if self._partitions.get((name, plog.partition)) is not plog or self.failure is not None:
+                    return  # the topic was deleted, or the store failed: nothing to repair
+            self._repaired(name, repair)
+        except Exception:  # noqa: BLE001
+            self._repair_failed(name, plog)
+        finally:
+            del self._repairs[plog]
+
+    async def wait_repairs(self) -> None:
+        """Return once no repair of damaged index entries is under way."""
+        while tasks := [t for t in self._repairs.values() if t is not None]:
+            await asyncio.wait(tasks)
+
+    def _repaired(self, name: str, repair: IndexRepair) -> None:
+        self.index_repairs += 1
+        p = repair.plog.partition
+        for damage in repair.damage:
+            log.error("commitlog damaged: %s unreadable", damage.describe())
+        if repair.first < repair.stop:
+            log.warning("%s-%d: consume-queue entries of offsets %d..%d rebuilt from the commitlog",
+                        name, p, repair.first, repair.stop - 1)
+        if repair.lost:
+            text = ", ".join(f"{lo}..{hi - 1}" for lo, hi in repair.lost)
+            log.error("%s-%d: offsets %s are in no batch left in the commitlog (lost with damaged "
+                      "commitlog bytes); fetches skip them (covering batches without records)", name, p, text)
+
+    def _repair_failed(self, name: str, plog: PartitionLog) -> None:
+        log.exception("%s-%d: rebuilding damaged consume-queue entries failed; every index is "
+                      "rebuilt from the commitlog at the next start", name, plog.partition)
         marker = self._dir / REBUILD_INDEXES
         if not marker.exists():
             try:
@@ -532,7 +619,7 @@ class MessageStore:
             self.config.consume_queue_entries_per_file,
             self.config.tag_header,
         )
-        plog.on_damage = self._index_damaged
+        plog.on_damage = partial(self._index_damaged, plog)
         self._partitions[(meta.name, p)] = plog
         return plog
 

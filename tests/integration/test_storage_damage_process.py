@@ -5,6 +5,10 @@ middle of the chain, and a topics.json with a partition count far over the limit
   record outside the damaged range is fetched at its original offset, the lost offsets are
   skipped (a fetch moves past them), no segment file is deleted and produces continue after
   the last offset ever handed out.
+* A consume-queue file overwritten with random bytes while the broker was stopped: consumers
+  of confluent-kafka and kafka-python read every record at its offset without a restart (the
+  read meeting the damage gets KAFKA_STORAGE_ERROR, which they retry, while the broker
+  rebuilds the damaged entries from the commitlog).
 * 100,000 partitions in topics.json (an older version or a hand edit): the broker starts in
   well under the startup timeout with a handful of descriptors, and a produce and a fetch on
   one partition work.
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import time
 import uuid
 from pathlib import Path
@@ -62,6 +67,46 @@ def test_a_middle_segment_cut_to_half_loses_only_its_records(broker_factory, tmp
     assert {f: f.stat().st_size for f in files[2:-1]} == later  # nothing cut or deleted
     assert files[-1].stat().st_size > last_size  # (the produce after)
     assert "lost" in broker.stderr and victim.name in broker.stderr
+
+
+def test_a_damaged_consume_queue_is_repaired_while_clients_consume(broker_factory):
+    broker = broker_factory()
+    with connect(broker) as k:
+        k.create_topic("dq", 1)
+        for i in range(200):
+            k.produce_ok("dq", 0, make_batch([b"v%03d" % i]))
+    broker.stop()
+    [queue] = (Path(broker.data_dir) / "consumequeue").rglob("*.cq")
+    data = bytearray(queue.read_bytes())
+    data[50 * 20:120 * 20] = random.Random(7).randbytes(70 * 20)
+    queue.write_bytes(bytes(data))
+    broker.start()
+    expected = [(i, b"v%03d" % i) for i in range(200)]
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": f"{broker.host}:{broker.port}", "group.id": "dq-c",
+                         "enable.auto.commit": False, "fetch.error.backoff.ms": 50})
+    consumer.assign([TopicPartition("dq", 0, 0)])
+    got, deadline = [], time.monotonic() + 30
+    while len(got) < 200 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            got.append((message.offset(), message.value()))
+    consumer.close()
+    assert got == expected
+
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=f"{broker.host}:{broker.port}", enable_auto_commit=False,
+                             consumer_timeout_ms=3000)
+    consumer.assign([KTopicPartition("dq", 0)])
+    consumer.seek(KTopicPartition("dq", 0), 0)
+    assert [(m.offset, m.value) for m in consumer] == expected
+    consumer.close()
+    assert "rebuilt from the commitlog" in broker.stderr
+    assert not (Path(broker.data_dir) / "rebuild_indexes").exists()
 
 
 def test_a_topics_json_with_100000_partitions_starts(broker_factory, tmp_path: Path):
