@@ -85,8 +85,8 @@ from . import record_batch
 from .batch_builder import empty_batch, subset_batch
 from .clock import Clock, SystemClock
 from .commitlog import CommitLog, Damage, Entry
-from .consume_queue import LOST_CODE
 from .config import StorageConfig
+from .consume_queue import LOST_CODE
 from .errors import (
     CorruptRecordError,
     InvalidPartitionCountError,
