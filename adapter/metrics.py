@@ -158,6 +158,14 @@ class BrokerCollector:
         failed = GaugeMetricFamily("rmqk_storage_failed", "1 once an fsync failed (writes are refused until a restart)")
         failed.add_metric([], 0 if store.failure is None else 1)
         yield failed
+        reserve = GaugeMetricFamily("rmqk_disk_reserve_ready",
+                                    "1 while the disk reserve exists (appends are refused while it is 0)")
+        reserve.add_metric([], int(store.reserve.ready))
+        yield reserve
+        repairs = CounterMetricFamily("rmqk_index_repairs",
+                                      "Runs of damaged consume-queue entries rebuilt from the commitlog")
+        repairs.add_metric([], store.index_repairs)
+        yield repairs
 
     # -- RocketMQ semantics ------------------------------------------------------------------
     def _rocketmq_metrics(self, ctx: BrokerContext) -> Iterator[Metric]:

@@ -161,6 +161,7 @@ KNOWN_KEYS = frozenset(
         "log.segment.bytes",
         "max.partitions.per.topic",
         "max.partitions",
+        "log.dir.reserve.bytes",
         "log.retention.ms",
         "log.retention.minutes",
         "log.retention.hours",
@@ -527,6 +528,7 @@ def build_config(
         "segment_bytes": p.integer("log.segment.bytes", minimum=1),
         "max_partitions_per_topic": p.integer("max.partitions.per.topic", minimum=1),
         "max_partitions": p.integer("max.partitions", minimum=1),
+        "disk_reserve_bytes": p.integer("log.dir.reserve.bytes", minimum=0),
         "flush_interval_ms": p.integer("log.flush.interval.ms", minimum=1),
         "retention_check_interval_ms": p.integer("log.retention.check.interval.ms", minimum=1),
     }

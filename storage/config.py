@@ -40,6 +40,9 @@ class StorageConfig:
     # MessageStore.append_async: a request with a compressed batch at least this big is
     # decompressed and checked in a worker thread instead of on the event loop.
     inflate_in_thread_bytes: int = 16 * 1024
+    # storage.disk_reserve: space kept so that a recovery can write index entries on a full
+    # disk; appends are accepted only while it exists. 0 turns it off.
+    disk_reserve_bytes: int = 8 << 20
     # storage.index_repair: commitlog entries (or queue entries) a repair of damaged
     # consume-queue entries handles between two turns of the event loop.
     index_repair_slice_entries: int = 4096

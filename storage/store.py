@@ -20,6 +20,7 @@ Files under ``data_dir``::
                              and consistent up to commitlog position P; "damaged" lists the
                              commitlog ranges recovery skipped (known damage)
     meta.json                cluster id
+    reserve                  the disk reserve (storage.disk_reserve): allocated zeros
     clean_shutdown           present only between a clean close and the next open
     rebuild_indexes          written when rebuilding damaged consume-queue entries while
                              serving failed: the next open rebuilds every index from the
@@ -54,9 +55,13 @@ A full disk: opening writes nothing it does not need (meta.json only when its co
 changes; the checkpoint at the end of open and close is skipped with an ERROR when it cannot
 be written, leaving the previous one, and then no clean-shutdown marker either), so the
 store starts and serves reads on a full disk after a clean stop or a crash the checkpoint
-covers. Recovery that must re-index a tail still needs room to write the index entries.
-A write that fails (an append: see ``_write_and_index``; a checkpoint: retried by the loop)
-changes nothing and the next one works once there is room.
+covers. A recovery that must re-index a tail writes its index entries into the space of the
+disk reserve (storage.disk_reserve), released first when the disk is nearly full; appends
+are accepted only while the reserve exists (it is made again once there is room), and a
+checkpoint starts early once the index bytes written since the last one reach half of it,
+so the next recovery fits again. A write that fails (an append: see ``_write_and_index``;
+a checkpoint: retried by the loop) changes nothing and the next one works once there is
+room.
 
 An fsync that fails (EIO, ENOSPC, ... anything but a descriptor closed meanwhile) is fatal
 for what it covered: nothing it covered is ever acknowledged (its waiters get
@@ -86,7 +91,8 @@ from .batch_builder import empty_batch, subset_batch
 from .clock import Clock, SystemClock
 from .commitlog import CommitLog, Damage, Entry
 from .config import StorageConfig
-from .consume_queue import LOST_CODE
+from .consume_queue import ENTRY_SIZE, LOST_CODE
+from .disk_reserve import DiskReserve
 from .errors import (
     CorruptRecordError,
     InvalidPartitionCountError,
@@ -114,6 +120,10 @@ from .txn_index import OngoingTxns
 log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN = "clean_shutdown"
+# what _count_unchecked adds: a time-index entry (16 bytes) and a txnindex entry (at most
+# 32) per batch, and three new 4 KiB blocks (queue, time index, txnindex) per partition
+_TIME_AND_TXN_ENTRY_BYTES = 48
+_NEW_BLOCKS_PER_PARTITION = 3 * 4096
 REBUILD_INDEXES = "rebuild_indexes"  # a repair of damaged index entries failed: rebuild at the next start
 
 
@@ -238,6 +248,11 @@ class MessageStore:
         # repairs of damaged consume-queue entries under way, one per partition at most
         self._repairs: dict[PartitionLog, asyncio.Task | None] = {}
         self.index_repairs = 0  # repairs done
+        # index bytes written since the last checkpoint began (what a recovery would write
+        # again), and the partitions they went to (each may need new file blocks)
+        self._unchecked_index_bytes = 0
+        self._unchecked_partitions: set[PartitionLog] = set()
+        self._checkpoint_soon: asyncio.Event | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
     def open(self) -> None:
@@ -252,6 +267,7 @@ class MessageStore:
         self.offsets = OffsetStore(self._dir / "offsets")
         self.offsets.open()
         self.commitlog = CommitLog(self._dir / "commitlog", self.config.segment_bytes)
+        self.reserve = DiskReserve(self._dir, self.config.disk_reserve_bytes, self.clock)
         checkpoint = self._load_checkpoint()
         position = max(int(checkpoint.get("position", 0)), self.commitlog.start_position)
         producers = checkpoint.get("producers", {})
@@ -296,7 +312,15 @@ class MessageStore:
             state.restore(states.get(state.name))
         self.clean_start = clean and position == self.commitlog.end_position
         if not self.clean_start:
-            self._recover(position, derived)
+            self.reserve.release_if_low()
+            try:
+                self._recover(position, derived)
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+                raise OSError(errno.ENOSPC, f"the disk is full: recovery must index the commitlog from "
+                              f"position {position} and has no room even with the disk reserve "
+                              f"released ({exc}); free space in {self._dir} and start again") from exc
         self._ends_before = {}
         for state in self._states:
             state.recovered()
@@ -313,6 +337,7 @@ class MessageStore:
             _fdatasync_all(state.dirty_fds())
         if self._try_write_checkpoint(self.commitlog.end_position, self._snapshot()):
             (self._dir / REBUILD_INDEXES).unlink(missing_ok=True)  # rebuilt, if it was asked for
+        self.reserve.ensure()  # after the checkpoint: from space recovery did not need
         self._opened = True
 
     @staticmethod
@@ -456,6 +481,7 @@ class MessageStore:
     async def start(self) -> None:
         """Start the background loops (flush, checkpoint, retention)."""
         self._flush_wakeup = asyncio.Event()
+        self._checkpoint_soon = asyncio.Event()
         self._checkpoint_lock = asyncio.Lock()
         self._tasks = [
             asyncio.create_task(self._checkpoint_loop(), name="checkpoint"),
@@ -483,6 +509,12 @@ class MessageStore:
     def _check_writable(self) -> None:
         if self.failure is not None:
             raise self.failure
+
+    def _check_appendable(self) -> None:
+        """Appends also need the disk reserve (see storage.disk_reserve)."""
+        self._check_writable()
+        if not self.reserve.ensure():
+            raise self.reserve.refused()
 
     async def _fdatasync(self, fds: list[int]) -> None:
         """fdatasync ``fds`` in a thread. The thread gets duplicates, taken now: a file closed
@@ -725,7 +757,7 @@ class MessageStore:
         whose records inflate past INFLATE_FACTOR x ``max_batch_bytes`` is refused
         (RecordTooLargeError) before more than that is decompressed (storage.inflate).
         """
-        self._check_writable()
+        self._check_appendable()
         plog = self.partition(name, p)
         prepared = self._prepare(records, max_batch_bytes, log_append_time, compression, timestamp_range)
         return self._append_prepared(name, p, plog, prepared, log_append_time, diverter)
@@ -749,7 +781,7 @@ class MessageStore:
         loop, and calls for one partition write in the order they were made (an idempotent
         producer's pipelined requests keep their sequence order), whichever finished its
         checks first. A caller must not mix it with ``append`` for the same partition."""
-        self._check_writable()
+        self._check_appendable()
         self.partition(name, p)  # an unknown topic or partition is refused before any work
         key = (name, p)
         previous = self._append_turns.get(key)
@@ -763,7 +795,7 @@ class MessageStore:
                 prepared = self._prepare(*args)
             if previous is not None and not previous.done():
                 await asyncio.wait([previous])  # it writes first; its outcome is its caller's
-            self._check_writable()
+            self._check_appendable()
             return self._append_prepared(name, p, self.partition(name, p), prepared, log_append_time, diverter)
         finally:
             turn.set_result(None)
@@ -886,7 +918,7 @@ class MessageStore:
         producer sent is in question, so there are no producer checks. ``records``: the
         batch's records as the append listeners should see them, when the caller has them
         (with ``codes`` given, the batch is then not parsed at all); otherwise it is parsed."""
-        self._check_writable()
+        self._check_appendable()
         plog = self.partition(name, p)
         self._check_fits_a_segment(len(batch), "")
         info = record_batch.validate(memoryview(batch))
@@ -924,6 +956,19 @@ class MessageStore:
             except OSError as undo:
                 raise self._fail(undo) from exc
             raise
+        self._count_unchecked(plog, info)
+
+    def _count_unchecked(self, plog: PartitionLog, info: record_batch.BatchInfo) -> None:
+        """Count what a recovery would write again for this batch (its consume-queue entries,
+        a time-index and a txnindex entry at most, new file blocks for each partition touched
+        since the last checkpoint); at half the disk reserve, checkpoint now."""
+        self._unchecked_index_bytes += (info.last_offset_delta + 1) * ENTRY_SIZE + _TIME_AND_TXN_ENTRY_BYTES
+        if plog not in self._unchecked_partitions:
+            self._unchecked_partitions.add(plog)
+            self._unchecked_index_bytes += _NEW_BLOCKS_PER_PARTITION
+        if (self._checkpoint_soon is not None and self.reserve.size
+                and 2 * self._unchecked_index_bytes >= self.reserve.size):
+            self._checkpoint_soon.set()
 
     def _check_fits_a_segment(self, size: int, when: str) -> None:
         if size > self.config.segment_bytes:
@@ -1023,8 +1068,13 @@ class MessageStore:
 
     async def _checkpoint_loop(self) -> None:
         interval = self.config.flush_interval_ms / 1000
+        assert self._checkpoint_soon is not None
         while True:
-            await asyncio.sleep(interval)
+            try:  # every interval, or at once when half the disk reserve is spoken for
+                await asyncio.wait_for(self._checkpoint_soon.wait(), interval)
+            except TimeoutError:
+                pass
+            self._checkpoint_soon.clear()
             try:
                 await self.checkpoint()
             except StorageFailedError:
@@ -1044,26 +1094,33 @@ class MessageStore:
     async def _checkpoint(self) -> None:
         assert self._checkpoint_lock is not None
         async with self._checkpoint_lock:
-            fds, end = self.commitlog.unflushed()
-            offset_fds, offset_seq = self.offsets.unflushed_fds()
-            fds.extend(offset_fds)
-            snapshot = self._snapshot()
-            for plog in self._partitions.values():
-                fds.extend(plog.consume_queue.take_dirty_fds())
-                fds.extend(plog.time_index.take_dirty_fds())
-                fds.extend(plog.txn_index.take_dirty_fds())
-            for state in self._states:
-                fds.extend(state.dirty_fds())
-            self._check_writable()
-            await self._fdatasync(fds)
-            self.commitlog.mark_flushed(end)
-            self.offsets.mark_flushed(offset_seq)
-            self._release_durable(end)
-            self._release_offsets(self.offsets.flushed_seq)
-            if (end, snapshot) == self._last_checkpoint:
-                return  # an idle broker: the checkpoint on disk says all of this already
-            await asyncio.get_running_loop().run_in_executor(None, self._write_checkpoint, end, snapshot)
-            self._last_checkpoint = (end, snapshot)
+            unchecked = self._unchecked_index_bytes, self._unchecked_partitions
+            self._unchecked_index_bytes, self._unchecked_partitions = 0, set()
+            try:
+                fds, end = self.commitlog.unflushed()
+                offset_fds, offset_seq = self.offsets.unflushed_fds()
+                fds.extend(offset_fds)
+                snapshot = self._snapshot()
+                for plog in self._partitions.values():
+                    fds.extend(plog.consume_queue.take_dirty_fds())
+                    fds.extend(plog.time_index.take_dirty_fds())
+                    fds.extend(plog.txn_index.take_dirty_fds())
+                for state in self._states:
+                    fds.extend(state.dirty_fds())
+                self._check_writable()
+                await self._fdatasync(fds)
+                self.commitlog.mark_flushed(end)
+                self.offsets.mark_flushed(offset_seq)
+                self._release_durable(end)
+                self._release_offsets(self.offsets.flushed_seq)
+                if (end, snapshot) == self._last_checkpoint:
+                    return  # an idle broker: the checkpoint on disk says all of this already
+                await asyncio.get_running_loop().run_in_executor(None, self._write_checkpoint, end, snapshot)
+                self._last_checkpoint = (end, snapshot)
+            except BaseException:  # not covered after all: it counts for the next one
+                self._unchecked_index_bytes += unchecked[0]
+                self._unchecked_partitions |= unchecked[1]
+                raise
 
     def _snapshot(self) -> dict:
         return {

@@ -7,6 +7,7 @@ is room, gets the same offset; reads and restarts see exactly the acknowledged r
 from __future__ import annotations
 
 import errno
+import logging
 import os
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from batches import make_batch, values_of
 from rmqkafka.storage import commitlog as commitlog_module
 from rmqkafka.storage import files as files_module
+from power_loss import lose_unsynced_index_entries
 from storage_helpers import append, read_all
 
 
@@ -143,3 +145,44 @@ async def test_the_store_starts_on_a_full_disk_and_writes_once_there_is_room(sto
     await stores.aclose(store)
     store = stores.open()
     assert [v for _, v in values_of(read_all(store, "t", 0))] == [*expected, b"after"]
+
+
+# -- a real file system that fills up (tests/conftest.py: small_fs) ---------------------------
+def test_a_crash_that_left_an_unindexed_tail_starts_on_a_full_disk(small_fs, clock, caplog):
+    """Issue 12: "start even when the disk is full". Recovery must write the index entries
+    of the commitlog tail no checkpoint covered; on a full disk it could not, and the broker
+    did not start until someone freed space. The disk reserve gives recovery that room;
+    appends wait until the reserve can be made again."""
+    from storage_helpers import StoreFactory, sync_checkpoint
+
+    stores = StoreFactory(small_fs.path / "data", clock)
+    try:
+        store = stores.open(disk_reserve_bytes=1 << 20)
+        store.create_topic("t", 4, {})
+        for i in range(40):
+            append(store, "t", i % 4, make_batch([b"c%d-%d" % (i, k) for k in range(50)]))
+        sync_checkpoint(store)
+        for i in range(160):  # the tail: 8,000 offsets, 160 KB of consume-queue entries
+            append(store, "t", i % 4, make_batch([b"x%d-%d" % (i, k) for k in range(50)]))
+        expected = {p: [v for _, v in values_of(read_all(store, "t", p))] for p in range(4)}
+        stores.crash(store)
+        lose_unsynced_index_entries(stores.data_dir)
+        small_fs.fill()
+
+        caplog.set_level(logging.INFO)
+        store = stores.open()
+        assert "released the 1048576-byte disk reserve" in caplog.text
+        assert {p: [v for _, v in values_of(read_all(store, "t", p))] for p in range(4)} == expected
+        with pytest.raises(OSError, match="disk reserve"):
+            append(store, "t", 0, make_batch([b"refused"]))
+        assert store.partition("t", 0).next_offset == len(expected[0])
+
+        small_fs.free()
+        clock.advance(1000)  # the reserve is tried again at most once a second
+        assert append(store, "t", 0, make_batch([b"after"])).base_offset == len(expected[0])
+        assert (stores.data_dir / "reserve").stat().st_size == 1 << 20
+        stores.crash(store)
+        store = stores.open()
+        assert [v for _, v in values_of(read_all(store, "t", 0))] == [*expected[0], b"after"]
+    finally:
+        stores.close_all()
