@@ -62,6 +62,9 @@ def print_fuzz(report: FuzzReport) -> None:
 
 def print_faults(results: list[FaultResult]) -> None:
     for result in results:
+        if result.skipped:
+            print(f"{result.name:<25} skip  {result.skipped}")
+            continue
         print(f"{result.name:<25} {'pass' if result.passed else 'FAIL'}  {result.detail}")
 
 

@@ -6,7 +6,8 @@
                     each gets its own ``tmp_path`` data directory unless ``data_dir=`` is given;
                     all are closed at teardown.
 ``small_fs``        a small real file system (tmpfs) to fill up: ``.path``, ``.fill()``,
-                    ``.free()``; skipped, saying why, where mounting is not allowed.
+                    ``.free()`` (bench.small_filesystem); skipped, saying why, where mounting
+                    is not allowed.
 
 At teardown each broker's stderr is written to the test's captured stderr, so pytest shows
 the broker's log next to a failing test. ``rmqkafka.adapter.embedded`` is imported inside the fixtures,
@@ -15,8 +16,6 @@ so collecting tests that need no broker never depends on it.
 
 from __future__ import annotations
 
-import errno
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,8 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for bench/
+
 if TYPE_CHECKING:
     from rmqkafka.adapter.embedded import EmbeddedBroker
+
+    from bench.small_filesystem import SmallFilesystem
 
 
 def _report(broker: EmbeddedBroker) -> None:
@@ -72,46 +75,15 @@ def broker_factory(tmp_path: Path) -> Iterator[Callable[..., EmbeddedBroker]]:
         raise failures[0]
 
 
-class SmallFs:
-    """A mounted tmpfs of a few MiB: ENOSPC comes from the kernel, and truncating or deleting
-    a file frees its blocks, as on a real disk."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._fillers: list[Path] = []
-
-    def fill(self) -> None:
-        """Write files until the file system is full, down to its last 512 bytes."""
-        for chunk in (1 << 20, 4096, 512):
-            while True:
-                path = self.path / f"filler-{len(self._fillers)}"
-                self._fillers.append(path)
-                try:
-                    with open(path, "wb") as f:
-                        while True:
-                            f.write(bytes(chunk))
-                            f.flush()
-                except OSError as exc:
-                    assert exc.errno == errno.ENOSPC, exc
-                if path.stat().st_size < chunk:
-                    break
-
-    def free(self) -> None:
-        for path in self._fillers:
-            path.unlink(missing_ok=True)
-        self._fillers = []
-
 
 @pytest.fixture
-def small_fs(tmp_path: Path) -> Iterator[SmallFs]:
-    """A 24 MiB tmpfs. Mounting needs root (CI runs as root); elsewhere the test skips."""
-    mount = tmp_path / "small-fs"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mount)],
-                          capture_output=True, text=True, check=False)
-    if done.returncode:
-        pytest.skip(f"cannot mount a tmpfs to fill up (needs root): {done.stderr.strip()}")
+def small_fs(tmp_path: Path) -> Iterator[SmallFilesystem]:
+    """A 24 MiB tmpfs to fill up (bench.small_filesystem). Mounting needs root (CI runs as
+    root); elsewhere the test skips and says why."""
+    from bench.small_filesystem import MountRefused, small_filesystem
+
     try:
-        yield SmallFs(mount)
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
+        with small_filesystem(tmp_path / "small-fs") as fs:
+            yield fs
+    except MountRefused as exc:
+        pytest.skip(str(exc))

@@ -15,8 +15,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from power_loss import lose_unsynced_index_entries
 from rawkafka import ErrorCode, KafkaRaw, make_batch
+
+from bench.small_filesystem import lose_unsynced_index_entries
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash, pytest.mark.timeout(120)]
 

@@ -39,6 +39,17 @@ def fill(store, topics=("t", "u"), batches: int = 60, per_batch: int = 1) -> Non
             append(store, topic, 0, make_batch(values, tags=[f"tag{i % 3}"] * per_batch))
 
 
+def reopened_damaged(stores, batches: int, first: int, count: int, how: str, topics=("t",), **config):
+    """A store whose topic ``t`` had ``count`` consume-queue entries from ``first`` damaged
+    while it was stopped, open again."""
+    store = stores.open(**config)
+    fill(store, topics=topics, batches=batches)
+    queue = queue_file(store.partition("t", 0))
+    stores.close(store)
+    damage_entries(queue, first, count, how)
+    return stores.open()
+
+
 def consume(store, topic: str) -> list[bytes]:
     """Every value from the log start to the end, fetch after fetch as a consumer reads (one
     read may stop early before a damaged entry claiming a huge batch; the next meets it)."""
@@ -167,12 +178,7 @@ async def test_entries_pointing_at_another_partitions_batch_are_repaired(stores)
 def test_without_an_event_loop_the_repair_happens_at_once(stores):
     """A store used outside the event loop (tools, tests): the read that meets the damage is
     refused and the repair is done before it returns."""
-    store = stores.open()
-    fill(store, topics=("t",), batches=10)
-    queue = queue_file(store.partition("t", 0))
-    stores.close(store)
-    damage_entries(queue, 3, 2, "zeros")
-    store = stores.open()
+    store = reopened_damaged(stores, 10, 3, 2, "zeros")
     with pytest.raises(CorruptIndexError):
         read_all(store, "t", 0)
     assert [v for _, v in values_of(read_all(store, "t", 0))] == [b"t%d-0" % i for i in range(10)]
@@ -181,12 +187,7 @@ def test_without_an_event_loop_the_repair_happens_at_once(stores):
 async def test_appends_and_other_reads_go_on_while_a_repair_runs(stores):
     """The repair works in slices between which the loop serves others: appends to the same
     partition land after the damaged run and are not touched by it."""
-    store = stores.open(index_repair_slice_entries=2)
-    fill(store, topics=("t", "u"), batches=40)
-    queue = queue_file(store.partition("t", 0))
-    stores.close(store)
-    damage_entries(queue, 5, 30, "random")
-    store = stores.open()
+    store = reopened_damaged(stores, 40, 5, 30, "random", topics=("t", "u"), index_repair_slice_entries=2)
     with pytest.raises(CorruptIndexError):
         consume(store, "t")
     slices = 0
@@ -201,12 +202,7 @@ async def test_appends_and_other_reads_go_on_while_a_repair_runs(stores):
 
 
 async def test_a_repair_stops_when_its_topic_is_deleted(stores, caplog):
-    store = stores.open(index_repair_slice_entries=2)
-    fill(store, topics=("t",), batches=40)
-    queue = queue_file(store.partition("t", 0))
-    stores.close(store)
-    damage_entries(queue, 5, 30, "zeros")
-    store = stores.open()
+    store = reopened_damaged(stores, 40, 5, 30, "zeros", index_repair_slice_entries=2)
     with pytest.raises(CorruptIndexError):
         read_all(store, "t", 0)
     await asyncio.sleep(0)
@@ -218,12 +214,7 @@ async def test_a_repair_stops_when_its_topic_is_deleted(stores, caplog):
 
 
 async def test_a_repair_that_fails_marks_every_index_for_a_rebuild(stores, monkeypatch, caplog):
-    store = stores.open()
-    fill(store, topics=("t",), batches=10)
-    queue = queue_file(store.partition("t", 0))
-    stores.close(store)
-    damage_entries(queue, 3, 2, "zeros")
-    store = stores.open()
+    store = reopened_damaged(stores, 10, 3, 2, "zeros")
     plog = store.partition("t", 0)
 
     def broken(*_args):

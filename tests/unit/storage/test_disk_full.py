@@ -11,12 +11,12 @@ import logging
 import os
 
 import pytest
-
 from batches import make_batch, values_of
 from rmqkafka.storage import commitlog as commitlog_module
 from rmqkafka.storage import files as files_module
-from power_loss import lose_unsynced_index_entries
 from storage_helpers import append, read_all
+
+from bench.small_filesystem import lose_unsynced_index_entries
 
 
 def full_disk(monkeypatch, module, after: int = 0, written: int | None = None):
