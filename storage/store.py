@@ -314,7 +314,10 @@ class MessageStore:
         if not self.clean_start:
             self.reserve.release_if_low()
             try:
-                self._recover(position, derived)
+                # the queues' cut is exact only at the checkpoint's own position (not moved
+                # up to the commitlog start, not a rebuild from it)
+                self._recover(position, derived,
+                              exact=derived is not None and position == int(checkpoint.get("position", 0)))
             except OSError as exc:
                 if exc.errno != errno.ENOSPC:
                     raise
@@ -381,7 +384,12 @@ class MessageStore:
             log.error("commitlog damaged: %s missing", gap.describe())
         return gaps
 
-    def _recover(self, position: int, derived: dict[str, list[int]] | None) -> None:
+    def _recover(self, position: int, derived: dict[str, list[int]] | None, *, exact: bool) -> None:
+        """Re-index the commitlog from ``position``. The index files are first cut back to
+        the sizes the checkpoint recorded (``derived``). When ``exact`` (those sizes were taken
+        at ``position`` itself) that cut is all: every entry left points below ``position``.
+        Otherwise the queues are also cut at the first entry pointing at or after it, found
+        by a binary search over positions (which a damaged entry can mislead)."""
         log.info("recovering commitlog from position %d", position)
         for plog in self._partitions.values():
             if derived is not None:  # a partition absent from it was created after P
@@ -389,7 +397,8 @@ class MessageStore:
                 plog.consume_queue.truncate_to(next_offset)
                 plog.time_index.truncate_entries(time_entries)
                 plog.txn_index.truncate_entries(txn_entries)
-            plog.consume_queue.truncate_from_position(position)
+            if not exact:
+                plog.consume_queue.truncate_from_position(position)
             plog.time_index.truncate_to(plog.next_offset)
             plog.txn_index.truncate_to_offset(plog.next_offset)
         before = self.commitlog.end_position

@@ -254,3 +254,30 @@ def test_bytes_available_never_loops_or_fails_on_a_damaged_entry(stores, entry):
     with pytest.raises(CorruptIndexError):
         store.partition("t", 0).read(0, 1 << 20, True)
     assert [v for _, v in values_of(read_all(store, "t", 0))] == [b"v%d" % i for i in range(5)]
+
+
+@pytest.mark.parametrize("entry", [(1 << 60, 80, 0), (-7, 80, 0), (0, 0, 0)], ids=["huge", "negative", "zeros"])
+async def test_recovery_after_a_crash_is_not_misled_by_a_damaged_entry(stores, entry):
+    """Recovery cuts each queue back to what the checkpoint covered and re-indexes the tail.
+    It used to find that cut with a binary search over entry positions, which a damaged entry
+    in the middle sent elsewhere: valid entries were dropped, the tail's batches no longer
+    followed on ("expected offset ...; skipped") and their offsets were handed out again."""
+    import struct
+
+    from storage_helpers import sync_checkpoint
+
+    store = stores.open()
+    fill(store, topics=("t",), batches=100)
+    sync_checkpoint(store)
+    for i in range(100, 120):
+        append(store, "t", 0, make_batch([b"t%d-0" % i]))
+    queue = queue_file(store.partition("t", 0))
+    stores.crash(store)
+    data = bytearray(queue.read_bytes())
+    struct.pack_into(">qiq", data, 50 * 20, *entry)
+    queue.write_bytes(bytes(data))
+
+    store = stores.open()
+    assert store.partition("t", 0).next_offset == 120
+    assert await read_until_repaired(store, "t") == [b"t%d-0" % i for i in range(120)]
+    assert append(store, "t", 0, make_batch([b"after"])).base_offset == 120
