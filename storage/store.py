@@ -343,19 +343,32 @@ class MessageStore:
         self.reserve.ensure()  # after the checkpoint: from space recovery did not need
         self._opened = True
 
-    @staticmethod
-    def _first_offset_kept(plog: PartitionLog, start: int) -> int:
+    def _first_offset_kept(self, plog: PartitionLog, start: int) -> int:
         """The first offset whose batch is at or after commitlog position ``start`` (retention
-        deleted the ones before), as the consume queue says; unless the queue's first entry
-        from the log start on is damaged (a negative position or no size): then nothing says
-        which batches are gone, and a read of it has it repaired (storage.index_repair)."""
+        deleted the ones before), as the consume queue's binary search over positions says,
+        if the entries around the answer agree: the one before it names a batch before
+        ``start`` and the one at it a batch that is there. A damaged entry can mislead the
+        search (past valid records, which would then be hidden); the log start then stays,
+        and a read of a damaged or deleted entry has it repaired (storage.index_repair)."""
         queue = plog.consume_queue
         first = max(plog.log_start_offset, queue.min_offset)
-        if first < queue.next_offset:
-            position, size, code = queue.entry(first)
-            if position < 0 or (size <= 0 and code != LOST_CODE):
-                return first
-        return queue.first_offset_at_position(start)
+        if first >= queue.next_offset:
+            return first
+        found = queue.first_offset_at_position(start)
+        if found <= first:
+            return first
+        before, before_size, before_code = queue.entry(found - 1)
+        agree = before_code == LOST_CODE or (0 <= before < start and before_size >= record_batch.HEADER_SIZE)
+        if agree and found < queue.next_offset:
+            position, size, code = queue.entry(found)
+            agree = code == LOST_CODE or self.commitlog.read_checked(
+                position, size, plog.topic_id, plog.partition) is not None
+        if not agree:
+            log.warning("%s/%d: the consume-queue entries around offset %d do not agree on where the "
+                        "commitlog starts; the log start offset stays %d", plog.topic_id, plog.partition,
+                        found, first)
+            return first
+        return found
 
     def _try_write_checkpoint(self, position: int, snapshot: dict) -> bool:
         """Write a checkpoint where one is not required for correctness (open, close): on a

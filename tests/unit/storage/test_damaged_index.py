@@ -281,3 +281,31 @@ async def test_recovery_after_a_crash_is_not_misled_by_a_damaged_entry(stores, e
     assert store.partition("t", 0).next_offset == 120
     assert await read_until_repaired(store, "t") == [b"t%d-0" % i for i in range(120)]
     assert append(store, "t", 0, make_batch([b"after"])).base_offset == 120
+
+
+@pytest.mark.parametrize("entry", [(-7, 80, 0), (0, 0, 0)], ids=["negative", "zeros"])
+async def test_a_damaged_entry_does_not_hide_records_when_retention_moved_the_start(stores, entry):
+    """After retention deleted segments and a crash before a checkpoint recorded the new log
+    start, start-up finds the first surviving offset by a binary search over positions. A
+    damaged entry among the surviving ones made it land past valid records, which were then
+    hidden below the log start."""
+    import struct
+
+    store = stores.open(segment_bytes=600, retention_ms=None, consume_queue_entries_per_file=1000)
+    fill(store, topics=("t",), batches=60)
+    stores.close(store)
+    store = stores.open(retention_bytes=1500)
+    assert store.apply_retention() > 0
+    kept = store.partition("t", 0).log_start_offset
+    assert 0 < kept < 50
+    queue = queue_file(store.partition("t", 0))
+    stores.crash(store)  # the checkpoint still says log start 0
+    data = bytearray(queue.read_bytes())
+    for offset in range(kept, (kept + 60) // 2):  # a run: the search surely meets one
+        struct.pack_into(">qiq", data, offset * 20, *entry)
+    queue.write_bytes(bytes(data))
+
+    store = stores.open(retention_bytes=None)
+    assert store.partition("t", 0).log_start_offset <= kept
+    values = await read_until_repaired(store, "t")
+    assert values[-(60 - kept):] == [b"t%d-0" % i for i in range(kept, 60)]
