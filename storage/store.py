@@ -124,6 +124,7 @@ CLEAN_SHUTDOWN = "clean_shutdown"
 # 32) per batch, and three new 4 KiB blocks (queue, time index, txnindex) per partition
 _TIME_AND_TXN_ENTRY_BYTES = 48
 _NEW_BLOCKS_PER_PARTITION = 3 * 4096
+_REPEAT_LOG_MS = 60_000  # a failure repeated by a retry loop is logged again at most this often
 REBUILD_INDEXES = "rebuild_indexes"  # a repair of damaged index entries failed: rebuild at the next start
 
 
@@ -1091,6 +1092,8 @@ class MessageStore:
     async def _checkpoint_loop(self) -> None:
         interval = self.config.flush_interval_ms / 1000
         assert self._checkpoint_soon is not None
+        failing_since: int | None = None
+        last_logged = 0
         while True:
             try:  # every interval, or at once when half the disk reserve is spoken for
                 await asyncio.wait_for(self._checkpoint_soon.wait(), interval)
@@ -1101,8 +1104,21 @@ class MessageStore:
                 await self.checkpoint()
             except StorageFailedError:
                 return
-            except OSError:
-                log.exception("checkpoint failed")
+            except OSError as exc:
+                # retried every interval: the first failure with its traceback, then a line
+                # a minute (a broker left on a full disk must not flood its log)
+                now = self.clock.now_ms()
+                if failing_since is None:
+                    log.exception("checkpoint failed; retrying every %d ms", self.config.flush_interval_ms)
+                    failing_since = last_logged = now
+                elif now - last_logged >= _REPEAT_LOG_MS:
+                    log.error("checkpoint failed, still failing after %d s: %s",
+                              (now - failing_since) // 1000, exc)
+                    last_logged = now
+                continue
+            if failing_since is not None:
+                log.warning("checkpoints work again")
+                failing_since = None
 
     async def checkpoint(self) -> None:
         """Flush the commitlog, derived files and offsets journal, then record position P as

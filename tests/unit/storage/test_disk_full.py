@@ -6,6 +6,7 @@ is room, gets the same offset; reads and restarts see exactly the acknowledged r
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import logging
 import os
@@ -186,3 +187,34 @@ def test_a_crash_that_left_an_unindexed_tail_starts_on_a_full_disk(small_fs, clo
         assert [v for _, v in values_of(read_all(store, "t", 0))] == [*expected[0], b"after"]
     finally:
         stores.close_all()
+
+
+async def test_failing_checkpoints_are_logged_once_a_minute_not_every_interval(stores, clock, monkeypatch, caplog):
+    """On a full disk every checkpoint fails until there is room: the loop retries each
+    interval, and used to log a traceback each time (a flood in the log of a broker left on
+    a full disk). It logs the first failure, then at most one line a minute, and says when
+    checkpoints work again."""
+    store = stores.open(flush_interval_ms=10)
+    store.create_topic("t", 1, {})
+    real = store._write_checkpoint
+
+    def full(*_args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store, "_write_checkpoint", full)
+    await store.start()
+    for i in range(30):
+        append(store, "t", 0, make_batch([b"v%d" % i]))  # something new to checkpoint each time
+        await asyncio.sleep(0.012)
+    failures = [r for r in caplog.records if "checkpoint failed" in r.getMessage()]
+    assert len(failures) == 1 and failures[0].exc_info is not None
+    clock.advance(60_000)
+    append(store, "t", 0, make_batch([b"later"]))
+    await asyncio.sleep(0.05)
+    failures = [r for r in caplog.records if "checkpoint failed" in r.getMessage()]
+    assert len(failures) == 2 and "still failing" in failures[1].getMessage()
+    monkeypatch.setattr(store, "_write_checkpoint", real)
+    append(store, "t", 0, make_batch([b"room"]))
+    await asyncio.sleep(0.05)
+    assert "checkpoints work again" in caplog.text
+    await stores.aclose(store)
