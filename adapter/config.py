@@ -83,6 +83,7 @@ class AdapterConfig:
     group_min_session_timeout_ms: int = 6000  # group.min.session.timeout.ms
     group_max_session_timeout_ms: int = 1800000  # group.max.session.timeout.ms
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
+    offsets_topic_num_partitions: int = 50  # offsets.topic.num.partitions (__consumer_offsets, presented)
     transaction_max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
     transactional_id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
     # The HTTP port of /metrics, /ready, /healthz and the console (adapter.http_server). Off

@@ -68,6 +68,7 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
 ``group.min.session.timeout.ms``    smallest session timeout a member may ask for (6000)
 ``group.max.session.timeout.ms``    largest session timeout a member may ask for (1800000)
 ``offset.metadata.max.bytes``       longest metadata string of a committed offset (4096)
+``offsets.topic.num.partitions``    partitions of ``__consumer_offsets`` (50; presented only)
 ``transaction.max.timeout.ms``      largest transaction timeout a producer may ask for (900000)
 ``transactional.id.expiration.ms``  a transactional id unused this long is forgotten
                                     (>= 1; 604800000 = 7 days)
@@ -177,6 +178,7 @@ KNOWN_KEYS = frozenset(
         "group.min.session.timeout.ms",
         "group.max.session.timeout.ms",
         "offset.metadata.max.bytes",
+        "offsets.topic.num.partitions",
         "transaction.max.timeout.ms",
         "transactional.id.expiration.ms",
         "enablePropertyFilter",
@@ -507,6 +509,7 @@ def build_config(
         "group_min_session_timeout_ms": p.integer("group.min.session.timeout.ms", minimum=1),
         "group_max_session_timeout_ms": p.integer("group.max.session.timeout.ms", minimum=1),
         "offset_metadata_max_bytes": p.integer("offset.metadata.max.bytes", minimum=0),
+        "offsets_topic_num_partitions": p.integer("offsets.topic.num.partitions", minimum=1),
         "transaction_max_timeout_ms": p.integer("transaction.max.timeout.ms", minimum=1),
         "transactional_id_expiration_ms": p.integer("transactional.id.expiration.ms", minimum=1),
         "metrics_port": _metrics_port(p, metrics_port),

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from rmqkafka.storage.errors import InvalidPartitionCountError, TopicExistsError
-from rmqkafka.storage.topics import TopicMeta
+from rmqkafka.rmqsemantics.semantics import CONSUMER_OFFSETS_TOPIC
+from rmqkafka.storage.topics import TopicMeta, folded
 
 from .context import BrokerContext
 from .errors import InvalidReplicaAssignment, InvalidReplication, InvalidTopicName
+from .internal_topics import ensure_consumer_offsets
 from .topic_configs import validate_topic_configs
 from .topic_names import invalid_reason
 
@@ -27,6 +29,9 @@ def check_new_topic(
         raise TopicExistsError(f"topic {name!r} already exists")
     if ctx.semantics.views.get(name) is not None:
         raise TopicExistsError(f"a view named {name!r} already exists")
+    colliding = _colliding(ctx, name)
+    if colliding is not None:
+        raise InvalidTopicName(f"Topic '{name}' collides with existing topic: {colliding}")
     if assignments:
         if num_partitions != -1 or replication_factor != -1:
             raise InvalidReplicaAssignment(
@@ -53,6 +58,22 @@ def check_new_topic(
     return num_partitions, validate_topic_configs(configs, name)
 
 
+def _colliding(ctx: BrokerContext, name: str) -> str | None:
+    """A topic or view whose name equals ``name`` once '.' and '_' are folded (Kafka refuses
+    such a name: its metric names could not be told apart)."""
+    if "." not in name and "_" not in name:
+        return None
+    key = folded(name)
+    views = [v.name for v in ctx.semantics.views.all() if v.name != name and folded(v.name) == key]
+    candidates = [c for c in (ctx.store.topics.colliding(name), *views) if c is not None]
+    return min(candidates) if candidates else None
+
+
 def auto_create(ctx: BrokerContext, name: str) -> TopicMeta:
+    if name == CONSUMER_OFFSETS_TOPIC:
+        meta = ensure_consumer_offsets(ctx)
+        if meta is None:
+            raise InvalidPartitionCountError(f"{name} could not be created (see the broker log)")
+        return meta
     partitions, configs = check_new_topic(ctx, name, -1, -1, [], {})
     return ctx.store.create_topic(name, partitions, configs)

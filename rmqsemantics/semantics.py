@@ -28,9 +28,13 @@ from .scheduler import RETRY_PREFIX, Scheduler
 from .scheduler import SYSTEM_TOPICS as SCHEDULER_TOPICS
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"  # adapter.transactions.state_log.TOPIC
-# Topics only the broker writes and that listings leave out: the scheduler's, the half and
-# op topics of RocketMQ transaction messages, and the transaction coordinator's state log.
-SYSTEM_TOPICS = SCHEDULER_TOPICS | HALF_TOPICS | {TRANSACTION_STATE_TOPIC}
+CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
+# Kafka's internal topics: listings show them once they are in use (Kafka creates them on a
+# group's or a transactional id's first use), and only the broker writes them.
+INTERNAL_TOPICS = frozenset({TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC})
+# Topics only the broker writes: the scheduler's, the half and op topics of RocketMQ
+# transaction messages, and the internal ones. Listings leave out all but the internal ones.
+SYSTEM_TOPICS = SCHEDULER_TOPICS | HALF_TOPICS | INTERNAL_TOPICS
 from .view_arrivals import ArrivalTest, arrival_test
 from .view_reader import ReadResult, ViewReadCounts, first_match_at_or_after, read_view
 from .views import SourceInUseError, View, ViewError, ViewExistsError, ViewRegistry
@@ -115,12 +119,21 @@ class Semantics:
 
     def listed(self) -> list[TopicMeta | View]:
         """Every topic and view, by name: what Metadata answers when all topics are asked for.
-        System topics are left out (they answer when asked for by name)."""
+        System topics are left out (they answer when asked for by name), except the internal
+        ones in use."""
         entities: list[TopicMeta | View] = [
-            *(meta for meta in self.store.topics.all() if meta.name not in SYSTEM_TOPICS),
+            *(meta for meta in self.store.topics.all()
+              if meta.name not in SYSTEM_TOPICS or self._internal_in_use(meta)),
             *self.views.all(),
         ]
         return sorted(entities, key=lambda e: e.name)
+
+    def _internal_in_use(self, meta: TopicMeta) -> bool:
+        """``__consumer_offsets`` exists once a group has looked for its coordinator; the
+        transaction log always exists here, and is in use once it holds a record."""
+        if meta.name == TRANSACTION_STATE_TOPIC:
+            return self.store.partition(meta.name, 0).next_offset > 0
+        return meta.name in INTERNAL_TOPICS
 
     def topic_for_append(self, name: str) -> TopicMeta | None:
         """The topic records for ``name`` are appended to (None: no such topic); raises

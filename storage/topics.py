@@ -31,9 +31,16 @@ class TopicRegistry:
         self._path = path
         self._by_name: dict[str, TopicMeta] = {}
         self._by_id: dict[uuid.UUID, TopicMeta] = {}
+        # Names with '.' folded into '_' -> the names that fold to it (Kafka refuses a name
+        # that collides with another this way: metric names cannot tell them apart).
+        self._by_folded: dict[str, set[str]] = {}
         for meta in read_json_with_fallback(path, _parse) or ():
-            self._by_name[meta.name] = meta
-            self._by_id[meta.topic_id] = meta
+            self._add(meta)
+
+    def _add(self, meta: TopicMeta) -> None:
+        self._by_name[meta.name] = meta
+        self._by_id[meta.topic_id] = meta
+        self._by_folded.setdefault(folded(meta.name), set()).add(meta.name)
 
     def _save(self) -> None:
         write_json_atomically(
@@ -51,6 +58,12 @@ class TopicRegistry:
     def by_id(self, topic_id: uuid.UUID) -> TopicMeta | None:
         return self._by_id.get(topic_id)
 
+    def colliding(self, name: str) -> str | None:
+        """Another topic's name that equals ``name`` once every '.' is read as '_' (the
+        least, so answers are stable), or None."""
+        others = self._by_folded.get(folded(name), set()) - {name}
+        return min(others) if others else None
+
     def all(self) -> list[TopicMeta]:
         return list(self._by_name.values())
 
@@ -60,8 +73,7 @@ class TopicRegistry:
         if partitions < 1:
             raise InvalidPartitionCountError(f"partition count must be >= 1, got {partitions}")
         meta = TopicMeta(name, uuid.uuid4(), partitions, dict(configs))
-        self._by_name[name] = meta
-        self._by_id[meta.topic_id] = meta
+        self._add(meta)
         self._save()
         return meta
 
@@ -70,6 +82,10 @@ class TopicRegistry:
         if meta is None:
             raise UnknownTopicError(name)
         del self._by_id[meta.topic_id]
+        same = self._by_folded[folded(name)]
+        same.discard(name)
+        if not same:
+            del self._by_folded[folded(name)]
         self._save()
         return meta
 
@@ -94,6 +110,10 @@ class TopicRegistry:
         if meta is None:
             raise UnknownTopicError(name)
         return meta
+
+
+def folded(name: str) -> str:
+    return name.replace(".", "_")
 
 
 def _parse(raw: dict) -> list[TopicMeta]:

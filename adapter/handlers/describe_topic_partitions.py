@@ -39,6 +39,7 @@ from .. import acl_operations
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
+from ..internal_topics import is_internal
 from ..security.acls import AclOperation, ResourceType
 from ..topic_names import invalid_reason
 
@@ -53,7 +54,7 @@ def _topic(ctx: BrokerContext, name: str, code: ErrorCode, topic_id: uuid.UUID =
         error_code=code,
         name=name,
         topic_id=topic_id,
-        is_internal=False,
+        is_internal=is_internal(name),
         partitions=partitions,
         topic_authorized_operations=acl_operations.authorized(ctx, not code, ResourceType.TOPIC, name),
     )

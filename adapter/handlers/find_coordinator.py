@@ -2,7 +2,8 @@
 
 v0-3 ask for one key; v4+ for a batch of keys (KIP-699). Key types: 0 group, 1 transaction.
 Each key needs DESCRIBE on its group (GROUP_AUTHORIZATION_FAILED) or transactional id
-(TRANSACTIONAL_ID_AUTHORIZATION_FAILED), as in Kafka.
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED), as in Kafka. A group's lookup creates the internal
+topic ``__consumer_offsets`` (adapter/internal_topics.py), as Kafka's does.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from kio.schema.errors import ErrorCode
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
+from ..internal_topics import ensure_consumer_offsets
 from ..security.acls import AclOperation, ResourceType
 
 API_KEY = 10
@@ -30,6 +32,8 @@ def _answer(ctx: BrokerContext, key_type: int, key: str) -> dict:
     elif not ctx.allowed(AclOperation.DESCRIBE, _RESOURCES[key_type][0], key):
         error, message = _RESOURCES[key_type][1], None
     else:
+        if key_type == 0:
+            ensure_consumer_offsets(ctx)
         return dict(error_code=ErrorCode.none, error_message=None, node_id=ctx.config.node_id,
                     host=ctx.advertised_host, port=ctx.advertised_port)
     return dict(error_code=error, error_message=message, node_id=-1, host="", port=-1)

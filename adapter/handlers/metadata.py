@@ -4,6 +4,8 @@ Subscription views are listed like topics (rmqsemantics/views.py): their own sta
 the view registry, the partitions of their source topic at this moment (so a view grows when
 its source does), this node as leader, ``is_internal`` false. They appear when every topic is
 asked for, by name and by id (v10+). A name that is a view is never auto-created as a topic.
+Kafka's internal topics are flagged ``is_internal`` (adapter/internal_topics.py); asking for
+``__consumer_offsets`` by name creates it as Kafka's auto-creation does.
 
 Authorization (Kafka's rules): listing every topic lists those the caller may DESCRIBE; a
 topic asked for by name or id without DESCRIBE is TOPIC_AUTHORIZATION_FAILED (by id with a
@@ -24,6 +26,7 @@ from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
 from ..errors import error_code_for
+from ..internal_topics import is_internal
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..topic_admin import auto_create
 
@@ -38,7 +41,7 @@ def topic_entry(ctx: BrokerContext, meta: TopicMeta | View, with_operations: boo
         error_code=ErrorCode.none,
         name=meta.name,
         topic_id=semantics.id_of(meta),
-        is_internal=False,
+        is_internal=is_internal(meta.name),
         partitions=[
             dict(
                 error_code=ErrorCode.none,

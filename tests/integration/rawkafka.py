@@ -79,10 +79,12 @@ class ApiKey:
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
+    SASL_AUTHENTICATE = 36
 
 
 class ConnectionClosed(ConnectionError):
@@ -318,6 +320,14 @@ class KafkaRaw:
             client_software_name="rawkafka",
             client_software_version="1.0",
         )
+
+    def sasl_plain(self, user: str, password: str) -> None:
+        """Log in with SASL PLAIN (SaslHandshake v1, SaslAuthenticate v2); raises on refusal."""
+        handshake = self.request(ApiKey.SASL_HANDSHAKE, 1, mechanism="PLAIN")
+        assert handshake.error_code == ErrorCode.none, handshake
+        answer = self.request(ApiKey.SASL_AUTHENTICATE, 2,
+                              auth_bytes=b"\0" + user.encode() + b"\0" + password.encode())
+        assert answer.error_code == ErrorCode.none, answer
 
     def metadata(
         self,
