@@ -25,8 +25,8 @@ from confluent_kafka.admin import (
 from kio.schema.errors import ErrorCode
 from rawkafka import KafkaRaw, make_batch
 
-(OFFSET_COMMIT, OFFSET_FETCH, CREATE_TOPICS, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_CONFIGS, ALTER_CONFIGS,
- CREATE_PARTITIONS, DESCRIBE_PRODUCERS, DESCRIBE_TOPIC_PARTITIONS) = 8, 9, 19, 23, 32, 33, 37, 61, 75
+(OFFSET_COMMIT, OFFSET_FETCH, CREATE_TOPICS, DELETE_TOPICS, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_CONFIGS, ALTER_CONFIGS,
+ CREATE_PARTITIONS, DESCRIBE_PRODUCERS, DESCRIBE_TOPIC_PARTITIONS) = 8, 9, 19, 20, 23, 32, 33, 37, 61, 75
 TOPIC_RESOURCE = 2
 DENIED = ErrorCode.topic_authorization_failed
 SECRET = [b"salary=1", b"salary=2", b"salary=3"]
@@ -178,3 +178,22 @@ def test_a_view_made_by_someone_else_shows_nothing_of_a_source_the_caller_may_no
         future.result(10)
     assert [r.value for r in conn.fetch_all(view, 0)] == SECRET
     assert view in {t.name for t in conn.metadata(None, allow_auto_topic_creation=False).topics}
+
+
+def test_deleting_a_source_names_only_the_views_the_caller_may_describe(world):
+    admin, conn, _ = world
+    assert create_view(conn, "peek-own", "peek-own-source") == (ErrorCode.none, None)
+    for future in admin.create_topics([NewTopic("owners-view", -1, -1, config={
+            "rmq.view.source": "peek-own-source", "rmq.view.tags": "*"})]).values():
+        future.result(10)
+
+    def refusal():
+        response = conn.request(DELETE_TOPICS, 6, timeout=10_000, topics=[dict(name="peek-own-source",
+                                                                                   topic_id=None)])
+        return response.responses[0].error_code, response.responses[0].error_message
+
+    assert refusal() == (ErrorCode.policy_violation, "topic 'peek-own-source' is the source of view(s) peek-own "
+                                                     "and 1 other(s); delete them first")
+    conn.request(DELETE_TOPICS, 6, timeout=10_000, topics=[dict(name="peek-own", topic_id=None)])
+    assert refusal() == (ErrorCode.policy_violation, "topic 'peek-own-source' is the source of 1 view(s) you may "
+                                                     "not describe; they must be deleted first")
