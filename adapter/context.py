@@ -1,6 +1,7 @@
 """What every request handler may use: configs, the store, the semantics layer over it, the
 clock, the long-poll waiters, the group and transaction coordinators, and who is asking
-(``SESSION``, set per request by the connection) with what they may do (``allowed``)."""
+(``SESSION``, set per request by the connection) with what they may do (``allowed``; on a
+subscription view, that includes the rights on its source: adapter/view_access.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import contextvars
 from dataclasses import dataclass
 
 from rmqkafka.rmqsemantics.semantics import Semantics
+from rmqkafka.rmqsemantics.views import View
 from rmqkafka.storage.clock import Clock
 from rmqkafka.storage.config import StorageConfig
 from rmqkafka.storage.store import MessageStore
@@ -20,6 +22,7 @@ from .security.authentication import Authentication
 from .security.principal import ANONYMOUS, Session
 from .security.service import Security
 from .transactions.service import TransactionService
+from .view_access import SOURCE_OPERATION
 
 # The identity and address of the connection whose request is being handled.
 SESSION: contextvars.ContextVar[Session] = contextvars.ContextVar("session", default=Session(ANONYMOUS, ""))
@@ -44,8 +47,21 @@ class BrokerContext:
     listener_protocol: str = "PLAINTEXT"
 
     def allowed(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
-        """Whether the current request's principal may do ``operation`` on the resource."""
-        return self.security.authorizer.allowed(SESSION.get(), operation, resource_type, name)
+        """Whether the current request's principal may do ``operation`` on the resource; on a
+        view, reading or describing also needs the matching right on its source."""
+        authorizer = self.security.authorizer
+        session = SESSION.get()
+        if not authorizer.allowed(session, operation, resource_type, name):
+            return False
+        if not authorizer.enabled or resource_type is not ResourceType.TOPIC:
+            return True
+        on_source = SOURCE_OPERATION.get(operation)
+        view = None if on_source is None else self.semantics.views.get(name)
+        return view is None or authorizer.allowed(session, on_source, ResourceType.TOPIC, view.source)
+
+    def may_see_source(self, view: View) -> bool:
+        """Whether an error message may name the view's source to the current caller."""
+        return self.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, view.source)
 
     def allowed_on_some(self, operation: AclOperation, resource_type: ResourceType) -> bool:
         return self.security.authorizer.allowed_on_some(SESSION.get(), operation, resource_type)

@@ -22,6 +22,10 @@
   and the file system is filled to its last block: it starts, serves every acknowledged
   record, answers produces with KAFKA_STORAGE_ERROR, and takes them again within 5 s of
   space being freed. Needs root to mount the tmpfs; skipped (and said so) otherwise.
+- ``view_acl`` (issue 20): with ACLs on, a user with every right on the topic names ``peek*``
+  and none on ``secret`` tries to read ``secret`` through a subscription view: creating one
+  over it is refused (TOPIC_AUTHORIZATION_FAILED), and fetching from one the owner made is
+  refused too, without a byte of ``secret``.
 """
 
 from __future__ import annotations
@@ -357,10 +361,67 @@ def _full_disk_power_loss(fs) -> FaultResult:
         instance.close()
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def view_acl(workdir: Path) -> FaultResult:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        NewTopic,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    outside = _free_port()  # PLAINTEXT: the attacker is User:ANONYMOUS
+    instance = broker(workdir / "view-acl", config={
+        "listeners": f"OWNER://127.0.0.1:0,OUTSIDE://127.0.0.1:{outside}",
+        "listener.security.protocol.map": "OWNER:SASL_PLAINTEXT,OUTSIDE:PLAINTEXT",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                            'user_owner="owner-secret";',
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:owner",
+    })
+    try:
+        owner = {"bootstrap.servers": instance.bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
+                 "sasl.mechanism": "PLAIN", "sasl.username": "owner", "sasl.password": "owner-secret"}
+        admin = AdminClient(owner)
+        admin.create_topics([NewTopic("secret", 1)])["secret"].result(10)
+        producer = Producer(owner)
+        producer.produce("secret", b"the secret")
+        if producer.flush(10):
+            raise RuntimeError("the owner could not produce to 'secret'")
+        grants = [AclBinding(kind, "peek", ResourcePatternType.PREFIXED, "User:ANONYMOUS", "*", AclOperation.ALL,
+                             AclPermissionType.ALLOW) for kind in (ResourceType.TOPIC, ResourceType.GROUP)]
+        for future in admin.create_acls(grants).values():
+            future.result(10)
+        view_configs = {"rmq.view.source": "secret", "rmq.view.tags": "*"}
+        with raw.KafkaRaw("127.0.0.1", outside) as conn:
+            created = conn.request(raw.ApiKey.CREATE_TOPICS, 7, timeout=10_000, validate_only=False, topics=[dict(
+                name="peek-mine", num_partitions=-1, replication_factor=-1, assignments=(),
+                configs=[dict(name=k, value=v) for k, v in view_configs.items()])]).topics[0].error_code
+            admin.create_topics([NewTopic("peek-owners", -1, -1, config=view_configs)])["peek-owners"].result(10)
+            fetched = conn.fetch("peek-owners", 0, 0)
+        leaked = b"the secret" in bytes(fetched.records or b"")
+        passed = (created == fetched.error_code == ErrorCode.topic_authorization_failed and not leaked
+                  and _still_serving(instance))
+        return FaultResult("view_acl", passed,
+                           f"a view over 'secret' created by a user without READ on it: {created.name}; a fetch "
+                           f"through the owner's view: {fetched.error_code.name}, secret bytes returned: {leaked}")
+    finally:
+        instance.close()
+
+
 FAULTS: dict[str, Callable[[Path], FaultResult]] = {
     fn.__name__: fn for fn in (decompression_bomb, pipelined_fetches, offset_deltas, huge_partitions,
                                list_offsets_negative, slow_request, damaged_consume_queue,
-                               full_disk_power_loss)
+                               full_disk_power_loss, view_acl)
 }
 
 

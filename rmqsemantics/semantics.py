@@ -230,7 +230,8 @@ class Semantics:
         dependents = [v.name for v in self.views.of_source(name)]
         if dependents:
             raise SourceInUseError(
-                f"topic {name!r} is the source of view(s) {', '.join(dependents)}; delete them first"
+                f"topic {name!r} is the source of view(s) {', '.join(dependents)}; delete them first",
+                tuple(dependents),
             )
 
     def delete_view(self, name: str) -> View:

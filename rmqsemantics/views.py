@@ -35,7 +35,11 @@ class ViewExistsError(ViewError):
 
 
 class SourceInUseError(ViewError):
-    """A topic that views read from cannot be deleted until they are."""
+    """A topic that views read from cannot be deleted until they are (``views``: their names)."""
+
+    def __init__(self, message: str, views: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.views = views
 
 
 @dataclass(frozen=True, slots=True)

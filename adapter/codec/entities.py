@@ -2,7 +2,9 @@
 
 kio generates one class per API version, each with only the fields that version has. Handlers
 describe a response once, with every field any version may carry, and ``make`` keeps the
-fields the requested version's class knows, building nested entities from dicts.
+fields the requested version's class knows, building nested entities from dicts. An entity
+with an error and an ``error_message`` field gets Kafka's default message for the code when
+the handler gives none (codec.error_messages).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from .error_messages import default_message
+
 _ZERO = datetime.timedelta(0)
 
 
@@ -25,6 +29,7 @@ class _Shape:
     nested: dict[str, tuple[type, bool]]  # field -> (entity class, is a tuple of them)
     timedeltas: frozenset[str]
     error_codes: frozenset[str]
+    has_error_message: bool  # an error_code and an error_message field side by side
 
 
 @functools.cache
@@ -52,7 +57,8 @@ def _shape(cls: type) -> _Shape:
             if isinstance(candidate, type) and dataclasses.is_dataclass(candidate):
                 nested[f.name] = (candidate, False)
                 break
-    return _Shape(frozenset(names), nested, frozenset(timedeltas), frozenset(error_codes))
+    has_error_message = "error_code" in error_codes and "error_message" in names
+    return _Shape(frozenset(names), nested, frozenset(timedeltas), frozenset(error_codes), has_error_message)
 
 
 def _strip_optional(hint: Any) -> Any:
@@ -66,7 +72,7 @@ def _strip_optional(hint: Any) -> Any:
 def make(cls: type, /, **values: Any) -> Any:
     """``cls(**values)`` keeping only ``cls``'s fields; dicts become nested entities,
     integer milliseconds timedeltas and integer error codes ErrorCode where the schema
-    wants one."""
+    wants one; Kafka's default message where an error has none."""
     shape = _shape(cls)
     kwargs: dict[str, Any] = {}
     for key, value in values.items():
@@ -86,6 +92,8 @@ def make(cls: type, /, **values: Any) -> Any:
         kwargs[key] = value
     for key in shape.timedeltas - kwargs.keys():
         kwargs[key] = _ZERO
+    if shape.has_error_message and kwargs.get("error_message") is None and kwargs.get("error_code"):
+        kwargs["error_message"] = default_message(kwargs["error_code"])
     return cls(**kwargs)
 
 

@@ -28,6 +28,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from .error_messages import default_message
 from .messages import Request
 from .messages import encode_response
 from .messages import response_header
@@ -135,8 +136,8 @@ def encode_produce_response(version: int, responses: Sequence[dict[str, Any]]) -
     ``responses`` are dicts ``name, partition_responses``; each partition a dict ``index,
     error_code, base_offset, log_append_time`` (datetime, int ms or None for -1),
     ``log_start_offset, record_errors`` (dicts ``batch_index,
-    batch_index_error_message``) and ``error_message``; fields the version lacks are
-    ignored.
+    batch_index_error_message``) and ``error_message`` (Kafka's default message for an error
+    given none); fields the version lacks are ignored.
     """
     _check_version("Produce", version, PRODUCE_VERSIONS)
     flexible = version >= _PRODUCE_FLEXIBLE
@@ -167,7 +168,10 @@ def encode_produce_response(version: int, responses: Sequence[dict[str, Any]]) -
                     out += _nullable_string(record_error.get("batch_index_error_message"), flexible)
                     if flexible:
                         out += _EMPTY_TAGS
-                out += _nullable_string(p.get("error_message"), flexible)
+                message = p.get("error_message")
+                if message is None and p["error_code"]:
+                    message = default_message(p["error_code"])  # as codec.entities.make does
+                out += _nullable_string(message, flexible)
             if flexible:
                 out += _EMPTY_TAGS
         if flexible:

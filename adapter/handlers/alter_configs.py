@@ -113,9 +113,10 @@ def _alter_topic(ctx: BrokerContext, resource, validate_only: bool, new_configs:
     if meta is None:
         view = ctx.semantics.views.get(name)
         if view is not None:
+            over = f" over topic {view.source!r}" if ctx.may_see_source(view) else ""
             raise ConfigRefused(
                 ErrorCode.invalid_request,
-                f"{name!r} is a view over topic {view.source!r}: views are immutable; "
+                f"{name!r} is a view{over}: views are immutable; "
                 "delete and create it again",
             )
         if invalid_reason(name):

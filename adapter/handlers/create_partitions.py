@@ -35,7 +35,8 @@ async def handle(ctx: BrokerContext, request: Request):
             if view is not None:
                 raise InvalidPartitionCountError(
                     f"{topic.name!r} is a view over topic {view.source!r}: a view has its source's "
-                    f"partitions; grow {view.source!r} instead"
+                    f"partitions; grow {view.source!r} instead" if ctx.may_see_source(view) else
+                    f"{topic.name!r} is a view: a view has its source's partitions; grow its source instead"
                 )
             if meta is None:
                 raise UnknownTopicError(f"topic {topic.name!r} does not exist")

@@ -1,5 +1,6 @@
 """CreateTopics (19): validated creation, validate_only, per-topic configs; a topic created
-with ``rmq.view.*`` configs is a subscription view (adapter/view_configs.py)."""
+with ``rmq.view.*`` configs is a subscription view (adapter/view_configs.py), which also needs
+READ on its source (adapter/view_access.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..topic_admin import check_new_topic
 from ..topic_configs import DYNAMIC_TOPIC_CONFIG, effective, source_of, specs_for
 from ..topic_names import invalid_reason
-from ..view_configs import is_view_request, view_definition
+from ..view_access import CREATE_VIEW_SOURCE_OPERATION
+from ..view_configs import SOURCE, is_view_request, view_definition
 
 API_KEY = 19
 
@@ -72,6 +74,12 @@ async def handle(ctx: BrokerContext, request: Request):
 
 
 def _create_view(ctx: BrokerContext, topic, configs: dict[str, str | None], validate_only: bool, result: dict) -> None:
+    source_name = configs.get(SOURCE) or ""
+    if source_name and not ctx.allowed(CREATE_VIEW_SOURCE_OPERATION, ResourceType.TOPIC, source_name):
+        # before anything says whether the source exists
+        result["error_code"] = ErrorCode.topic_authorization_failed
+        result["error_message"] = f"a view over {source_name!r} exposes its records: it needs READ on {source_name!r}"
+        return
     try:
         reason = invalid_reason(topic.name)
         if reason:

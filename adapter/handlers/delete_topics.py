@@ -5,8 +5,9 @@ Choices
 - Deleting a view deletes the view and the offsets groups committed on its name, never
   anything of its source topic (rmqsemantics.Semantics.delete_view).
 - A topic that views read from is refused with POLICY_VIOLATION and a message naming the
-  views (they must be deleted first; no cascade: deleting a topic should never silently take
-  other people's subscriptions with it). See adapter/errors.py for why that code.
+  views the caller may describe (they must be deleted first; no cascade: deleting a topic
+  should never silently take other people's subscriptions with it). See adapter/errors.py
+  for why that code.
 - Within one request, views are deleted before topics, so deleting a source together with
   all its views (``kafka-topics --delete --topic 'orders.*'``) succeeds whatever the order of
   the names; the response keeps the request's order.
@@ -17,7 +18,7 @@ from __future__ import annotations
 import uuid
 
 from kio.schema.errors import ErrorCode
-from rmqkafka.rmqsemantics.views import View
+from rmqkafka.rmqsemantics.views import SourceInUseError, View
 
 from ..codec import Request, response_type
 from ..codec.entities import make
@@ -56,7 +57,20 @@ async def handle(ctx: BrokerContext, request: Request):
     for _, name, result in sorted(to_delete, key=lambda item: item[0]):
         try:
             result["topic_id"] = semantics.id_of(semantics.delete(name))
+        except SourceInUseError as exc:
+            result["error_code"] = error_code_for(exc)
+            result["error_message"] = _in_use(ctx, name, exc.views)
         except Exception as exc:
             result["error_code"] = error_code_for(exc)
             result["error_message"] = str(exc) or None
     return make(response_type(request), throttle_time=0, responses=results)
+
+
+def _in_use(ctx: BrokerContext, name: str, views: tuple[str, ...]) -> str:
+    """Why ``name`` cannot be deleted, naming only the views the caller may describe."""
+    shown = [view for view in views if ctx.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, view)]
+    hidden = len(views) - len(shown)
+    if not shown:
+        return f"topic {name!r} is the source of {hidden} view(s) you may not describe; they must be deleted first"
+    others = f" and {hidden} other(s)" if hidden else ""
+    return f"topic {name!r} is the source of view(s) {', '.join(shown)}{others}; delete them first"

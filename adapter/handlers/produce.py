@@ -17,7 +17,8 @@ and one record error per such record, as Kafka's LogValidator does.
 
 A subscription view is read-only: every partition of a produce to a view is refused with
 INVALID_TOPIC_EXCEPTION (Kafka's answer to an append to an internal topic) and the message
-"'V' is a view (read-only) over topic 'T'; produce to 'T'", whatever the partition index.
+"'V' is a view (read-only) over topic 'T'; produce to 'T'" (T named only to a caller who may
+describe it), whatever the partition index.
 Clients treat the code as fatal for those records (no retries). acks=0 follows the rule
 above: the connection is closed.
 
@@ -156,7 +157,12 @@ async def handle(ctx: BrokerContext, request: Request):
         if refused is None:
             try:
                 meta = ctx.semantics.topic_for_append(topic.name)
-            except (ViewReadOnlyError, SystemTopicError) as exc:
+            except ViewReadOnlyError as exc:
+                view = ctx.semantics.views.get(topic.name)
+                hidden = view is not None and not ctx.may_see_source(view)
+                refused = ViewReadOnlyError(f"{topic.name!r} is a view (read-only); produce to its source topic") \
+                    if hidden else exc
+            except SystemTopicError as exc:
                 refused = exc
         options = None if meta is None else append_options(ctx, meta.configs, now_ms)
         partitions = []
