@@ -39,7 +39,7 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
 ``log.dirs`` / ``log.dir``          the data directory (``log.dirs`` wins; first entry only)
 ``num.partitions``                  partitions of auto-created topics (>= 1)
 ``auto.create.topics.enable``       ``true`` / ``false``
-``message.max.bytes``               largest record batch accepted (> 0)
+``message.max.bytes``               largest record batch accepted (>= 0)
 ``compression.type``                default of the topic config ``compression.type``:
                                     producer, uncompressed, gzip, snappy, lz4 or zstd
 ``socket.request.max.bytes``        largest request frame accepted (> 0)
@@ -47,10 +47,11 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
 ``request.read.timeout.ms``         close a connection whose request frame has not arrived
                                     whole this long after its first byte (default 60000)
 ``fetch.max.bytes``                 the most record bytes one Fetch response carries
-                                    (default 57671680, Kafka's)
+                                    (>= 1024; default 57671680, Kafka's)
 ``response.buffer.max.bytes``       Fetch response bytes waiting in the sockets of all
                                     connections before new Fetches wait (default 256 MiB)
-``log.segment.bytes``               commitlog segment size (> 0)
+``log.segment.bytes``               commitlog segment size (>= 1 MiB, Kafka's minimum)
+``internal.segment.bytes``          Kafka's test-only override of it (>= 1024)
 ``max.partitions.per.topic``        partitions one topic may have (default 1000; more is
                                     INVALID_PARTITIONS)
 ``max.partitions``                  partitions of all topics together (default 10000)
@@ -75,10 +76,12 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
 ``enablePropertyFilter``            RocketMQ's switch for SQL92 views (default true here;
                                     RocketMQ's own default is false)
 ``messageDelayLevel``               the delay levels, RocketMQ's syntax (``1s 5s 10s 30s 1m
-                                    ... 2h``: whole numbers with unit s, m, h or d)
+                                    ... 2h``: whole numbers with unit s, m, h or d; each at
+                                    most 2147483647s, at most max.partitions.per.topic levels)
 ``timerMaxDelaySec``                longest timer a record may ask for (default 30 days)
 ``timerPrecisionMs``                timing-wheel slot width (default 100; 1..60000)
-``timerRollWindowSlot``             timing-wheel window in slots (default 2 days of slots)
+``timerRollWindowSlot``             timing-wheel window in slots (default 2 days of slots;
+                                    2..6048000: a crash rebuilds it in memory)
 ``maxReconsumeTimes``               retries before a nacked record goes to the dead-letter
                                     topic (default 16; per group: ``rmq.max.reconsume.times``)
 ``transactionCheckInterval``        ms between passes of the half-message check service
@@ -102,15 +105,17 @@ Default data directory: ``~/.rmqkafka/data`` (``~`` expanded), or the value of t
 environment variable ``RMQK_DATA_DIR`` when it is set and non-empty. A data directory from
 the file or the command line wins over both.
 
-Every bad value raises :class:`ConfigError` naming the key and the value.
+Every bad value raises :class:`ConfigError` naming the key and the value. Every integer key
+has its range in :data:`INTEGER_RANGES` (Kafka's, RocketMQ's or ours, said in the error);
+adding a key is one line there.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from rmqkafka.adapter.config import (
@@ -122,7 +127,7 @@ from rmqkafka.adapter.config import (
     TlsConfig,
 )
 from rmqkafka.rmqsemantics.config import SemanticsConfig
-from rmqkafka.rmqsemantics.delay_levels import parse_delay_levels
+from rmqkafka.rmqsemantics.delay_levels import LONGEST_DELAY_SEC, parse_delay_levels
 from rmqkafka.storage.config import StorageConfig
 
 DATA_DIR_ENV = "RMQK_DATA_DIR"
@@ -160,6 +165,7 @@ KNOWN_KEYS = frozenset(
         "fetch.max.bytes",
         "response.buffer.max.bytes",
         "log.segment.bytes",
+        "internal.segment.bytes",
         "max.partitions.per.topic",
         "max.partitions",
         "log.dir.reserve.bytes",
@@ -203,6 +209,75 @@ _MS_PER_HOUR = 3_600_000
 
 class ConfigError(ValueError):
     """A configuration value the broker cannot use; the message names the key and value."""
+
+
+# --------------------------------------------------------------------------- integer ranges
+
+INT_MAX = 2**31 - 1  # Java's int: Kafka's INT, RocketMQ's int fields, INT32 on the wire
+LONG_MAX = 2**63 - 1  # Java's long: Kafka's LONG
+
+_KAFKA = "Kafka's range"
+_KAFKA_TYPE = "Kafka's type, our minimum"  # Kafka has no validator for the key
+_ROCKETMQ = "RocketMQ's range: a Java int"
+_ROCKETMQ_LONG = "RocketMQ's range: a Java long"
+
+
+@dataclass(frozen=True, slots=True)
+class IntRange:
+    """The values an integer key accepts; ``why`` says whose bounds they are (in errors)."""
+
+    low: int
+    high: int
+    why: str
+
+
+_PORT = IntRange(0, 65535, "a TCP port")
+
+# Every integer key and its range. Kafka's where Kafka has the key (its ConfigDef type and
+# validator); RocketMQ's where RocketMQ has it; ours where neither bounds it and a value would
+# cost an unbounded allocation, or overflow a wire field or a 64-bit time.
+INTEGER_RANGES: dict[str, IntRange] = {
+    "sasl.server.max.receive.size": IntRange(1, INT_MAX, _KAFKA_TYPE),
+    "num.partitions": IntRange(1, INT_MAX, _KAFKA),
+    "message.max.bytes": IntRange(0, INT_MAX, _KAFKA),
+    "socket.request.max.bytes": IntRange(1, INT_MAX, _KAFKA),
+    "connections.max.idle.ms": IntRange(1, LONG_MAX, _KAFKA_TYPE),
+    "request.read.timeout.ms": IntRange(1, LONG_MAX, "ours"),
+    "fetch.max.bytes": IntRange(1024, INT_MAX, _KAFKA),
+    "response.buffer.max.bytes": IntRange(1, LONG_MAX, "ours"),
+    "log.segment.bytes": IntRange(1 << 20, INT_MAX, _KAFKA),
+    # Kafka's test-only override of log.segment.bytes; below 1 KiB a segment per batch would
+    # exhaust file descriptors
+    "internal.segment.bytes": IntRange(1024, INT_MAX, "ours, for tests only"),
+    "max.partitions.per.topic": IntRange(1, INT_MAX, "ours: INT32 on the wire"),
+    "max.partitions": IntRange(1, INT_MAX, "ours: INT32 on the wire"),
+    "log.dir.reserve.bytes": IntRange(0, 1 << 30, "ours: the reserve is written at start"),
+    "log.retention.ms": IntRange(-1, LONG_MAX, "Kafka's type; -1 = unlimited"),
+    "log.retention.minutes": IntRange(-1, INT_MAX, "Kafka's type; -1 = unlimited"),
+    "log.retention.hours": IntRange(-1, INT_MAX, "Kafka's type; -1 = unlimited"),
+    "log.retention.bytes": IntRange(-1, LONG_MAX, "Kafka's type; -1 = unlimited"),
+    "log.retention.check.interval.ms": IntRange(1, LONG_MAX, _KAFKA),
+    "node.id": IntRange(0, INT_MAX, _KAFKA),
+    "broker.id": IntRange(0, INT_MAX, _KAFKA),
+    "log.flush.interval.ms": IntRange(1, LONG_MAX, _KAFKA_TYPE),
+    "offsets.retention.minutes": IntRange(1, INT_MAX, _KAFKA),
+    "group.initial.rebalance.delay.ms": IntRange(0, INT_MAX, _KAFKA_TYPE),
+    "group.min.session.timeout.ms": IntRange(1, INT_MAX, _KAFKA_TYPE),
+    "group.max.session.timeout.ms": IntRange(1, INT_MAX, _KAFKA_TYPE),
+    "offset.metadata.max.bytes": IntRange(0, INT_MAX, _KAFKA_TYPE),
+    "offsets.topic.num.partitions": IntRange(1, INT_MAX, _KAFKA),
+    "transaction.max.timeout.ms": IntRange(1, INT_MAX, _KAFKA),
+    "transactional.id.expiration.ms": IntRange(1, INT_MAX, _KAFKA),
+    "metrics.port": _PORT,
+    "timerMaxDelaySec": IntRange(1, LONGEST_DELAY_SEC, _ROCKETMQ),
+    "timerPrecisionMs": IntRange(1, 60_000, "ours"),
+    # RocketMQ's wheel holds 7 days; a crash rebuilds ours in memory, 16 bytes a slot (97 MB)
+    "timerRollWindowSlot": IntRange(2, 7 * 86_400 * 10, "ours: 7 days of 100 ms slots"),
+    "maxReconsumeTimes": IntRange(0, INT_MAX, _ROCKETMQ),
+    "transactionCheckInterval": IntRange(1, LONG_MAX, _ROCKETMQ_LONG),
+    "transactionTimeOut": IntRange(0, LONG_MAX, _ROCKETMQ_LONG),
+    "transactionCheckMax": IntRange(0, INT_MAX, _ROCKETMQ),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,19 +449,20 @@ class _Props:
         return None if value is None else value.strip()
 
     def integer(self, key: str, minimum: int | None = None) -> int | None:
+        """The key's integer, checked against its INTEGER_RANGES entry (a key without one:
+        ``minimum`` up to Java's long)."""
         value = self.get(key)
         if value is None:
             return None
         if not _INT.fullmatch(value):
             raise self.error(key, value, "expected an integer")
-        number = int(value)
-        if minimum is not None and number < minimum:
-            raise self.error(key, value, f"must be at least {minimum}")
-        return number
+        bounds = INTEGER_RANGES.get(key) or IntRange(
+            -LONG_MAX - 1 if minimum is None else minimum, LONG_MAX, "Kafka's LONG")
+        return checked(int(value), bounds, lambda reason: self.error(key, value, reason))
 
     def limit(self, key: str) -> tuple[bool, int | None]:
         """(given?, value): an integer >= 0, or -1 for "unlimited", returned as None."""
-        number = self.integer(key, minimum=-1)
+        number = self.integer(key)
         if number is None:
             return False, None
         return True, (None if number == -1 else number)
@@ -428,6 +504,12 @@ class _Props:
         return found
 
 
+def checked(number: int, bounds: IntRange, error: Callable[[str], ConfigError]) -> int:
+    if not bounds.low <= number <= bounds.high:
+        raise error(f"must be in [{bounds.low}, {bounds.high}] ({bounds.why})")
+    return number
+
+
 # --------------------------------------------------------------------------- building configs
 
 
@@ -465,9 +547,7 @@ def build_config(
     if host is not None:
         bind_host = host or "0.0.0.0"
     if port is not None:
-        if not 0 <= port <= 65535:
-            raise ConfigError(f"invalid value {port!r} for --port: must be 0..65535")
-        bind_port = port
+        bind_port = _flag("--port", port)
 
     node_id = _node_id(p)
     adapter_kwargs: dict[str, object] = {
@@ -496,22 +576,22 @@ def build_config(
         adapter_kwargs["extra_listeners"] = tuple(extras)
     optional = {
         "node_id": node_id,
-        "num_partitions": p.integer("num.partitions", minimum=1),
+        "num_partitions": p.integer("num.partitions"),
         "auto_create_topics": p.boolean("auto.create.topics.enable"),
-        "message_max_bytes": p.integer("message.max.bytes", minimum=1),
+        "message_max_bytes": p.integer("message.max.bytes"),
         "compression_type": p.choice("compression.type", _COMPRESSION_TYPES),
-        "socket_request_max_bytes": p.integer("socket.request.max.bytes", minimum=1),
-        "connections_max_idle_ms": p.integer("connections.max.idle.ms", minimum=1),
-        "request_read_timeout_ms": p.integer("request.read.timeout.ms", minimum=1),
-        "fetch_max_bytes": p.integer("fetch.max.bytes", minimum=1),
-        "response_buffer_max_bytes": p.integer("response.buffer.max.bytes", minimum=1),
-        "group_initial_rebalance_delay_ms": p.integer("group.initial.rebalance.delay.ms", minimum=0),
-        "group_min_session_timeout_ms": p.integer("group.min.session.timeout.ms", minimum=1),
-        "group_max_session_timeout_ms": p.integer("group.max.session.timeout.ms", minimum=1),
-        "offset_metadata_max_bytes": p.integer("offset.metadata.max.bytes", minimum=0),
-        "offsets_topic_num_partitions": p.integer("offsets.topic.num.partitions", minimum=1),
-        "transaction_max_timeout_ms": p.integer("transaction.max.timeout.ms", minimum=1),
-        "transactional_id_expiration_ms": p.integer("transactional.id.expiration.ms", minimum=1),
+        "socket_request_max_bytes": p.integer("socket.request.max.bytes"),
+        "connections_max_idle_ms": p.integer("connections.max.idle.ms"),
+        "request_read_timeout_ms": p.integer("request.read.timeout.ms"),
+        "fetch_max_bytes": p.integer("fetch.max.bytes"),
+        "response_buffer_max_bytes": p.integer("response.buffer.max.bytes"),
+        "group_initial_rebalance_delay_ms": p.integer("group.initial.rebalance.delay.ms"),
+        "group_min_session_timeout_ms": p.integer("group.min.session.timeout.ms"),
+        "group_max_session_timeout_ms": p.integer("group.max.session.timeout.ms"),
+        "offset_metadata_max_bytes": p.integer("offset.metadata.max.bytes"),
+        "offsets_topic_num_partitions": p.integer("offsets.topic.num.partitions"),
+        "transaction_max_timeout_ms": p.integer("transaction.max.timeout.ms"),
+        "transactional_id_expiration_ms": p.integer("transactional.id.expiration.ms"),
         "metrics_port": _metrics_port(p, metrics_port),
         "metrics_host": p.get("metrics.host"),
     }
@@ -528,33 +608,31 @@ def build_config(
     if given:
         storage_kwargs["retention_bytes"] = retention_bytes
     optional = {
-        "segment_bytes": p.integer("log.segment.bytes", minimum=1),
-        "max_partitions_per_topic": p.integer("max.partitions.per.topic", minimum=1),
-        "max_partitions": p.integer("max.partitions", minimum=1),
-        "disk_reserve_bytes": p.integer("log.dir.reserve.bytes", minimum=0),
-        "flush_interval_ms": p.integer("log.flush.interval.ms", minimum=1),
-        "retention_check_interval_ms": p.integer("log.retention.check.interval.ms", minimum=1),
+        "segment_bytes": _segment_bytes(p),
+        "max_partitions_per_topic": p.integer("max.partitions.per.topic"),
+        "max_partitions": p.integer("max.partitions"),
+        "disk_reserve_bytes": p.integer("log.dir.reserve.bytes"),
+        "flush_interval_ms": p.integer("log.flush.interval.ms"),
+        "retention_check_interval_ms": p.integer("log.retention.check.interval.ms"),
     }
     storage_kwargs.update({k: v for k, v in optional.items() if v is not None})
-    offsets_retention_minutes = p.integer("offsets.retention.minutes", minimum=1)
+    offsets_retention_minutes = p.integer("offsets.retention.minutes")
     if offsets_retention_minutes is not None:
         storage_kwargs["offsets_retention_ms"] = offsets_retention_minutes * _MS_PER_MINUTE
 
     unknown = tuple(sorted(k for k in props if k not in KNOWN_KEYS and not _JAAS_KEY.fullmatch(k)))
     semantics_kwargs: dict[str, object] = {
         "enable_property_filter": p.boolean("enablePropertyFilter"),
-        "delay_levels_ms": _delay_levels(p),
-        "timer_max_delay_sec": p.integer("timerMaxDelaySec", minimum=1),
-        "timer_precision_ms": p.integer("timerPrecisionMs", minimum=1),
-        "timer_wheel_slots": p.integer("timerRollWindowSlot", minimum=2),
-        "max_reconsume_times": p.integer("maxReconsumeTimes", minimum=0),
-        "transaction_check_interval_ms": p.integer("transactionCheckInterval", minimum=1),
-        "transaction_timeout_ms": p.integer("transactionTimeOut", minimum=0),
-        "transaction_check_max": p.integer("transactionCheckMax", minimum=0),
+        "delay_levels_ms": _delay_levels(p, storage_kwargs.get("max_partitions_per_topic")),
+        "timer_max_delay_sec": p.integer("timerMaxDelaySec"),
+        "timer_precision_ms": p.integer("timerPrecisionMs"),
+        "timer_wheel_slots": p.integer("timerRollWindowSlot"),
+        "max_reconsume_times": p.integer("maxReconsumeTimes"),
+        "transaction_check_interval_ms": p.integer("transactionCheckInterval"),
+        "transaction_timeout_ms": p.integer("transactionTimeOut"),
+        "transaction_check_max": p.integer("transactionCheckMax"),
     }
-    precision = semantics_kwargs["timer_precision_ms"]
-    if isinstance(precision, int) and precision > 60_000:
-        raise p.error("timerPrecisionMs", str(precision), "must be at most 60000")
+    _check_session_timeouts(p)
     return ServerConfig(
         adapter=AdapterConfig(**adapter_kwargs),  # type: ignore[arg-type]
         storage=StorageConfig(**storage_kwargs),  # type: ignore[arg-type]
@@ -583,26 +661,53 @@ def load_config(
     )
 
 
+def _flag(option: str, value: int) -> int:
+    """A command-line port, in the words of a file's values (the flag has no file)."""
+    return checked(value, _PORT, lambda reason: ConfigError(
+        f"invalid value {str(value)!r} for {option}: {reason}"))
+
+
 def _metrics_port(p: _Props, override: int | None) -> int | None:
     """The metrics HTTP port: ``--metrics-port`` over ``metrics.port``; None = off."""
     if override is not None:
-        if not 0 <= override <= 65535:
-            raise ConfigError(f"invalid value {override!r} for --metrics-port: must be 0..65535")
-        return override
-    port = p.integer("metrics.port", minimum=0)
-    if port is not None and port > 65535:
-        raise p.error("metrics.port", str(port), "must be 0..65535")
-    return port
+        return _flag("--metrics-port", override)
+    return p.integer("metrics.port")
 
 
-def _delay_levels(p: _Props) -> tuple[int, ...] | None:
+def _segment_bytes(p: _Props) -> int | None:
+    """Kafka's ``internal.segment.bytes`` (for tests: small segments) over log.segment.bytes."""
+    internal = p.integer("internal.segment.bytes")
+    return internal if internal is not None else p.integer("log.segment.bytes")
+
+
+def _delay_levels(p: _Props, max_partitions_per_topic: object) -> tuple[int, ...] | None:
     raw = p.get("messageDelayLevel")
     if raw is None:
         return None
     try:
-        return parse_delay_levels(raw)
+        levels = parse_delay_levels(raw)
     except ValueError as exc:
         raise p.error("messageDelayLevel", raw, str(exc)) from None
+    # each level is a partition of the schedule topic
+    limit = max_partitions_per_topic if isinstance(max_partitions_per_topic, int) else (
+        _default(StorageConfig, "max_partitions_per_topic"))
+    if len(levels) > limit:
+        raise p.error("messageDelayLevel", raw, f"{len(levels)} levels; at most "
+                      f"max.partitions.per.topic ({limit}), one schedule partition each")
+    return levels
+
+
+def _default(config_class: type, name: str) -> object:
+    return next(f.default for f in fields(config_class) if f.name == name)
+
+
+def _check_session_timeouts(p: _Props) -> None:
+    low = p.integer("group.min.session.timeout.ms")
+    low = _default(AdapterConfig, "group_min_session_timeout_ms") if low is None else low
+    high = p.integer("group.max.session.timeout.ms")
+    if high is not None and high < low:
+        raise p.error("group.max.session.timeout.ms", str(high),
+                      f"must be at least group.min.session.timeout.ms ({low})")
 
 
 def _controller_names(p: _Props) -> frozenset[str]:
@@ -673,7 +778,7 @@ def _security(p: _Props, listeners: list[Listener]) -> SecurityConfig:
         "super_users": super_users,
     }
     optional = {
-        "sasl_max_receive_size": p.integer("sasl.server.max.receive.size", minimum=1),
+        "sasl_max_receive_size": p.integer("sasl.server.max.receive.size"),
         "allow_everyone_if_no_acl_found": p.boolean("allow.everyone.if.no.acl.found"),
     }
     kwargs.update({k: v for k, v in optional.items() if v is not None})
@@ -758,8 +863,8 @@ def _advertised_listeners(p: _Props, listeners: list[Listener]) -> dict[str, Lis
 
 
 def _node_id(p: _Props) -> int | None:
-    node_id = p.integer("node.id", minimum=0)
-    broker_id = p.integer("broker.id", minimum=0)
+    node_id = p.integer("node.id")
+    broker_id = p.integer("broker.id")
     if node_id is not None and broker_id is not None and node_id != broker_id:
         raise p.error("broker.id", str(broker_id), f"differs from node.id={node_id}")
     return node_id if node_id is not None else broker_id

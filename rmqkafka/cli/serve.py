@@ -51,7 +51,7 @@ LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 @click.command("serve")
 @click.option("--host", default=None, help="Address to bind; '' = all interfaces. [default: 127.0.0.1]")
 @click.option(
-    "--port", type=click.IntRange(0, 65535), default=None,
+    "--port", type=int, default=None,  # range-checked with the config: one error line
     help="Port to bind; 0 = any free port. [default: 9092]",
 )
 @click.option(
@@ -67,7 +67,7 @@ LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
     help="Flush policy. [default: async]",
 )
 @click.option(
-    "--metrics-port", type=click.IntRange(0, 65535), default=None,
+    "--metrics-port", type=int, default=None,
     help="HTTP port of /metrics, /ready, /healthz and the console; 0 = any free port. "
     "[default: metrics.port, else off]",
 )

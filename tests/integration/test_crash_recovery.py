@@ -345,10 +345,10 @@ def _produce_many(conn: KafkaRaw, batches: int) -> dict[int, list[bytes]]:
     "where", ["garbage_in_last", "half_entry_in_new_segment", "empty_new_segment"]
 )
 def test_torn_tail_in_a_multi_segment_log(broker_factory, tmp_path, where):
-    """log.segment.bytes=2048: the log spans several segment files; the tear is in the last
+    """internal.segment.bytes=2048 (Kafka's test-only segment size): the log spans several segment files; the tear is in the last
     one, or is a segment the broker had just rolled to when it died."""
     config = tmp_path / "server.properties"
-    config.write_text("log.segment.bytes=2048\n")
+    config.write_text("internal.segment.bytes=2048\n")
     broker = broker_factory(config_file=config)
     with connect(broker) as conn:
         expected = _produce_many(conn, 40)

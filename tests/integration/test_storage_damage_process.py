@@ -39,7 +39,7 @@ def segments(data_dir: Path) -> list[Path]:
 
 def test_a_middle_segment_cut_to_half_loses_only_its_records(broker_factory, tmp_path: Path):
     config = tmp_path / "server.properties"
-    config.write_text("log.segment.bytes=4096\n")
+    config.write_text("internal.segment.bytes=4096\n")  # Kafka's test-only segment size
     broker = broker_factory(config_file=config)
     with connect(broker) as k:
         k.create_topic("dmg", 1)

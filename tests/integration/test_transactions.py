@@ -397,7 +397,7 @@ def test_aborted_transactions_across_segment_rolls(broker_factory, tmp_path):
     from confluent_kafka import Consumer, TopicPartition
 
     config = tmp_path / "server.properties"
-    config.write_text("log.segment.bytes=4096\n")
+    config.write_text("internal.segment.bytes=4096\n")  # Kafka's test-only segment size
     broker = broker_factory(config_file=config)
     topic = "txn-rolls"
     _admin_create(broker, topic, partitions=2)

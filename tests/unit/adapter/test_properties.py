@@ -366,8 +366,9 @@ class TestIntegers:
     @pytest.mark.parametrize("key", sorted(INT_KEYS))
     def test_value_is_used(self, key):
         layer, field = INT_KEYS[key]
-        config = build(f"{key}=+4242")
-        assert getattr(getattr(config, layer), field) == 4242
+        value = 4242 if key != "log.segment.bytes" else 4_242_424  # Kafka's minimum is 1 MiB
+        config = build(f"{key}=+{value}")
+        assert getattr(getattr(config, layer), field) == value
 
     @pytest.mark.parametrize("key", sorted(INT_KEYS))
     @pytest.mark.parametrize("value", ["abc", "1.5", "1_000", "0x10", "12abc", "1e3", "٣"])
@@ -379,7 +380,6 @@ class TestIntegers:
         ("key", "value"),
         [
             ("num.partitions", "0"),
-            ("message.max.bytes", "0"),
             ("message.max.bytes", "-1"),
             ("socket.request.max.bytes", "-5"),
             ("log.segment.bytes", "0"),
@@ -396,7 +396,7 @@ class TestIntegers:
     )
     def test_out_of_range(self, key, value):
         message = error_of(f"{key}={value}")
-        assert key in message and repr(value) in message and "must be at least" in message
+        assert key in message and repr(value) in message and "must be in [" in message
 
     def test_error_names_the_file(self, tmp_path: Path):
         path = tmp_path / "server.properties"

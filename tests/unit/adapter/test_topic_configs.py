@@ -13,6 +13,7 @@ from rmqkafka.adapter.topic_configs import (
     DEFAULT_CONFIG,
     DYNAMIC_TOPIC_CONFIG,
     LONG_MAX,
+    RETRY_SPECS,
     SPECS,
     STATIC_BROKER_CONFIG,
     ConfigSpec,
@@ -357,3 +358,21 @@ def test_log_append_time_has_no_timestamp_bounds():
 )
 def test_timestamp_bounds(configs, before, after):
     assert options(configs)["timestamp_range"] == (NOW - before, NOW + after)
+
+
+_TYPE_RANGES = {"SHORT": (-(2**15), 2**15 - 1), "INT": (-(2**31), 2**31 - 1), "LONG": (-(2**63), 2**63 - 1)}
+
+
+@pytest.mark.parametrize(
+    "spec", [s for s in (*SPECS.values(), *RETRY_SPECS.values()) if s.kind in _TYPE_RANGES],
+    ids=lambda s: s.name)
+def test_every_numeric_topic_config_is_bounded_by_its_kafka_type(spec):
+    """Issue 20: no topic config (CreateTopics, AlterConfigs, IncrementalAlterConfigs) takes a
+    number outside its Kafka type, which would overflow where the value is applied."""
+    low, high = _TYPE_RANGES[spec.kind]
+    topic = "rmq_retry.g"
+    for value in (str(high + 1), str(low - 1)):
+        with pytest.raises(InvalidConfig) as info:
+            validate_topic_configs({spec.name: value}, topic)
+        why = f"Not a number of type {spec.kind}"
+        assert str(info.value) == f"Invalid value {value} for configuration {spec.name}: {why}"
