@@ -16,7 +16,7 @@ from rmqkafka.storage.clock import Clock, SystemClock
 from rmqkafka.storage.config import StorageConfig
 from rmqkafka.storage.store import MessageStore
 
-from .config import SASL_SSL, SSL, AdapterConfig
+from .config import AdapterConfig
 from .connection import KafkaConnection
 from .context import BrokerContext
 from .groups.coordinator import GroupCoordinator, GroupSettings
@@ -70,14 +70,15 @@ class Broker:
         differs only in the advertised address Metadata and FindCoordinator answer with.
         """
         cfg = self.adapter_config
-        endpoints = [(cfg.host, cfg.port, cfg.advertised_host, cfg.advertised_port, cfg.security_protocol)] + [
-            (x.host, x.port, x.advertised_host, x.advertised_port, x.security_protocol)
+        endpoints = [(cfg.host, cfg.port, cfg.advertised_host, cfg.advertised_port, cfg.security_protocol,
+                      cfg.listener_name)] + [
+            (x.host, x.port, x.advertised_host, x.advertised_port, x.security_protocol, x.name)
             for x in cfg.extra_listeners
         ]
         self.security = security = Security.open(cfg.security, self.storage_config.data_dir)
         try:
-            for host, port, _, _, protocol in endpoints:
-                tls = security.tls_context if protocol in (SSL, SASL_SSL) else None
+            for host, port, _, _, protocol, name in endpoints:
+                tls = security.listener(name, protocol).tls_context
                 self._servers.append(await self._bind(host, port, len(self._servers), tls))
             if self.stats is not None:  # bound before recovery: /ready says 503 meanwhile
                 await self._start_watch(self.stats)
@@ -114,7 +115,7 @@ class Broker:
         self.transactions.open()
         self.transactions.start()
         bound = []
-        for server, (_, _, advertised_host, advertised_port, protocol) in zip(self._servers, endpoints):
+        for server, (_, _, advertised_host, advertised_port, protocol, name) in zip(self._servers, endpoints):
             host, port = server.sockets[0].getsockname()[:2]
             bound.append((host, port))
             self._contexts.append(
@@ -131,6 +132,7 @@ class Broker:
                     advertised_port=advertised_port or port,
                     security=security,
                     listener_protocol=protocol,
+                    listener_name=name,
                 )
             )
         self.context = self._contexts[0]

@@ -98,7 +98,7 @@ class KafkaConnection(asyncio.Protocol):
         security = self._ctx.security
         protocol = self._ctx.listener_protocol
         self._auth = Authentication(
-            protocol, security.config.sasl_mechanisms, security.credentials, peer[0] if peer else "",
+            security.listener(self._ctx.listener_name, protocol), peer[0] if peer else "",
             certificate_principal(transport.get_extra_info("peercert")) if protocol == SSL else None,
         )
         if not self._auth.authenticated:

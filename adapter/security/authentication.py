@@ -15,24 +15,23 @@ from kio.schema.errors import ErrorCode
 
 from ..codec.versions import ApiKey
 from ..config import SASL_PLAINTEXT, SASL_SSL
-from .credentials import Credentials
 from .principal import ANONYMOUS, Principal, Session, user
 from .sasl import Exchange, SaslFailure, start_exchange
+from .service import ListenerAuth
 
 _BEFORE_HANDSHAKE = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE})
 _DURING_EXCHANGE = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_AUTHENTICATE})
 
 
 class Authentication:
-    def __init__(self, protocol: str, mechanisms: tuple[str, ...], credentials: Credentials,
-                 client_host: str, tls_principal: Principal | None = None) -> None:
-        self.sasl = protocol in (SASL_PLAINTEXT, SASL_SSL)
+    def __init__(self, listener: ListenerAuth, client_host: str, tls_principal: Principal | None = None) -> None:
+        self.sasl = listener.config.protocol in (SASL_PLAINTEXT, SASL_SSL)
         self.session = Session(tls_principal or ANONYMOUS, client_host)
         self.authenticated = not self.sasl
         self.failed = False  # the connection is closed once this request is answered
         self.raw_tokens = False  # SaslHandshake v0: tokens follow without Kafka headers
-        self._mechanisms = mechanisms
-        self._credentials = credentials
+        self._mechanisms = listener.config.sasl_mechanisms
+        self._listener = listener
         self._exchange: Exchange | None = None
 
     @property
@@ -51,7 +50,7 @@ class Authentication:
         if mechanism not in self._mechanisms:
             self.failed = True
             return ErrorCode.unsupported_sasl_mechanism
-        self._exchange = start_exchange(mechanism, self._credentials)
+        self._exchange = start_exchange(mechanism, self._listener.users[mechanism])
         self.raw_tokens = version == 0
         return ErrorCode.none
 

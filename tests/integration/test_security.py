@@ -326,6 +326,27 @@ def test_sasl_ssl_with_scram(broker_factory, tmp_path, pki):
     assert "Authentication failed" in auth_failure({**conf, "sasl.password": "wrong"})
 
 
+def test_broker_wide_ssl_client_auth_does_not_ask_sasl_ssl_clients_for_certificates(broker_factory, tmp_path, pki):
+    # KIP-684: SASL already names the principal; only listener.name.<name>.ssl.client.auth
+    # asks SASL_SSL clients for a certificate, while the SSL listener follows ssl.client.auth
+    properties = tls_properties(pki, "SASL_SSL", client_auth="required").replace(
+        "listeners=SASL_SSL://127.0.0.1:9092", "listeners=SASL_SSL://127.0.0.1:0,SSL://127.0.0.1:0")
+    broker = start(broker_factory, tmp_path, properties)
+    conf = {**sasl_conf(broker, "PLAIN", "alice", "alice-secret", "SASL_SSL"), "ssl.ca.location": str(pki["ca"])}
+    assert produce(conf, "kip-684", [b"no certificate needed"]) == [None]
+    assert "applied only to SSL listeners" in broker.stderr
+
+    broker.close()
+    broker = start(broker_factory, tmp_path, properties + "listener.name.sasl_ssl.ssl.client.auth=required\n",
+                   "own.properties")
+    conf = {**conf, "bootstrap.servers": broker.bootstrap_servers}
+    with pytest.raises(KafkaException):  # the listener's own setting asks for one
+        AdminClient(conf).list_topics(timeout=3)
+    with_cert = {**conf, "ssl.certificate.location": str(pki["client_cert"]),
+                 "ssl.key.location": str(pki["client_key"])}
+    assert produce(with_cert, "kip-684", [b"with a certificate"]) == [None]
+
+
 # ---------------------------------------------------------------------------------- ACLs
 
 AUTHORIZER = ("authorizer.class.name=kafka.security.authorizer.AclAuthorizer\n"
