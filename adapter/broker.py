@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-import ssl
 import threading
 import time
 
@@ -75,11 +74,11 @@ class Broker:
             (x.host, x.port, x.advertised_host, x.advertised_port, x.security_protocol, x.name)
             for x in cfg.extra_listeners
         ]
-        self.security = security = Security.open(cfg.security, self.storage_config.data_dir)
+        self.security = security = Security.open(cfg.security, self.storage_config.data_dir, self.clock.monotonic)
         try:
             for host, port, _, _, protocol, name in endpoints:
-                tls = security.listener(name, protocol).tls_context
-                self._servers.append(await self._bind(host, port, len(self._servers), tls))
+                security.listener(name, protocol)  # its TLS keys load now, before recovery
+                self._servers.append(await self._bind(host, port, len(self._servers)))
             if self.stats is not None:  # bound before recovery: /ready says 503 meanwhile
                 await self._start_watch(self.stats)
             semantics = Semantics(self.semantics_config, self.store, self.storage_config.data_dir,
@@ -184,16 +183,15 @@ class Broker:
         kind = effective("message.timestamp.type", configs, self.adapter_config, self.storage_config)
         return {"log_append_time": kind == "LogAppendTime"}
 
-    async def _bind(self, host: str, port: int, index: int, tls: ssl.SSLContext | None) -> asyncio.Server:
+    async def _bind(self, host: str, port: int, index: int) -> asyncio.Server:
+        """A listening socket; TLS, where the listener has it, is the connection's to start
+        (KafkaConnection), so that a failed handshake is known with its peer."""
         server = await asyncio.get_running_loop().create_server(
             lambda: KafkaConnection(self._contexts[index], self._connections, self._response_budget, self.stats),
             host=host,
             port=port,
             reuse_address=True,
             start_serving=False,
-            ssl=tls,
-            # a client that opens a TLS connection and says nothing must not hold it long
-            ssl_handshake_timeout=10.0 if tls is not None else None,
         )
         for sock in server.sockets:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ssl
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -10,6 +12,7 @@ from ..config import ListenerSecurity, SecurityConfig
 from .acls import AclStore
 from .authorizer import Authorizer
 from .credentials import Credentials, Users
+from .events import AuthenticationEvents
 from .tls import server_context
 
 
@@ -27,10 +30,12 @@ class Security:
     config: SecurityConfig
     credentials: Credentials
     authorizer: Authorizer
+    events: AuthenticationEvents = field(default_factory=AuthenticationEvents)
     _listeners: dict[str, ListenerAuth] = field(default_factory=dict)
 
     @classmethod
-    def open(cls, config: SecurityConfig, data_dir: Path) -> Security:
+    def open(cls, config: SecurityConfig, data_dir: Path,
+             monotonic: Callable[[], float] = time.monotonic) -> Security:
         """Load the stored credentials and ACLs and every configured listener's TLS keys
         (TlsConfigError, or the storage layer's DamagedFileError, when one cannot be used)."""
         acls = AclStore(data_dir)
@@ -39,6 +44,7 @@ class Security:
             credentials=Credentials(dict(config.users), data_dir),
             authorizer=Authorizer(acls, enabled=config.authorizer, super_users=config.super_users,
                                   allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found),
+            events=AuthenticationEvents(monotonic),
         )
         for listener in config.listeners:
             security.listener(listener.name, listener.protocol)
