@@ -22,15 +22,30 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
 ``listener.security.protocol.map``  ``NAME:PROTOCOL,...``: each listener's security protocol
 ``sasl.enabled.mechanisms``         PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (default: all three)
 ``sasl.jaas.config``                users of SASL listeners, Kafka's JAAS form: ``user_NAME=
-                                    "password"`` entries (``listener.name.L.MECH.sasl.jaas.config``
-                                    too; all listeners share the users)
-``sasl.users.file``                 a properties file of ``user=password`` lines (ours)
+                                    "password"`` entries, for every listener and mechanism
+                                    without its own ``listener.name.L.MECH.sasl.jaas.config``
+                                    (Kafka reads only the prefixed key; this one is ours too)
+``sasl.users.file``                 a properties file of ``user=password`` lines (ours), added
+                                    to ``sasl.jaas.config``'s users
 ``sasl.server.max.receive.size``    largest frame before authentication (default 524288)
+``connection.failed.authentication.delay.ms`` a failed login is answered and closed this much
+                                    later (default 100; less than ``connections.max.idle.ms``)
+``connections.max.reauth.ms``       SASL session lifetime (KIP-368); 0 (default) = none
+``listener.name.L.KEY``             listener L's own value of KEY, in place of the broker-wide
+                                    one: the ``ssl.*`` keys below, ``sasl.enabled.mechanisms``,
+                                    ``connections.max.reauth.ms``, and per mechanism
+                                    ``listener.name.L.MECH.sasl.jaas.config`` and
+                                    ``...MECH.connections.max.reauth.ms`` (L and MECH in lower
+                                    case as in Kafka; any case is accepted). A SASL listener
+                                    with a mechanism that no JAAS configuration covers refuses
+                                    to start, as Kafka does
 ``ssl.keystore.location``           PEM file with the certificate chain and private key
                                     (``ssl.keystore.type`` must be PEM); needed by TLS listeners
 ``ssl.key.password``                the private key's password, if it is encrypted
 ``ssl.truststore.location``         PEM CA certificates to verify client certificates with
-``ssl.client.auth``                 none (default), requested or required
+``ssl.client.auth``                 none (default), requested or required; on SASL_SSL
+                                    listeners only ``listener.name.L.ssl.client.auth`` counts
+                                    (KIP-684)
 ``ssl.enabled.protocols``           TLSv1.2 and/or TLSv1.3 (default both)
 ``authorizer.class.name``           any non-empty value enforces ACLs (Kafka's class names
                                     are accepted as they are)
