@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-import ssl
 import threading
 import time
 
@@ -16,7 +15,7 @@ from rmqkafka.storage.clock import Clock, SystemClock
 from rmqkafka.storage.config import StorageConfig
 from rmqkafka.storage.store import MessageStore
 
-from .config import SASL_SSL, SSL, AdapterConfig
+from .config import AdapterConfig
 from .connection import KafkaConnection
 from .context import BrokerContext
 from .groups.coordinator import GroupCoordinator, GroupSettings
@@ -70,15 +69,16 @@ class Broker:
         differs only in the advertised address Metadata and FindCoordinator answer with.
         """
         cfg = self.adapter_config
-        endpoints = [(cfg.host, cfg.port, cfg.advertised_host, cfg.advertised_port, cfg.security_protocol)] + [
-            (x.host, x.port, x.advertised_host, x.advertised_port, x.security_protocol)
+        endpoints = [(cfg.host, cfg.port, cfg.advertised_host, cfg.advertised_port, cfg.security_protocol,
+                      cfg.listener_name)] + [
+            (x.host, x.port, x.advertised_host, x.advertised_port, x.security_protocol, x.name)
             for x in cfg.extra_listeners
         ]
-        self.security = security = Security.open(cfg.security, self.storage_config.data_dir)
+        self.security = security = Security.open(cfg.security, self.storage_config.data_dir, self.clock.monotonic)
         try:
-            for host, port, _, _, protocol in endpoints:
-                tls = security.tls_context if protocol in (SSL, SASL_SSL) else None
-                self._servers.append(await self._bind(host, port, len(self._servers), tls))
+            for host, port, _, _, protocol, name in endpoints:
+                security.listener(name, protocol)  # its TLS keys load now, before recovery
+                self._servers.append(await self._bind(host, port, len(self._servers)))
             if self.stats is not None:  # bound before recovery: /ready says 503 meanwhile
                 await self._start_watch(self.stats)
             semantics = Semantics(self.semantics_config, self.store, self.storage_config.data_dir,
@@ -114,7 +114,7 @@ class Broker:
         self.transactions.open()
         self.transactions.start()
         bound = []
-        for server, (_, _, advertised_host, advertised_port, protocol) in zip(self._servers, endpoints):
+        for server, (_, _, advertised_host, advertised_port, protocol, name) in zip(self._servers, endpoints):
             host, port = server.sockets[0].getsockname()[:2]
             bound.append((host, port))
             self._contexts.append(
@@ -131,6 +131,7 @@ class Broker:
                     advertised_port=advertised_port or port,
                     security=security,
                     listener_protocol=protocol,
+                    listener_name=name,
                 )
             )
         self.context = self._contexts[0]
@@ -182,16 +183,15 @@ class Broker:
         kind = effective("message.timestamp.type", configs, self.adapter_config, self.storage_config)
         return {"log_append_time": kind == "LogAppendTime"}
 
-    async def _bind(self, host: str, port: int, index: int, tls: ssl.SSLContext | None) -> asyncio.Server:
+    async def _bind(self, host: str, port: int, index: int) -> asyncio.Server:
+        """A listening socket; TLS, where the listener has it, is the connection's to start
+        (KafkaConnection), so that a failed handshake is known with its peer."""
         server = await asyncio.get_running_loop().create_server(
             lambda: KafkaConnection(self._contexts[index], self._connections, self._response_budget, self.stats),
             host=host,
             port=port,
             reuse_address=True,
             start_serving=False,
-            ssl=tls,
-            # a client that opens a TLS connection and says nothing must not hold it long
-            ssl_handshake_timeout=10.0 if tls is not None else None,
         )
         for sock in server.sockets:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

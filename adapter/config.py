@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 PLAINTEXT = "PLAINTEXT"
 SSL = "SSL"
 SASL_PLAINTEXT = "SASL_PLAINTEXT"
 SASL_SSL = "SASL_SSL"
 SECURITY_PROTOCOLS = (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,18 +24,59 @@ class TlsConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class SecurityConfig:
-    """Authentication and authorization settings shared by every listener."""
+class ListenerSecurity:
+    """One SSL or SASL listener's settings: the broker-wide ones with the listener's own
+    ``listener.name.<name>.*`` keys in their place (Kafka's listener prefix)."""
 
-    sasl_mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")  # sasl.enabled.mechanisms
-    # user -> password, from sasl.jaas.config's user_NAME entries and sasl.users.file
+    name: str  # the listener name, upper case as in ``listeners``
+    protocol: str
+    sasl_mechanisms: tuple[str, ...] = SASL_MECHANISMS
+    # per mechanism, the users of the JAAS config that applies to it: (mechanism, ((user, password), ...))
+    users: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = field(default=(), repr=False)
+    tls: TlsConfig | None = None
+    # per mechanism, connections.max.reauth.ms; 0 or less: sessions do not expire (KIP-368)
+    max_reauth_ms: tuple[tuple[str, int], ...] = ()
+
+    def users_of(self, mechanism: str) -> dict[str, str]:
+        return dict(dict(self.users).get(mechanism, ()))
+
+    def reauth_ms(self, mechanism: str) -> int:
+        return dict(self.max_reauth_ms).get(mechanism, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class SecurityConfig:
+    """Authentication and authorization settings: broker-wide ones, and each SSL or SASL
+    listener's own (``listeners``; a listener missing there gets the broker-wide ones)."""
+
+    sasl_mechanisms: tuple[str, ...] = SASL_MECHANISMS  # sasl.enabled.mechanisms
+    # user -> password, from sasl.jaas.config's user_NAME entries and sasl.users.file (and, for
+    # DescribeUserScramCredentials, every listener's own JAAS users)
     users: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     tls: TlsConfig | None = None
+    listeners: tuple[ListenerSecurity, ...] = ()
     # Bytes a client may send in one frame before it has authenticated (Kafka's default).
     sasl_max_receive_size: int = 524_288  # sasl.server.max.receive.size
+    # A failed authentication is answered, and its connection closed, this much later (Kafka's
+    # default): a client guessing passwords gets a few answers a second per connection.
+    failed_authentication_delay_ms: int = 100  # connection.failed.authentication.delay.ms
+    connections_max_reauth_ms: int = 0  # connections.max.reauth.ms: 0 = sessions never expire
     authorizer: bool = False  # authorizer.class.name set: ACLs are enforced
     super_users: tuple[str, ...] = ()  # super.users
     allow_everyone_if_no_acl_found: bool = False  # allow.everyone.if.no.acl.found
+
+    def listener(self, name: str, protocol: str) -> ListenerSecurity:
+        """The settings of the listener ``name``; the broker-wide ones for a listener the
+        configuration does not describe (KIP-684: no client certificates on SASL_SSL then)."""
+        for listener in self.listeners:
+            if listener.name == name:
+                return listener
+        tls = self.tls if protocol in (SSL, SASL_SSL) else None
+        if tls is not None and protocol == SASL_SSL:
+            tls = replace(tls, client_auth="none")
+        return ListenerSecurity(
+            name, protocol, self.sasl_mechanisms, tuple((m, self.users) for m in self.sasl_mechanisms), tls,
+            tuple((m, self.connections_max_reauth_ms) for m in self.sasl_mechanisms))
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +102,7 @@ class AdapterConfig:
     advertised_host: str | None = None  # advertised.listeners; None = the bound host
     advertised_port: int | None = None  # advertised.listeners; None = the bound port
     extra_listeners: tuple[ExtraListener, ...] = ()  # the other entries of listeners
+    listener_name: str = PLAINTEXT  # the primary listener's name in listeners
     security_protocol: str = PLAINTEXT  # the primary listener's (listener.security.protocol.map)
     security: SecurityConfig = SecurityConfig()
     node_id: int = 0  # node.id / broker.id

@@ -27,7 +27,14 @@ Security: each request runs with the connection's Session (context.SESSION) for 
 authorizer. On SASL listeners the connection's Authentication decides which requests may
 come before the client has authenticated (anything else closes the connection, as in
 Kafka), bounds their frames by ``sasl.server.max.receive.size``, and turns the frames after
-a SaslHandshake v0 into bare SASL tokens. TLS is asyncio's: the protocol sees plaintext,
+a SaslHandshake v0 into bare SASL tokens. A failed authentication is answered, and the
+connection closed, ``connection.failed.authentication.delay.ms`` later (Kafka's delayed
+close): reading stops meanwhile and only this connection's answer waits, so a password
+guesser gets a few answers a second per connection and everyone else is served as before.
+A session that has expired (KIP-368) closes the connection at its first request that does
+not start a re-authentication. TLS is asyncio's, started here (``loop.start_tls``) rather
+than by the server, so a failed handshake is known with its peer and reason: it is logged
+and counted like a failed login (adapter.security.events). The protocol sees plaintext,
 and the peer's verified certificate names the principal on SSL listeners.
 """
 
@@ -35,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from collections import deque
 
@@ -57,13 +65,16 @@ from .errors import CloseConnection
 from .handlers import HANDLERS
 from .request_stats import RequestStats
 from .response_budget import ResponseBudget
+from .security import events
 from .security.authentication import Authentication
 from .security.principal import certificate_principal
 from .security.sasl import SaslFailure
+from .security.service import ListenerAuth
 
 log = logging.getLogger(__name__)
 
 MAX_OUTSTANDING = 64
+TLS_HANDSHAKE_TIMEOUT_S = 10.0  # a client that opens a TLS connection and says nothing
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -86,7 +97,9 @@ class KafkaConnection(asyncio.Protocol):
         self._last_active = time.monotonic()
         self._partial_since: float | None = None  # when the incomplete frame's first byte came
         self._write_paused_since: float | None = None  # since when the client reads nothing
-        self._auth: Authentication | None = None  # set in connection_made
+        self._auth: Authentication | None = None  # set once TLS (if any) is up
+        self._handshake: asyncio.Future[None] | None = None  # the TLS handshake, on TLS listeners
+        self._client_host = ""
         self.peer = "?"
 
     # -- asyncio.Protocol ------------------------------------------------------------------
@@ -95,22 +108,54 @@ class KafkaConnection(asyncio.Protocol):
         self._transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        security = self._ctx.security
-        protocol = self._ctx.listener_protocol
-        self._auth = Authentication(
-            protocol, security.config.sasl_mechanisms, security.credentials, peer[0] if peer else "",
-            certificate_principal(transport.get_extra_info("peercert")) if protocol == SSL else None,
-        )
-        if not self._auth.authenticated:
-            self._decoder.max_frame_size = min(security.config.sasl_max_receive_size,
-                                               self._ctx.config.socket_request_max_bytes)
+        self._client_host = peer[0] if peer else ""
         self._connections.add(self)
         if self._stats is not None:
             self._stats.connections_accepted += 1
+        listener = self._ctx.security.listener(self._ctx.listener_name, self._ctx.listener_protocol)
+        if listener.tls_context is None:
+            self._authenticate_with(listener, None)
+        else:
+            self._handshake = asyncio.ensure_future(self._start_tls(listener))
+
+    async def _start_tls(self, listener: ListenerAuth) -> None:
+        """The TLS handshake; a failed one is logged and counted, and closes the connection."""
+        raw = self._transport
+        try:
+            tls = await asyncio.get_running_loop().start_tls(
+                raw, self, listener.tls_context, server_side=True, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
+        except ssl.SSLError as exc:
+            self._ctx.security.events.failure(listener.config.name, "", events.SSL_HANDSHAKE_FAILED, self.peer,
+                                              f"SSL handshake failed: {exc.reason or exc}")
+            self._abandon(raw)
+            return
+        except (OSError, asyncio.TimeoutError) as exc:  # gone, or silent, before the handshake ended
+            log.debug("closing %s: TLS handshake did not complete (%r)", self.peer, exc)
+            self._abandon(raw)
+            return
+        if self._closed:
+            tls.close()
+            return
+        self._transport = tls
+        principal = certificate_principal(tls.get_extra_info("peercert")) if listener.config.protocol == SSL else None
+        self._authenticate_with(listener, principal)
+
+    def _abandon(self, raw: asyncio.Transport) -> None:
+        if not raw.is_closing():
+            raw.abort()
+        self.connection_lost(None)
+
+    def _authenticate_with(self, listener: ListenerAuth, tls_principal) -> None:
+        self._auth = Authentication(listener, self._client_host, tls_principal)
+        if not self._auth.authenticated:
+            self._decoder.max_frame_size = min(self._ctx.security.config.sasl_max_receive_size,
+                                               self._ctx.config.socket_request_max_bytes)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self._connections.discard(self)
+        if self._handshake is not None and not self._handshake.done():
+            self._handshake.cancel()
         for task in self._pending:
             task.cancel()
         self._pending.clear()
@@ -180,12 +225,25 @@ class KafkaConnection(asyncio.Protocol):
         start in order) and that frame sees the state this one left."""
         auth = self._auth
         assert auth is not None
-        before_authentication = not auth.authenticated
+        api_key = int.from_bytes(frame[:2], "big", signed=True)
+        if auth.sasl and auth.authenticated and not auth.reauthenticating:
+            now = self._ctx.clock.monotonic()
+            starts_reauthentication = api_key == ApiKey.SASL_HANDSHAKE and auth.begin_reauthentication(now)
+            if not starts_reauthentication and auth.expired(now):
+                self._ctx.security.events.expired[auth.listener] += 1
+                raise CloseConnection(f"the SASL session of {auth.session.principal} expired "
+                                      "(connections.max.reauth.ms) and the client did not re-authenticate")
+        before_authentication = not auth.authenticated or auth.reauthenticating
         if before_authentication:
+            if auth.failed:  # a request pipelined behind the failure: closed with it
+                raise CloseConnection("request after a failed authentication")
             if auth.raw_tokens:
-                return self._raw_token(auth, frame)
-            api_key = int.from_bytes(frame[:2], "big", signed=True)
+                return await self._raw_token(auth, frame)
             if not auth.allows(api_key):
+                auth.fail(events.ILLEGAL_SASL_STATE, f"Unexpected Kafka request of type {_api_name(api_key)} during SASL "
+                          + ("authentication" if auth.mechanisms and auth.allows(ApiKey.SASL_AUTHENTICATE)
+                             else "handshake"))
+                await self._after_failure(auth)
                 raise CloseConnection(f"unexpected request with api key {api_key} before SASL authentication")
         try:
             request = decode_request(frame)
@@ -216,7 +274,7 @@ class KafkaConnection(asyncio.Protocol):
         if stats is not None:
             stats.observe(request.api_key, time.perf_counter() - began)
         if before_authentication:
-            self._after_authentication(auth)
+            await self._after_authentication(auth)
         if body is None:
             return None
         parts = response_parts(request, body)
@@ -224,21 +282,38 @@ class KafkaConnection(asyncio.Protocol):
             return _FetchResponse(parts)
         return parts
 
-    def _raw_token(self, auth: Authentication, frame: bytes) -> list[bytes]:
+    async def _raw_token(self, auth: Authentication, frame: bytes) -> list[bytes]:
         """A bare SASL token after SaslHandshake v0, answered size-prefixed without a header."""
         try:
-            answer = auth.authenticate(frame)
+            answer = auth.authenticate(frame, self._ctx.clock.monotonic())
         except SaslFailure as exc:
+            await self._after_failure(auth)
             raise CloseConnection(f"SASL authentication failed: {exc}") from None
-        self._after_authentication(auth)
+        await self._after_authentication(auth)
         return [size_prefixed([answer])]
 
-    def _after_authentication(self, auth: Authentication) -> None:
+    async def _after_authentication(self, auth: Authentication) -> None:
         if auth.failed:
-            self._close_after_pending()
-        elif auth.authenticated:
+            await self._after_failure(auth)
+        elif auth.succeeded is not None:
+            mechanism, reauthentication = auth.succeeded
+            auth.succeeded = None
+            self._ctx.security.events.success(auth.listener, mechanism, reauthentication)
             self._decoder.max_frame_size = self._ctx.config.socket_request_max_bytes
-            log.debug("%s authenticated as %s", self.peer, auth.session.principal)
+            log.debug("%s %sauthenticated as %s", self.peer, "re-" if reauthentication else "",
+                      auth.session.principal)
+
+    async def _after_failure(self, auth: Authentication) -> None:
+        """Count and log the failure, stop reading, and hold this answer back for
+        connection.failed.authentication.delay.ms; the connection closes once it is out."""
+        failure = auth.failure
+        assert failure is not None
+        self._ctx.security.events.failure(auth.listener, failure.mechanism, failure.reason, self.peer,
+                                          failure.message, failure.reauthentication)
+        self._close_after_pending()
+        delay_ms = self._ctx.security.config.failed_authentication_delay_ms
+        if delay_ms > 0:
+            await asyncio.sleep(delay_ms / 1000)
 
     async def _write_in_order(self) -> None:
         while self._pending and not self._closed:
@@ -289,6 +364,13 @@ class KafkaConnection(asyncio.Protocol):
 
     def close(self) -> None:
         self._close_now()
+
+
+def _api_name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return str(api_key)
 
 
 class _FetchResponse(list):

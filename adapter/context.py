@@ -45,6 +45,7 @@ class BrokerContext:
     advertised_port: int
     security: Security
     listener_protocol: str = "PLAINTEXT"
+    listener_name: str = "PLAINTEXT"
 
     def allowed(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         """Whether the current request's principal may do ``operation`` on the resource; on a

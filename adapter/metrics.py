@@ -72,6 +72,7 @@ class BrokerCollector:
         if ctx is None:
             return
         yield from self._kafka_exporter_metrics(ctx)
+        yield from self._authentication_metrics(ctx)
         yield from self._storage_metrics(ctx)
         yield from self._rocketmq_metrics(ctx)
 
@@ -145,6 +146,31 @@ class BrokerCollector:
         for group_id, group in sorted(ctx.groups.groups.items()):
             members.add_metric([group_id], len(group.members))
         yield from (group_current, lag, lag_sum, members)
+
+    # -- authentication ----------------------------------------------------------------------
+    def _authentication_metrics(self, ctx: BrokerContext) -> Iterator[Metric]:
+        """Kafka's Selector sensors (failed-authentication-total, ...), per listener."""
+        events = ctx.security.events
+        failed = CounterMetricFamily("rmqk_failed_authentication",
+                                     "Failed TLS handshakes and SASL logins (re-authentications included)",
+                                     labels=["listener", "mechanism", "reason"])
+        for labels, n in sorted(events.failed.items()):
+            failed.add_metric(list(labels), n)
+        yield failed
+        for name, counts, help_text in (
+                ("rmqk_successful_authentication", events.succeeded, "Successful SASL logins"),
+                ("rmqk_successful_reauthentication", events.reauthenticated,
+                 "Successful SASL re-authentications (KIP-368)")):
+            family = CounterMetricFamily(name, help_text, labels=["listener", "mechanism"])
+            for labels, n in sorted(counts.items()):
+                family.add_metric(list(labels), n)
+            yield family
+        expired = CounterMetricFamily("rmqk_expired_sessions_closed",
+                                      "Connections closed because their SASL session expired without "
+                                      "re-authentication", labels=["listener"])
+        for listener, n in sorted(events.expired.items()):
+            expired.add_metric([listener], n)
+        yield expired
 
     # -- the store ---------------------------------------------------------------------------
     def _storage_metrics(self, ctx: BrokerContext) -> Iterator[Metric]:

@@ -22,15 +22,30 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
 ``listener.security.protocol.map``  ``NAME:PROTOCOL,...``: each listener's security protocol
 ``sasl.enabled.mechanisms``         PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (default: all three)
 ``sasl.jaas.config``                users of SASL listeners, Kafka's JAAS form: ``user_NAME=
-                                    "password"`` entries (``listener.name.L.MECH.sasl.jaas.config``
-                                    too; all listeners share the users)
-``sasl.users.file``                 a properties file of ``user=password`` lines (ours)
+                                    "password"`` entries, for every listener and mechanism
+                                    without its own ``listener.name.L.MECH.sasl.jaas.config``
+                                    (Kafka reads only the prefixed key; this one is ours too)
+``sasl.users.file``                 a properties file of ``user=password`` lines (ours), added
+                                    to ``sasl.jaas.config``'s users
 ``sasl.server.max.receive.size``    largest frame before authentication (default 524288)
+``connection.failed.authentication.delay.ms`` a failed login is answered and closed this much
+                                    later (default 100; less than ``connections.max.idle.ms``)
+``connections.max.reauth.ms``       SASL session lifetime (KIP-368); 0 (default) = none
+``listener.name.L.KEY``             listener L's own value of KEY, in place of the broker-wide
+                                    one: the ``ssl.*`` keys below, ``sasl.enabled.mechanisms``,
+                                    ``connections.max.reauth.ms``, and per mechanism
+                                    ``listener.name.L.MECH.sasl.jaas.config`` and
+                                    ``...MECH.connections.max.reauth.ms`` (L and MECH in lower
+                                    case as in Kafka; any case is accepted). A SASL listener
+                                    with a mechanism that no JAAS configuration covers refuses
+                                    to start, as Kafka does
 ``ssl.keystore.location``           PEM file with the certificate chain and private key
                                     (``ssl.keystore.type`` must be PEM); needed by TLS listeners
 ``ssl.key.password``                the private key's password, if it is encrypted
 ``ssl.truststore.location``         PEM CA certificates to verify client certificates with
-``ssl.client.auth``                 none (default), requested or required
+``ssl.client.auth``                 none (default), requested or required; on SASL_SSL
+                                    listeners only ``listener.name.L.ssl.client.auth`` counts
+                                    (KIP-684)
 ``ssl.enabled.protocols``           TLSv1.2 and/or TLSv1.3 (default both)
 ``authorizer.class.name``           any non-empty value enforces ACLs (Kafka's class names
                                     are accepted as they are)
@@ -115,14 +130,19 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from rmqkafka.adapter.config import (
     PLAINTEXT,
+    SASL_MECHANISMS,
+    SASL_PLAINTEXT,
+    SASL_SSL,
     SECURITY_PROTOCOLS,
+    SSL,
     AdapterConfig,
     ExtraListener,
+    ListenerSecurity,
     SecurityConfig,
     TlsConfig,
 )
@@ -143,6 +163,8 @@ KNOWN_KEYS = frozenset(
         "sasl.jaas.config",
         "sasl.users.file",
         "sasl.server.max.receive.size",
+        "connection.failed.authentication.delay.ms",
+        "connections.max.reauth.ms",
         "ssl.keystore.location",
         "ssl.keystore.type",
         "ssl.key.password",
@@ -238,6 +260,8 @@ _PORT = IntRange(0, 65535, "a TCP port")
 # cost an unbounded allocation, or overflow a wire field or a 64-bit time.
 INTEGER_RANGES: dict[str, IntRange] = {
     "sasl.server.max.receive.size": IntRange(1, INT_MAX, _KAFKA_TYPE),
+    "connection.failed.authentication.delay.ms": IntRange(0, INT_MAX, _KAFKA),
+    "connections.max.reauth.ms": IntRange(0, LONG_MAX, "Kafka's type; 0 = no re-authentication"),
     "num.partitions": IntRange(1, INT_MAX, _KAFKA),
     "message.max.bytes": IntRange(0, INT_MAX, _KAFKA),
     "socket.request.max.bytes": IntRange(1, INT_MAX, _KAFKA),
@@ -433,16 +457,22 @@ _LISTENER = re.compile(
 class _Props:
     """Typed getters over the raw key/value map; every failure names the key and the value."""
 
-    def __init__(self, props: Mapping[str, str], source: str) -> None:
+    def __init__(self, props: Mapping[str, str], source: str, names: Mapping[str, str] | None = None) -> None:
         self._props = props
         self._source = source
+        # key -> the key it was read from (a listener's own listener.name.<name>.<key>)
+        self.names: Mapping[str, str] = names or {}
 
     @property
     def props(self) -> Mapping[str, str]:
         return self._props
 
+    @property
+    def source(self) -> str:
+        return self._source
+
     def error(self, key: str, value: str, reason: str) -> ConfigError:
-        return ConfigError(f"{self._source}: invalid value {value!r} for {key}: {reason}")
+        return ConfigError(f"{self._source}: invalid value {value!r} for {self.names.get(key, key)}: {reason}")
 
     def get(self, key: str) -> str | None:
         value = self._props.get(key)
@@ -554,7 +584,8 @@ def build_config(
         "host": bind_host,
         "port": bind_port,
         "security_protocol": listener.protocol if listener else PLAINTEXT,
-        "security": _security(p, listeners),
+        "listener_name": listener.name if listener else PLAINTEXT,
+        "security": _security(p, listeners, warnings),
     }
     if advertised is not None:
         adapter_kwargs["advertised_host"] = advertised.host or None
@@ -620,7 +651,7 @@ def build_config(
     if offsets_retention_minutes is not None:
         storage_kwargs["offsets_retention_ms"] = offsets_retention_minutes * _MS_PER_MINUTE
 
-    unknown = tuple(sorted(k for k in props if k not in KNOWN_KEYS and not _JAAS_KEY.fullmatch(k)))
+    unknown = tuple(sorted(k for k in props if k not in KNOWN_KEYS and not _is_listener_key(k)))
     semantics_kwargs: dict[str, object] = {
         "enable_property_filter": p.boolean("enablePropertyFilter"),
         "delay_levels_ms": _delay_levels(p, storage_kwargs.get("max_partitions_per_topic")),
@@ -754,57 +785,157 @@ def _client_listeners(p: _Props) -> list[Listener]:
 
 # -------------------------------------------------------------------------------- security
 
-_JAAS_KEY = re.compile(r"listener\.name\.[^.]+\.[^.]+\.sasl\.jaas\.config")
+# listener.name.<listener>.<key>: the listener's own value of a key (Kafka writes the listener
+# name in lower case; any case is accepted here)
+_LISTENER_KEY = re.compile(r"listener\.name\.([^.]+)\.(.+)")
 _JAAS_USER = re.compile(r'\buser_([^\s=]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
-_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+_SASL_MECHANISMS = SASL_MECHANISMS
 _TLS_VERSIONS = ("TLSv1.2", "TLSv1.3")
+# keys a listener may set for itself (besides <mechanism>.sasl.jaas.config and
+# <mechanism>.connections.max.reauth.ms)
+_LISTENER_KEYS = frozenset({
+    "ssl.keystore.location", "ssl.keystore.type", "ssl.key.password", "ssl.truststore.location",
+    "ssl.truststore.type", "ssl.client.auth", "ssl.enabled.protocols", "sasl.enabled.mechanisms",
+    "connections.max.reauth.ms",
+})
+_MECHANISM_KEYS = ("sasl.jaas.config", "connections.max.reauth.ms")
+# Kafka's warning when the broker-wide ssl.client.auth meets a SASL_SSL listener (KIP-684)
+_KIP_684_WARNING = (
+    "Broker configuration 'ssl.client.auth' is applied only to SSL listeners. Listener-prefixed "
+    "configuration can be used to enable SSL client authentication for SASL_SSL listeners.")
 
 
-def _security(p: _Props, listeners: list[Listener]) -> SecurityConfig:
-    protocols = {listener.protocol for listener in listeners}
-    mechanisms = _sasl_mechanisms(p)
-    users = _sasl_users(p)
-    tls = _tls(p) if protocols & {"SSL", "SASL_SSL"} else None
+def _is_listener_key(key: str) -> bool:
+    match = _LISTENER_KEY.fullmatch(key)
+    if match is None:
+        return False
+    rest = match[2]
+    mechanism, _, mechanism_key = rest.partition(".")
+    return rest in _LISTENER_KEYS or (mechanism.upper() in _SASL_MECHANISMS and mechanism_key in _MECHANISM_KEYS)
+
+
+def _listener_props(p: _Props, name: str) -> _Props:
+    """``p`` as listener ``name`` sees it: its ``listener.name.<name>.*`` keys in place of
+    the broker-wide ones; errors name the key that was read. Kafka's own spelling (the name
+    in lower case) wins over another spelling of the same key."""
+    overrides: dict[str, str] = {}
+    names: dict[str, str] = {}
+    for key in sorted(p.props, key=lambda k: k == k.lower()):  # the lower-case spelling last
+        match = _LISTENER_KEY.fullmatch(key)
+        if match is not None and match[1].upper() == name:
+            rest = match[2]
+            mechanism, dot, tail = rest.partition(".")
+            if dot and mechanism.upper() in _SASL_MECHANISMS:
+                rest = f"{mechanism.lower()}.{tail}"
+            overrides[rest] = p.props[key]
+            names[rest] = key
+    return _Props({**p.props, **overrides}, p.source, names)
+
+
+def _security(p: _Props, listeners: list[Listener], warnings: list[str]) -> SecurityConfig:
+    broker_users = _sasl_users(p)
+    all_users = dict(broker_users or ())
+    secured = []
+    for listener in listeners:
+        if listener.protocol == PLAINTEXT:
+            continue
+        settings = _listener_security(p, listener, broker_users, warnings)
+        for _, users in settings.users:
+            all_users.update(users)
+        secured.append(settings)
     authorizer = bool((p.get("authorizer.class.name") or "").strip())
     super_users = tuple(u.strip() for u in (p.get("super.users") or "").split(";") if u.strip())
     for entry in super_users:
         if ":" not in entry.strip(":"):
             raise p.error("super.users", entry, "expected principals like User:admin, separated by ;")
+    idle_ms = p.integer("connections.max.idle.ms", minimum=1) or AdapterConfig().connections_max_idle_ms
+    delay_ms = p.integer("connection.failed.authentication.delay.ms")
+    if delay_ms is not None and delay_ms >= idle_ms:
+        raise p.error("connection.failed.authentication.delay.ms", str(delay_ms),
+                      f"must be less than connections.max.idle.ms ({idle_ms}), or failed "
+                      "authentications are closed as idle before they are answered")
     kwargs: dict[str, object] = {
-        "sasl_mechanisms": mechanisms,
-        "users": users,
-        "tls": tls,
+        "sasl_mechanisms": _sasl_mechanisms(p),
+        "users": tuple(sorted(all_users.items())),
+        "listeners": tuple(secured),
         "authorizer": authorizer,
         "super_users": super_users,
     }
     optional = {
         "sasl_max_receive_size": p.integer("sasl.server.max.receive.size"),
+        "failed_authentication_delay_ms": delay_ms,
+        "connections_max_reauth_ms": p.integer("connections.max.reauth.ms"),
         "allow_everyone_if_no_acl_found": p.boolean("allow.everyone.if.no.acl.found"),
     }
     kwargs.update({k: v for k, v in optional.items() if v is not None})
     return SecurityConfig(**kwargs)  # type: ignore[arg-type]
 
 
+def _listener_security(p: _Props, listener: Listener, broker_users: tuple[tuple[str, str], ...] | None,
+                       warnings: list[str]) -> ListenerSecurity:
+    """One SSL or SASL listener's settings, its own keys first (Kafka's listener prefix)."""
+    lp = _listener_props(p, listener.name)
+    tls = None
+    if listener.protocol in (SSL, SASL_SSL):
+        tls = _tls(lp)
+        if listener.protocol == SASL_SSL and "ssl.client.auth" not in lp.names:
+            # KIP-684: on SASL_SSL only the listener's own ssl.client.auth asks for certificates
+            if tls.client_auth != "none":
+                warnings.append(_KIP_684_WARNING)
+            tls = replace(tls, client_auth="none")
+    if listener.protocol not in (SASL_PLAINTEXT, SASL_SSL):
+        return ListenerSecurity(listener.name, listener.protocol, tls=tls)
+    mechanisms = _sasl_mechanisms(lp)
+    users, reauth = [], []
+    for mechanism in mechanisms:
+        jaas_key = f"{mechanism.lower()}.sasl.jaas.config"
+        if jaas_key in lp.names:
+            mechanism_users = _jaas_users(lp.props[jaas_key])
+        elif broker_users is not None:
+            mechanism_users = broker_users
+        else:
+            # Kafka refuses a SASL mechanism without a JAAS configuration; so do we, rather
+            # than start a listener nobody can log in to
+            raise ConfigError(
+                f"{p.source}: listener {listener.name} ({listener.protocol}) has no users for "
+                f"{mechanism}: set listener.name.{listener.name.lower()}.{jaas_key} (or sasl.jaas.config / "
+                f"sasl.users.file), or leave {mechanism} out of sasl.enabled.mechanisms")
+        if mechanism == "PLAIN" and not mechanism_users:
+            warnings.append(f"listener {listener.name}: the JAAS configuration of PLAIN names no user "
+                            "(user_NAME=\"password\"): every PLAIN login will fail")
+        users.append((mechanism, mechanism_users))
+        reauth_ms = lp.integer(f"{mechanism.lower()}.connections.max.reauth.ms")
+        if reauth_ms is None:
+            reauth_ms = lp.integer("connections.max.reauth.ms")
+        reauth.append((mechanism, reauth_ms or 0))
+    return ListenerSecurity(listener.name, listener.protocol, mechanisms, tuple(users), tls, tuple(reauth))
+
+
 def _sasl_mechanisms(p: _Props) -> tuple[str, ...]:
     raw = p.get("sasl.enabled.mechanisms")
     if raw is None:
         return _SASL_MECHANISMS
+    key = p.names.get("sasl.enabled.mechanisms", "sasl.enabled.mechanisms")
     mechanisms = tuple(m.strip().upper() for m in raw.split(",") if m.strip())
     for mechanism in mechanisms:
         if mechanism not in _SASL_MECHANISMS:
-            raise p.error("sasl.enabled.mechanisms", raw,
-                          f"{mechanism} is not supported; use " + ", ".join(_SASL_MECHANISMS))
+            raise p.error(key, raw, f"{mechanism} is not supported; use " + ", ".join(_SASL_MECHANISMS))
     if not mechanisms:
-        raise p.error("sasl.enabled.mechanisms", raw, "no mechanism given")
+        raise p.error(key, raw, "no mechanism given")
     return mechanisms
 
 
-def _sasl_users(p: _Props) -> tuple[tuple[str, str], ...]:
-    users: dict[str, str] = {}
-    for key in sorted(k for k in p.props if k == "sasl.jaas.config" or _JAAS_KEY.fullmatch(k)):
-        for name, password in _JAAS_USER.findall(p.props[key]):
-            users[name] = re.sub(r"\\(.)", r"\1", password)
-    users_file = p.get("sasl.users.file")
+def _jaas_users(jaas: str) -> tuple[tuple[str, str], ...]:
+    """The ``user_NAME="password"`` entries of a JAAS configuration (PlainLoginModule's form)."""
+    return tuple(sorted((name, re.sub(r"\\(.)", r"\1", password)) for name, password in _JAAS_USER.findall(jaas)))
+
+
+def _sasl_users(p: _Props) -> tuple[tuple[str, str], ...] | None:
+    """The broker-wide users (sasl.jaas.config and sasl.users.file); None when neither is set."""
+    jaas, users_file = p.get("sasl.jaas.config"), p.get("sasl.users.file")
+    if jaas is None and users_file is None:
+        return None
+    users = dict(_jaas_users(jaas or ""))
     if users_file is not None:
         try:
             users.update(read_properties(Path(users_file).expanduser()))

@@ -1,7 +1,8 @@
 """SaslHandshake (17): pick the SASL mechanism; v0 means bare tokens follow, v1 means
 SaslAuthenticate requests. On a listener without SASL, or once authenticated, the answer is
-ILLEGAL_SASL_STATE; an unknown mechanism gets UNSUPPORTED_SASL_MECHANISM with the enabled
-ones, and the connection is closed after the answer (as Kafka does)."""
+ILLEGAL_SASL_STATE, unless it starts a re-authentication (KIP-368; the connection decides,
+adapter.security.authentication); an unknown mechanism gets UNSUPPORTED_SASL_MECHANISM with
+the enabled ones, and the connection is closed after the answer (as Kafka does)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """The users a SASL listener accepts: configured passwords and stored SCRAM credentials.
 
-Configured users (``sasl.jaas.config``'s ``user_NAME="password"`` entries and
-``sasl.users.file``) log in with PLAIN and with either SCRAM mechanism; their SCRAM
-credentials are derived on first use (4096 iterations, a random salt per start).
+Configured users (the ``user_NAME="password"`` entries of the JAAS configuration that
+applies to a listener and mechanism, and ``sasl.users.file``) log in with PLAIN and with
+either SCRAM mechanism; their SCRAM credentials are derived on first use (4096 iterations,
+a random salt per start). :meth:`Credentials.users` is one listener and mechanism's view.
 Credentials set with AlterUserScramCredentials are stored in ``scram-credentials.json`` in
 the data directory (never a password: salt, iterations, StoredKey, ServerKey, as Kafka keeps
 them), written atomically with the previous version kept as ``.prev``; a stored credential
@@ -65,16 +66,24 @@ class Credentials:
         return self._configured.get(user)
 
     def scram(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
+        return self.scram_of(user, mechanism, self._configured.get(user))
+
+    def scram_of(self, user: str, mechanism: ScramMechanism, password: str | None) -> ScramCredential | None:
+        """The stored credential of ``user``, else one derived from ``password`` (if any)."""
         stored = self._stored.get(user, {}).get(mechanism.name)
         if stored is not None:
             return stored
-        password = self._configured.get(user)
         if password is None:
             return None
-        key = (user, mechanism.name)
+        key = (user, mechanism.name, password)
         if key not in self._derived:
             self._derived[key] = ScramCredential.from_password(mechanism, password)
         return self._derived[key]
+
+    def users(self, configured: Mapping[str, str]) -> Users:
+        """The users one listener accepts with one mechanism: ``configured`` (its JAAS
+        configuration's) and the stored SCRAM credentials, read at each login."""
+        return Users(self, dict(configured))
 
     def _mechanisms_of(self, user: str) -> list[tuple[int, int]]:
         found = []
@@ -154,6 +163,21 @@ class Credentials:
             if not item.salt or not item.salted_password:
                 return ErrorCode.unacceptable_credential, "Salt and salted password must not be empty"
         return None
+
+
+class Users:
+    """What a SASL exchange asks: a user's PLAIN password or SCRAM credential (see
+    :meth:`Credentials.users`)."""
+
+    def __init__(self, credentials: Credentials, configured: dict[str, str]) -> None:
+        self._credentials = credentials
+        self._configured = configured
+
+    def plain_password(self, user: str) -> str | None:
+        return self._configured.get(user)
+
+    def scram(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
+        return self._credentials.scram_of(user, mechanism, self._configured.get(user))
 
 
 def _parse(data: dict) -> dict[str, dict[str, ScramCredential]]:

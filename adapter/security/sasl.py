@@ -11,7 +11,7 @@ from __future__ import annotations
 import hmac
 from typing import Protocol
 
-from .credentials import Credentials
+from .credentials import Credentials, Users
 from .scram import MECHANISMS as SCRAM_MECHANISMS
 from .scram import ScramError, ScramExchange
 
@@ -36,7 +36,7 @@ class PlainExchange:
     """RFC 4616: one message ``authzid NUL authcid NUL password``, compared in constant time
     with the configured password (Kafka's PlainSaslServer messages)."""
 
-    def __init__(self, credentials: Credentials) -> None:
+    def __init__(self, credentials: Credentials | Users) -> None:
         self._credentials = credentials
         self.username: str | None = None
 
@@ -73,7 +73,7 @@ class PlainExchange:
 class _Scram:
     """ScramExchange with its errors as SaslFailure."""
 
-    def __init__(self, mechanism: str, credentials: Credentials) -> None:
+    def __init__(self, mechanism: str, credentials: Credentials | Users) -> None:
         self._exchange = ScramExchange(SCRAM_MECHANISMS[mechanism], credentials.scram)
 
     @property
@@ -91,7 +91,7 @@ class _Scram:
             raise SaslFailure(str(exc)) from None
 
 
-def start_exchange(mechanism: str, credentials: Credentials) -> Exchange:
+def start_exchange(mechanism: str, credentials: Credentials | Users) -> Exchange:
     """A new exchange for an enabled mechanism (the handshake has checked it is one)."""
     if mechanism == PLAIN:
         return PlainExchange(credentials)

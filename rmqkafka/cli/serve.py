@@ -142,15 +142,16 @@ def prepare_data_dir(path: Path) -> int:
 def _check_tls(server_config: ServerConfig) -> None:
     """Load the TLS keys once before anything starts, so that a key that does not load is a
     one-line configuration error (the broker loads them again when it binds)."""
-    tls = server_config.adapter.security.tls
-    if tls is None:
-        return
     from rmqkafka.adapter.security.tls import TlsConfigError, server_context
 
-    try:
-        server_context(tls)
-    except TlsConfigError as exc:
-        raise ConfigError(str(exc)) from None
+    security = server_config.adapter.security
+    for tls in [security.tls, *(listener.tls for listener in security.listeners)]:
+        if tls is None:
+            continue
+        try:
+            server_context(tls)
+        except TlsConfigError as exc:
+            raise ConfigError(str(exc)) from None
 
 
 def run(server_config: ServerConfig) -> int:

@@ -170,6 +170,8 @@ def test_bad_flag_is_a_usage_error(tmp_path: Path, args, option):
         ("flush.policy=often\n", "invalid value 'often' for flush.policy"),
         ("log.segment.bytes=-1\n", "invalid value '-1' for log.segment.bytes"),
         ("bad=\\uZZZZ\n", "malformed"),
+        # a SASL listener nobody could log in to (Kafka refuses a mechanism without JAAS config)
+        ("listeners=SASL_PLAINTEXT://:9092\n", "set listener.name.sasl_plaintext.plain.sasl.jaas.config"),
     ],
 )
 def test_bad_config_value(tmp_path: Path, content, expected):

@@ -59,10 +59,31 @@ def pki(tmp_path_factory) -> dict[str, Path]:
     return paths
 
 
-def start(broker_factory, tmp_path: Path, properties: str, name: str = "server.properties"):
+def start(broker_factory, tmp_path: Path, properties: str, name: str = "server.properties", **options):
     config = tmp_path / name
     config.write_text(properties)
-    return broker_factory(config_file=config)
+    return broker_factory(config_file=config, **options)
+
+
+WITH_METRICS = {"args": ["--metrics-port", "0"]}
+
+
+def metric(broker, name: str, **labels: str) -> float:
+    """A sample's value from /metrics (0 when it is not there)."""
+    import urllib.request
+
+    text = urllib.request.urlopen(broker.metrics_url + "/metrics", timeout=10).read().decode()
+    wanted = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    for line in text.splitlines():
+        if line.startswith(name + ("{" + wanted + "}" if labels else " ")):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def sasl_login(conn: KafkaRaw, user: str, password: str, mechanism: str = "PLAIN"):
+    """SaslHandshake v1 + SaslAuthenticate v2 with PLAIN over raw frames: the answer."""
+    assert conn.request(17, 1, mechanism=mechanism).error_code == ErrorCode.none
+    return conn.request(36, 2, auth_bytes=f"\0{user}\0{password}".encode())
 
 
 def sasl_conf(broker, mechanism: str, user: str, password: str, protocol: str = "SASL_PLAINTEXT") -> dict:
@@ -242,6 +263,135 @@ def test_sasl_handshake_v0_then_bare_tokens(broker_factory, tmp_path):
         assert is_closed(sock)
 
 
+def test_failed_logins_are_answered_late_without_holding_up_anyone(broker_factory, tmp_path):
+    # connection.failed.authentication.delay.ms: Kafka's delayed close after a failed login
+    broker = start(broker_factory, tmp_path, "listeners=SASL_PLAINTEXT://127.0.0.1:9092\n" + JAAS
+                   + "connection.failed.authentication.delay.ms=1500\n", **WITH_METRICS)
+    with KafkaRaw(broker.host, broker.port) as guesser, KafkaRaw(broker.host, broker.port) as other:
+        assert guesser.request(17, 1, mechanism="PLAIN").error_code == ErrorCode.none
+        began = time.monotonic()
+        correlation = guesser.send(36, 2, auth_bytes=b"\0alice\0guess")
+        assert sasl_login(other, "bob", "bob-secret").error_code == ErrorCode.none  # served meanwhile
+        assert other.api_versions().error_code == ErrorCode.none
+        assert time.monotonic() - began < 1.4  # ...before the guess is answered
+        answer = guesser.receive(36, 2, correlation, timeout=10)
+        assert time.monotonic() - began >= 1.45
+        assert answer.error_code == ErrorCode.sasl_authentication_failed
+        assert answer.error_message == "Authentication failed: Invalid username or password"
+        assert guesser.wait_closed()
+    assert metric(broker, "rmqk_failed_authentication_total", listener="SASL_PLAINTEXT", mechanism="PLAIN",
+                  reason="sasl_authentication_failed") == 1
+    assert metric(broker, "rmqk_successful_authentication_total", listener="SASL_PLAINTEXT", mechanism="PLAIN") == 1
+    assert "Failed authentication with 127.0.0.1:" in broker.stderr
+    assert "on listener SASL_PLAINTEXT (PLAIN): Authentication failed: Invalid username or password" in broker.stderr
+
+
+def test_the_default_delay_slows_a_password_guesser(broker_factory, tmp_path):
+    broker = start(broker_factory, tmp_path, "listeners=SASL_PLAINTEXT://127.0.0.1:9092\n" + JAAS)
+    began = time.monotonic()
+    for guess in range(5):  # each guess costs a connection and at least 100 ms
+        with KafkaRaw(broker.host, broker.port) as conn:
+            assert sasl_login(conn, "alice", f"guess-{guess}").error_code == ErrorCode.sasl_authentication_failed
+            assert conn.wait_closed()
+    assert time.monotonic() - began >= 0.5
+    with KafkaRaw(broker.host, broker.port) as conn:  # an unknown mechanism is a failure too
+        began = time.monotonic()
+        assert conn.request(17, 1, mechanism="GSSAPI").error_code == ErrorCode.unsupported_sasl_mechanism
+        assert time.monotonic() - began >= 0.1
+        assert conn.wait_closed()
+
+
+def test_failed_tls_handshakes_are_logged_and_counted(broker_factory, tmp_path, pki):
+    broker = start(broker_factory, tmp_path, tls_properties(pki, client_auth="required"), **WITH_METRICS)
+    with raw_socket(broker) as sock:  # plaintext on the TLS port
+        sock.sendall(struct.pack(">i", 10) + b"\0" * 10)
+        assert is_closed(sock)
+    conf = {"bootstrap.servers": broker.bootstrap_servers, "security.protocol": "SSL",
+            "ssl.ca.location": str(pki["ca"])}
+    with pytest.raises(KafkaException):  # no client certificate
+        AdminClient(conf).list_topics(timeout=3)
+    failed = metric(broker, "rmqk_failed_authentication_total", listener="SSL", mechanism="",
+                    reason="ssl_handshake_failed")
+    assert failed >= 2
+    assert "Failed authentication with 127.0.0.1:" in broker.stderr
+    assert "on listener SSL: SSL handshake failed" in broker.stderr
+    with_cert = {**conf, "ssl.certificate.location": str(pki["client_cert"]), "ssl.key.location": str(pki["client_key"])}
+    assert produce(with_cert, "tls", [b"still serving"]) == [None]
+
+
+REAUTH = "connections.max.reauth.ms=1500\n"
+
+
+def test_sessions_expire_unless_the_client_re_authenticates(broker_factory, tmp_path):
+    broker = start(broker_factory, tmp_path, "listeners=SASL_PLAINTEXT://127.0.0.1:9092\n" + JAAS + REAUTH,
+                   **WITH_METRICS)
+    with KafkaRaw(broker.host, broker.port) as conn:
+        answer = sasl_login(conn, "alice", "alice-secret")
+        assert answer.error_code == ErrorCode.none
+        assert answer.session_lifetime.total_seconds() == 1.5  # KIP-368: SaslAuthenticate v1+
+        assert conn.metadata([]).brokers
+        time.sleep(1.1)  # at least a second after the first login: a re-authentication may start
+        again = sasl_login(conn, "alice", "alice-secret")  # on the open connection
+        assert (again.error_code, again.session_lifetime.total_seconds()) == (ErrorCode.none, 1.5)
+        renewed = time.monotonic()
+        while time.monotonic() - renewed < 1.2:  # still served after the first session's end
+            assert conn.metadata([]).brokers
+            time.sleep(0.2)
+        time.sleep(1.0)  # now past the renewed session's end too
+        conn.send(3, 1, topics=None)
+        assert conn.wait_closed()
+    assert metric(broker, "rmqk_successful_reauthentication_total", listener="SASL_PLAINTEXT", mechanism="PLAIN") == 1
+    assert metric(broker, "rmqk_expired_sessions_closed_total", listener="SASL_PLAINTEXT") == 1
+    with KafkaRaw(broker.host, broker.port) as conn:  # a re-authentication must keep the principal
+        assert sasl_login(conn, "alice", "alice-secret").error_code == ErrorCode.none
+        time.sleep(1.1)
+        answer = sasl_login(conn, "bob", "bob-secret")
+        assert answer.error_code == ErrorCode.sasl_authentication_failed
+        assert answer.error_message == "Cannot change principals during re-authentication from User.alice: User.bob"
+        assert conn.wait_closed()
+
+
+def test_without_a_session_lifetime_a_second_handshake_is_refused(broker_factory, tmp_path):
+    broker = start(broker_factory, tmp_path, "listeners=SASL_PLAINTEXT://127.0.0.1:9092\n" + JAAS)
+    with KafkaRaw(broker.host, broker.port) as conn:
+        answer = sasl_login(conn, "alice", "alice-secret")
+        assert (answer.error_code, answer.session_lifetime.total_seconds()) == (ErrorCode.none, 0)
+        assert conn.request(17, 1, mechanism="PLAIN").error_code == ErrorCode.illegal_sasl_state
+        assert conn.metadata([]).brokers
+
+
+def test_librdkafka_re_authenticates_and_a_deleted_credential_stops_working(broker_factory, tmp_path):
+    broker = start(broker_factory, tmp_path, "listeners=SASL_PLAINTEXT://127.0.0.1:9092\n" + JAAS + REAUTH,
+                   **WITH_METRICS)
+    admin = AdminClient(sasl_conf(broker, "PLAIN", "admin", "admin-secret"))
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096)
+    admin.alter_user_scram_credentials([UserScramCredentialUpsertion("carol", info, b"carol-pw")])["carol"].result(10)
+    errors: list = []
+    producer = Producer({**sasl_conf(broker, "SCRAM-SHA-256", "carol", "carol-pw"), "message.timeout.ms": 10000,
+                         "error_cb": errors.append})
+    delivered: list = []
+    end = time.monotonic() + 5
+    while time.monotonic() < end:  # one connection, kept for longer than three session lifetimes
+        producer.produce("reauth", b"x", on_delivery=lambda err, msg: delivered.append(err))
+        producer.flush(10)
+        time.sleep(0.25)
+    assert delivered and set(delivered) == {None}
+    assert metric(broker, "rmqk_successful_reauthentication_total", listener="SASL_PLAINTEXT",
+                  mechanism="SCRAM-SHA-256") >= 2
+    assert metric(broker, "rmqk_expired_sessions_closed_total", listener="SASL_PLAINTEXT") == 0
+
+    from confluent_kafka.admin import UserScramCredentialDeletion
+
+    admin.alter_user_scram_credentials([UserScramCredentialDeletion("carol", ScramMechanism.SCRAM_SHA_256)]
+                                       )["carol"].result(10)
+    end = time.monotonic() + 10
+    while time.monotonic() < end and not any("Authentication failed" in str(e) for e in errors):
+        producer.poll(0.2)
+    assert any("Authentication failed" in str(e) for e in errors), errors
+    assert metric(broker, "rmqk_failed_authentication_total", listener="SASL_PLAINTEXT", mechanism="SCRAM-SHA-256",
+                  reason="sasl_authentication_failed") >= 1
+
+
 def test_scram_credentials_are_managed_through_the_admin_api_and_kept(broker_factory, tmp_path):
     broker = start(broker_factory, tmp_path, "listeners=SASL_PLAINTEXT://127.0.0.1:9092\n" + JAAS)
     admin = AdminClient(sasl_conf(broker, "PLAIN", "admin", "admin-secret"))
@@ -324,6 +474,27 @@ def test_sasl_ssl_with_scram(broker_factory, tmp_path, pki):
     assert produce(conf, "sasl-ssl", [b"x"]) == [None]
     assert consume(conf, "sasl-ssl", 1) == [b"x"]
     assert "Authentication failed" in auth_failure({**conf, "sasl.password": "wrong"})
+
+
+def test_broker_wide_ssl_client_auth_does_not_ask_sasl_ssl_clients_for_certificates(broker_factory, tmp_path, pki):
+    # KIP-684: SASL already names the principal; only listener.name.<name>.ssl.client.auth
+    # asks SASL_SSL clients for a certificate, while the SSL listener follows ssl.client.auth
+    properties = tls_properties(pki, "SASL_SSL", client_auth="required").replace(
+        "listeners=SASL_SSL://127.0.0.1:9092", "listeners=SASL_SSL://127.0.0.1:0,SSL://127.0.0.1:0")
+    broker = start(broker_factory, tmp_path, properties)
+    conf = {**sasl_conf(broker, "PLAIN", "alice", "alice-secret", "SASL_SSL"), "ssl.ca.location": str(pki["ca"])}
+    assert produce(conf, "kip-684", [b"no certificate needed"]) == [None]
+    assert "applied only to SSL listeners" in broker.stderr
+
+    broker.close()
+    broker = start(broker_factory, tmp_path, properties + "listener.name.sasl_ssl.ssl.client.auth=required\n",
+                   "own.properties")
+    conf = {**conf, "bootstrap.servers": broker.bootstrap_servers}
+    with pytest.raises(KafkaException):  # the listener's own setting asks for one
+        AdminClient(conf).list_topics(timeout=3)
+    with_cert = {**conf, "ssl.certificate.location": str(pki["client_cert"]),
+                 "ssl.key.location": str(pki["client_key"])}
+    assert produce(with_cert, "kip-684", [b"with a certificate"]) == [None]
 
 
 # ---------------------------------------------------------------------------------- ACLs

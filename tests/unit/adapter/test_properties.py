@@ -21,6 +21,9 @@ from rmqkafka.storage.config import StorageConfig
 NO_ENV: dict[str, str] = {}
 
 
+JAAS = 'sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_a="pa";\n'
+
+
 def build(text: str = "", **overrides):
     overrides.setdefault("environ", NO_ENV)
     return build_config(parse_properties(text), **overrides)
@@ -236,9 +239,9 @@ class TestListeners:
         "text, primary, extra",
         [
             ("listeners=SSL://h:9093\nssl.keystore.location=/k.pem", "SSL", None),
-            ("listeners=SASL_PLAINTEXT://h:9093", "SASL_PLAINTEXT", None),
+            ("listeners=SASL_PLAINTEXT://h:9093\n" + JAAS, "SASL_PLAINTEXT", None),
             ("listeners=CLIENT://h:1,B://h:2\nlistener.security.protocol.map=CLIENT:SSL,B:SASL_SSL\n"
-             "ssl.keystore.location=/k.pem", "SSL", "SASL_SSL"),
+             "ssl.keystore.location=/k.pem\n" + JAAS, "SSL", "SASL_SSL"),
         ],
     )
     def test_security_protocols(self, text, primary, extra):
@@ -598,3 +601,83 @@ class TestTransactionSettings:
         config = build_config(parse_properties(""))
         assert config.adapter.transaction_max_timeout_ms == 900_000
         assert config.adapter.transactional_id_expiration_ms == 604_800_000
+
+
+# --------------------------------------------------------------------------- listener security
+
+
+class TestListenerSecurity:
+    TLS = "ssl.keystore.location=/k.pem\nssl.truststore.location=/ca.pem\n"
+
+    def listener(self, text: str, name: str):
+        config = build(text)
+        return next(x for x in config.adapter.security.listeners if x.name == name), config
+
+    def test_broker_wide_ssl_client_auth_does_not_apply_to_sasl_ssl(self):
+        # KIP-684: only listener.name.<name>.ssl.client.auth asks SASL_SSL clients for certificates
+        text = "listeners=SASL_SSL://:9093,SSL://:9094\nssl.client.auth=required\n" + self.TLS + JAAS
+        sasl_ssl, config = self.listener(text, "SASL_SSL")
+        ssl_listener, _ = self.listener(text, "SSL")
+        assert sasl_ssl.tls.client_auth == "none"
+        assert ssl_listener.tls.client_auth == "required"
+        assert any("applied only to SSL listeners" in w for w in config.warnings)
+        sasl_ssl, config = self.listener(text + "listener.name.sasl_ssl.ssl.client.auth=requested\n", "SASL_SSL")
+        assert sasl_ssl.tls.client_auth == "requested"
+        assert config.warnings == ()
+
+    def test_a_listener_key_wins_over_the_broker_wide_one(self):
+        text = ("listeners=SASL_SSL://:9093,OTHER://:9094\nlistener.security.protocol.map=OTHER:SASL_PLAINTEXT\n"
+                + self.TLS + JAAS + "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256\n"
+                "listener.name.sasl_ssl.ssl.keystore.location=/own.pem\n"
+                "listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512\n"
+                "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=x required user_b=\"pb\";\n"
+                "listener.name.sasl_ssl.ssl.enabled.protocols=TLSv1.3\n"
+                "connections.max.reauth.ms=5000\n"
+                "listener.name.other.plain.connections.max.reauth.ms=700\n")
+        own, config = self.listener(text, "SASL_SSL")
+        other, _ = self.listener(text, "OTHER")
+        assert (own.tls.keystore_location, own.tls.min_version) == ("/own.pem", "TLSv1.3")
+        assert own.sasl_mechanisms == ("SCRAM-SHA-512",)
+        assert own.users_of("SCRAM-SHA-512") == {"b": "pb"}
+        assert own.reauth_ms("SCRAM-SHA-512") == 5000
+        assert other.sasl_mechanisms == ("PLAIN", "SCRAM-SHA-256")
+        assert other.users_of("PLAIN") == {"a": "pa"}  # the broker-wide sasl.jaas.config
+        assert (other.reauth_ms("PLAIN"), other.reauth_ms("SCRAM-SHA-256")) == (700, 5000)
+        assert config.unknown_keys == ()
+        assert dict(config.adapter.security.users) == {"a": "pa", "b": "pb"}
+
+    def test_listener_names_in_keys_are_case_insensitive_and_kafkas_spelling_wins(self):
+        text = ("listeners=SASL_PLAINTEXT://:9093\n" + JAAS + "listener.name.SASL_PLAINTEXT.sasl.enabled.mechanisms=PLAIN\n")
+        assert self.listener(text, "SASL_PLAINTEXT")[0].sasl_mechanisms == ("PLAIN",)
+        both = text + "listener.name.sasl_plaintext.sasl.enabled.mechanisms=SCRAM-SHA-256\n"
+        assert self.listener(both, "SASL_PLAINTEXT")[0].sasl_mechanisms == ("SCRAM-SHA-256",)
+
+    def test_errors_name_the_listener_key(self):
+        text = "listeners=SSL://:9093\n" + self.TLS + "listener.name.ssl.ssl.client.auth=always\n"
+        assert "for listener.name.ssl.ssl.client.auth" in error_of(text)
+
+    def test_a_sasl_listener_without_users_refuses_to_start(self):
+        message = error_of("listeners=SASL_PLAINTEXT://:9092")
+        assert "listener SASL_PLAINTEXT" in message
+        assert "listener.name.sasl_plaintext.plain.sasl.jaas.config" in message
+        assert "\n" not in message
+
+    def test_a_scram_listener_with_a_jaas_config_and_no_users_starts_as_in_kafka(self):
+        text = ("listeners=SASL_PLAINTEXT://:9092\nsasl.enabled.mechanisms=SCRAM-SHA-256\n"
+                "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config="
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;\n")
+        listener, config = self.listener(text, "SASL_PLAINTEXT")
+        assert listener.users_of("SCRAM-SHA-256") == {}
+        assert config.warnings == ()
+
+    def test_a_plain_jaas_config_without_users_starts_with_a_warning(self):
+        _, config = self.listener("listeners=SASL_PLAINTEXT://:9092\nsasl.jaas.config=x required;\n", "SASL_PLAINTEXT")
+        assert any("every PLAIN login will fail" in w for w in config.warnings)
+
+    def test_failed_authentication_delay_and_reauthentication(self):
+        security = build("connection.failed.authentication.delay.ms=0\nconnections.max.reauth.ms=1500").adapter.security
+        assert (security.failed_authentication_delay_ms, security.connections_max_reauth_ms) == (0, 1500)
+        assert build().adapter.security.failed_authentication_delay_ms == 100
+        assert "must be at least 0" in error_of("connection.failed.authentication.delay.ms=-1")
+        message = error_of("connection.failed.authentication.delay.ms=600000")
+        assert "less than connections.max.idle.ms" in message

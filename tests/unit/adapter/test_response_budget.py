@@ -42,7 +42,7 @@ class SlowTransport(asyncio.Transport):
 
 async def connection_with_unsent_fetch(tmp_path, budget: ResponseBudget, size: int):
     """A connection that wrote a Fetch response of ``size`` bytes its client has not read."""
-    ctx = SimpleNamespace(config=SimpleNamespace(socket_request_max_bytes=1 << 20), listener_protocol="PLAINTEXT",
+    ctx = SimpleNamespace(config=SimpleNamespace(socket_request_max_bytes=1 << 20), listener_protocol="PLAINTEXT", listener_name="PLAINTEXT",
                           security=Security.open(SecurityConfig(), tmp_path))
     connection = KafkaConnection(ctx, set(), budget)
     transport = SlowTransport()
