@@ -220,9 +220,11 @@ class KafkaConnection(asyncio.Protocol):
     async def _answer(self, frame: bytes) -> list[bytes] | None:
         """The response frame for one request, as parts for ``writelines``; None for none.
 
-        Before authentication only the SASL requests are served; their handlers never wait
-        on anything, so each runs to its end before the next frame's task starts (tasks
-        start in order) and that frame sees the state this one left."""
+        Before authentication (and during a re-authentication) only the SASL requests are
+        served; their handlers never wait on anything, so each runs to its end before the
+        next frame's task starts (tasks start in order) and that frame sees the state this
+        one left. Only a failure waits (the delayed answer), and it has marked the state
+        failed before it does, so the frames behind it are closed with it."""
         auth = self._auth
         assert auth is not None
         api_key = int.from_bytes(frame[:2], "big", signed=True)

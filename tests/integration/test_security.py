@@ -334,7 +334,7 @@ def test_sessions_expire_unless_the_client_re_authenticates(broker_factory, tmp_
         again = sasl_login(conn, "alice", "alice-secret")  # on the open connection
         assert (again.error_code, again.session_lifetime.total_seconds()) == (ErrorCode.none, 1.5)
         renewed = time.monotonic()
-        while time.monotonic() - renewed < 1.2:  # still served after the first session's end
+        while time.monotonic() - renewed < 0.9:  # still served after the first session's end
             assert conn.metadata([]).brokers
             time.sleep(0.2)
         time.sleep(1.0)  # now past the renewed session's end too
@@ -361,8 +361,9 @@ def test_without_a_session_lifetime_a_second_handshake_is_refused(broker_factory
 
 
 def test_librdkafka_re_authenticates_and_a_deleted_credential_stops_working(broker_factory, tmp_path):
-    broker = start(broker_factory, tmp_path, "listeners=SASL_PLAINTEXT://127.0.0.1:9092\n" + JAAS + REAUTH,
-                   **WITH_METRICS)
+    # librdkafka re-authenticates at 90 % of the lifetime: 3 s leaves it 300 ms on a busy machine
+    broker = start(broker_factory, tmp_path, "listeners=SASL_PLAINTEXT://127.0.0.1:9092\n" + JAAS
+                   + "connections.max.reauth.ms=3000\n", **WITH_METRICS)
     admin = AdminClient(sasl_conf(broker, "PLAIN", "admin", "admin-secret"))
     info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096)
     admin.alter_user_scram_credentials([UserScramCredentialUpsertion("carol", info, b"carol-pw")])["carol"].result(10)
@@ -370,8 +371,8 @@ def test_librdkafka_re_authenticates_and_a_deleted_credential_stops_working(brok
     producer = Producer({**sasl_conf(broker, "SCRAM-SHA-256", "carol", "carol-pw"), "message.timeout.ms": 10000,
                          "error_cb": errors.append})
     delivered: list = []
-    end = time.monotonic() + 5
-    while time.monotonic() < end:  # one connection, kept for longer than three session lifetimes
+    end = time.monotonic() + 7
+    while time.monotonic() < end:  # one connection, kept for more than two session lifetimes
         producer.produce("reauth", b"x", on_delivery=lambda err, msg: delivered.append(err))
         producer.flush(10)
         time.sleep(0.25)
