@@ -42,6 +42,9 @@ RANGES = {
     "offset.metadata.max.bytes": (0, INT_MAX),
     "transaction.max.timeout.ms": (1, INT_MAX),
     "transactional.id.expiration.ms": (1, INT_MAX),
+    "offsets.topic.num.partitions": (1, INT_MAX),
+    "connection.failed.authentication.delay.ms": (0, INT_MAX),
+    "connections.max.reauth.ms": (0, LONG_MAX),
     # Kafka's test-only override of log.segment.bytes (LogConfig.INTERNAL_SEGMENT_BYTES_CONFIG)
     "internal.segment.bytes": (1024, INT_MAX),
     # ours
@@ -89,7 +92,11 @@ def test_every_integer_key_has_a_range_here():
 
 
 # a key whose lowest value needs another key lowered too
-COMPANIONS = {"group.max.session.timeout.ms": "group.min.session.timeout.ms=1\n"}
+COMPANIONS = {
+    "group.max.session.timeout.ms": "group.min.session.timeout.ms=1\n",
+    # the delay must stay below the idle timeout
+    "connection.failed.authentication.delay.ms": f"connections.max.idle.ms={LONG_MAX}\n",
+}
 
 
 @pytest.mark.parametrize("key", sorted(RANGES))
