@@ -16,6 +16,7 @@ checks on a coordinator's marker):
   ends, an ABORT is indexed for read_committed consumers, the LSO moves on) and, with
   flush=sync, made durable before the answer. A failed write is KAFKA_STORAGE_ERROR.
 
+A partition named twice in one marker is written and answered once, as Kafka keys them.
 CLUSTER_ACTION on the cluster is required, else every partition named gets
 CLUSTER_AUTHORIZATION_FAILED. The v2 transaction_version field is accepted; markers are
 checked with Transactions V1 rules (transaction.version 2 is not supported).
@@ -52,15 +53,17 @@ async def handle(ctx: BrokerContext, request: Request):
     allowed = _cluster_admin.may_on_cluster(ctx, AclOperation.CLUSTER_ACTION)
     results = []
     for marker in request.body.markers:
-        topics = []
+        # Kafka keys a marker's partitions by partition: one append and one answer each
+        named: dict[str, dict[int, None]] = {}
         for topic in marker.topics:
-            partitions = [
+            named.setdefault(topic.name, {}).update(dict.fromkeys(topic.partition_indexes))
+        topics = []
+        for name, partitions in named.items():
+            topics.append(dict(name=name, partitions=[
                 dict(partition_index=p,
-                     error_code=_write(ctx, marker, topic.name, p) if allowed
-                     else ErrorCode.cluster_authorization_failed)
-                for p in topic.partition_indexes
-            ]
-            topics.append(dict(name=topic.name, partitions=partitions))
+                     error_code=_write(ctx, marker, name, p) if allowed else ErrorCode.cluster_authorization_failed)
+                for p in partitions
+            ]))
         results.append(dict(producer_id=marker.producer_id, topics=topics))
     if allowed:
         await ctx.transactions.durable()

@@ -417,7 +417,7 @@ def test_write_txn_markers_error_paths(conn, version):
         (pid, "nope", 0, ErrorCode.unknown_topic_or_partition),
         (pid, "__transaction_state", 0, ErrorCode.unknown_topic_or_partition),  # only the broker writes there
     ]
-    assert markers(conn, version, (pid, 3, True, 5, {topic: [0]})) == [(pid, topic, 0, ErrorCode.none)]
+    assert markers(conn, version, (pid, 3, True, 5, {topic: [0, 0, 0]})) == [(pid, topic, 0, ErrorCode.none)]
     assert markers(conn, version, (pid, 3, False, 4, {topic: [0]})) == [
         (pid, topic, 0, ErrorCode.transaction_coordinator_fenced)]
     assert conn.high_watermark(topic) == 3  # 2 records and one marker; the refused ones wrote nothing
