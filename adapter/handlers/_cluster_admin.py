@@ -1,5 +1,6 @@
-"""Shared by the handlers of the controller's partition APIs (ElectLeaders, the partition
-reassignments, AlterReplicaLogDirs): what a partition is here, and the cluster check."""
+"""Shared by the handlers of the one-node cluster admin APIs (ElectLeaders, the partition
+reassignments, AlterReplicaLogDirs, DescribeQuorum, UpdateFeatures, ListConfigResources,
+WriteTxnMarkers): what a partition is here, and the check of an operation on the cluster."""
 
 from __future__ import annotations
 

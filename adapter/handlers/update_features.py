@@ -20,7 +20,8 @@ from .. import features
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
-from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from ..security.acls import AclOperation
+from . import _cluster_admin
 
 API_KEY = 57
 log = logging.getLogger(__name__)
@@ -39,9 +40,9 @@ def _updates(request: Request) -> list[tuple[str, int, int]]:
 
 async def handle(ctx: BrokerContext, request: Request):
     cls = response_type(request)
-    if not ctx.allowed(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+    if not _cluster_admin.may_on_cluster(ctx, AclOperation.ALTER):
         return make(cls, throttle_time=0, error_code=ErrorCode.cluster_authorization_failed,
-                    error_message="Cluster authorization failed.", results=())
+                    error_message=_cluster_admin.CLUSTER_AUTHORIZATION_FAILED, results=())
     updates = _updates(request)
     stored = ctx.store.features
     current = features.finalized(stored.stored, stored.levels)
