@@ -2,10 +2,12 @@
 DescribeConfigs can be asked about.
 
 - v0 lists client metrics resources only, and this broker has none: an empty list.
-- v1 lists the types asked for (none asked: every type it knows): TOPIC (2) every topic
-  and view Metadata lists, BROKER (4) and BROKER_LOGGER (8) this node, GROUP (32) every
-  group the coordinator knows, CLIENT_METRICS (16) none. Any other type asked for is
-  UNSUPPORTED_VERSION with an empty list, as Kafka answers.
+- v1 lists the types asked for (none asked: every type it knows), in Kafka's order:
+  GROUP (32) the groups with dynamic group configs (Kafka lists its group config manager's
+  groups, not every group; this broker has no group configs, so none), CLIENT_METRICS (16)
+  none, BROKER_LOGGER (8) and BROKER (4) this node, TOPIC (2) every topic and view
+  Metadata lists. Any other type asked for is UNSUPPORTED_VERSION with an empty list, as
+  Kafka answers.
 - DESCRIBE_CONFIGS on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 """
 
@@ -25,13 +27,11 @@ SUPPORTED_V1 = (GROUP, CLIENT_METRICS, BROKER_LOGGER, BROKER, TOPIC)
 
 
 def _names(ctx: BrokerContext, resource_type: int) -> list[str]:
-    if resource_type == GROUP:
-        return sorted(ctx.groups.known_group_ids())
     if resource_type in (BROKER, BROKER_LOGGER):
         return [str(ctx.config.node_id)]
     if resource_type == TOPIC:
         return [name for name, _ in _cluster_admin.listed_partitions(ctx)]
-    return []  # CLIENT_METRICS: no client metrics subscriptions
+    return []  # GROUP: no group has configs; CLIENT_METRICS: no client metrics subscriptions
 
 
 async def handle(ctx: BrokerContext, request: Request):
