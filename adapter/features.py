@@ -7,18 +7,17 @@ Supported ranges are what this broker implements, not what Kafka 4.1 does:
 - ``metadata.version`` 7-27 (3.3-IV3 to 4.1-IV1); a new cluster starts at 27, the level of
   the Kafka release whose API versions the broker advertises. Advertised API versions do
   not follow a downgrade of it.
-- ``kraft.version`` 0-0: a static quorum of this node (no KIP-853 voter changes).
 - ``transaction.version`` 0-1: level 1 changes nothing a client sees; level 2 (KIP-890
   part 2: EndTxn v5, an epoch per transaction) is not implemented, so it is not supported.
-- ``group.version`` 0-0: level 1 would enable the KIP-848 consumer protocol, which this
-  broker does not serve.
 - ``eligible.leader.replicas.version`` 0-1, finalized 1 as Kafka 4.1 does for a new
   cluster: with one replica per partition there is never an eligible leader replica.
-- ``share.version`` and ``streams.version`` 0-0: no share groups, no streams groups.
+- ``kraft.version`` (a static quorum of this node, no KIP-853 voter changes),
+  ``group.version`` (level 1 would enable the KIP-848 consumer protocol),
+  ``share.version`` and ``streams.version``: only level 0, not implemented beyond it.
 
-Reporting (Kafka's ApiVersionsResponse): a finalized level 0 is left out; ApiVersions v3
-and older cannot carry a supported minimum of 0, so there a range from 0 is reported from
-1 and a range 0-0 is left out.
+Reporting (Kafka's BrokerFeatures and ApiVersionsResponse): a feature supported only at
+level 0 is not advertised; ApiVersions v3 and older leave out every feature whose supported
+minimum is 0 (KAFKA-17492); a finalized level 0 is left out.
 """
 
 from __future__ import annotations
@@ -73,14 +72,9 @@ def finalized(stored: bool, levels: Mapping[str, int]) -> dict[str, int]:
 
 
 def supported_keys(api_version: int) -> list[dict]:
-    out = []
-    for name, (low, high) in sorted(SUPPORTED.items()):
-        if api_version < 4:
-            if high == 0:
-                continue
-            low = max(1, low)
-        out.append(dict(name=name, min_version=low, max_version=high))
-    return out
+    return [dict(name=name, min_version=low, max_version=high)
+            for name, (low, high) in sorted(SUPPORTED.items())
+            if high > 0 and (api_version >= 4 or low > 0)]
 
 
 def finalized_keys(levels: Mapping[str, int]) -> list[dict]:
