@@ -14,9 +14,10 @@ What is reported, since this broker has no Raft log:
   advertised host and port, named by its security protocol). There is no separate
   controller listener: DescribeCluster also names this broker as the controller.
 
-Errors: any topic other than exactly ``__cluster_metadata`` partition 0 gets
-UNKNOWN_TOPIC_OR_PARTITION on every partition asked for; DESCRIBE on the cluster is
-needed, else CLUSTER_AUTHORIZATION_FAILED at the top level.
+Errors, with the shapes of Kafka's DescribeQuorumRequest error responses: any topic other
+than exactly ``__cluster_metadata`` partition 0 gets UNKNOWN_TOPIC_OR_PARTITION on every
+partition asked for (the other fields left at their zero defaults); DESCRIBE on the cluster
+is needed, else CLUSTER_AUTHORIZATION_FAILED at the top level, no message, no topics.
 """
 
 from __future__ import annotations
@@ -45,13 +46,13 @@ async def handle(ctx: BrokerContext, request: Request):
     cls = response_type(request)
     topics = request.body.topics
     if not _cluster_admin.may_on_cluster(ctx, AclOperation.DESCRIBE):
-        return make(cls, error_code=ErrorCode.cluster_authorization_failed,
-                    error_message=_cluster_admin.CLUSTER_AUTHORIZATION_FAILED, topics=(), nodes=())
+        return make(cls, error_code=ErrorCode.cluster_authorization_failed, error_message=None, topics=(),
+                    nodes=())
     if not _valid(topics):
         return make(cls, error_code=ErrorCode.none, error_message=None, nodes=(), topics=[
             dict(topic_name=t.topic_name, partitions=[
                 dict(partition_index=p.partition_index, error_code=ErrorCode.unknown_topic_or_partition,
-                     error_message=None, leader_id=-1, leader_epoch=-1, high_watermark=-1,
+                     error_message=None, leader_id=0, leader_epoch=0, high_watermark=0,
                      current_voters=(), observers=())
                 for p in t.partitions])
             for t in topics])

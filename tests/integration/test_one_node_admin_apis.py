@@ -255,8 +255,9 @@ def test_describe_quorum_this_node_is_the_voter_and_leader(broker, conn, version
 def test_describe_quorum_of_anything_else(conn, topics):
     response = describe_quorum(conn, 2, topics)
     assert response.error_code == ErrorCode.none
-    assert [(t.topic_name, p.partition_index, p.error_code) for t in response.topics for p in t.partitions] == [
-        (name, p, ErrorCode.unknown_topic_or_partition) for name, parts in topics for p in parts]
+    assert [(t.topic_name, p.partition_index, p.error_code, p.leader_id, p.high_watermark, p.current_voters)
+            for t in response.topics for p in t.partitions] == [
+        (name, p, ErrorCode.unknown_topic_or_partition, 0, 0, ()) for name, parts in topics for p in parts]
 
 
 def test_describe_quorum_through_kafka_python(kp_admin):
@@ -535,7 +536,7 @@ def test_each_api_refused_without_its_cluster_operation(broker_factory, tmp_path
             dict(path=os.path.abspath(broker.data_dir), topics=[dict(name=TOPIC, partitions=[0])])])
         assert [p.error_code for t in response.results for p in t.partitions] == [denied]
         response = describe_quorum(bob, 2, [("__cluster_metadata", [0])])
-        assert (response.error_code, response.topics) == (denied, ())
+        assert (response.error_code, response.error_message, response.topics) == (denied, None, ())
         assert bob.request(LIST_CONFIG_RESOURCES, 1, resource_types=[]).error_code == denied
         response = update(bob, 2, [("transaction.version", 1, UPGRADE)])
         assert (response.error_code, response.error_message) == (denied, message)
