@@ -31,7 +31,12 @@ from confluent_kafka.admin import (
 from kafka import KafkaAdminClient, TopicPartition
 from kafka.admin import ConfigResourceType
 from kafka.admin._transactions import AbortTransactionSpec
-from kafka.errors import ClusterAuthorizationFailedError, InvalidReplicationAssignmentError, UnknownTopicOrPartitionError
+from kafka.errors import (
+    ClusterAuthorizationFailedError,
+    InvalidReplicationAssignmentError,
+    InvalidUpdateVersionError,
+    UnknownTopicOrPartitionError,
+)
 from rawkafka import LATEST, ErrorCode, KafkaRaw, make_batch, start_broker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -63,11 +68,6 @@ def kp_admin(broker):
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers, request_timeout_ms=10000)
     yield admin
     admin.close()
-
-
-def versions(conn: KafkaRaw, api_key: int) -> list[int]:
-    (entry,) = [k for k in conn.api_versions(3).api_keys if k.api_key == api_key]
-    return list(range(entry.min_version, entry.max_version + 1))
 
 
 def api_versions(conn: KafkaRaw, version: int):
@@ -390,6 +390,8 @@ def test_features_through_kafka_python(broker_factory):
         assert "finalized" not in described["transaction.version"]
         assert admin.update_features({"transaction.version": 1}) == {"transaction.version": "OK"}
         assert admin.describe_features()["transaction.version"]["finalized"] == (1, 1)
+        with pytest.raises(InvalidUpdateVersionError, match="Local controller 0 does not support this feature"):
+            admin.update_features({"group.version": 1})
     finally:
         admin.close()
 
