@@ -51,6 +51,7 @@ _CODES: dict[type[Exception], ErrorCode] = {
     storage_errors.InvalidPartitionCountError: ErrorCode.invalid_partitions,
     storage_errors.OutOfOrderSequenceError: ErrorCode.out_of_order_sequence_number,
     storage_errors.InvalidProducerEpochError: ErrorCode.invalid_producer_epoch,
+    storage_errors.CoordinatorFencedError: ErrorCode.transaction_coordinator_fenced,
     InvalidConfig: ErrorCode.invalid_config,
     ExpressionError: ErrorCode.invalid_config,
     ViewError: ErrorCode.invalid_config,

@@ -128,18 +128,21 @@ def covering_batch(first: int, last: int) -> bytes:
     return _control_batch(first, last - first, CONTROL_BIT, NO_TIMESTAMP, NO_PRODUCER_ID, -1, _MARKER_KEY)
 
 
-def marker_batch(producer_id: int, producer_epoch: int, commit: bool, timestamp_ms: int) -> bytes:
+def marker_batch(producer_id: int, producer_epoch: int, commit: bool, timestamp_ms: int,
+                 coordinator_epoch: int = 0) -> bytes:
     """A transaction's end marker in one partition, as Kafka's EndTransactionMarker writes
     it: one control record, key (version 0, COMMIT = 1 / ABORT = 0), value (version 0,
-    coordinator epoch 0); transactional and control bits, the producer's id and epoch, no
+    coordinator epoch); transactional and control bits, the producer's id and epoch, no
     sequence."""
     key = _MARKER_KEY if commit else _ABORT_KEY
-    return _control_batch(0, 0, CONTROL_BIT | TRANSACTIONAL_BIT, timestamp_ms, producer_id, producer_epoch, key)
+    value = struct.pack(">hi", 0, coordinator_epoch)
+    return _control_batch(0, 0, CONTROL_BIT | TRANSACTIONAL_BIT, timestamp_ms, producer_id, producer_epoch, key,
+                          value)
 
 
 def _control_batch(base: int, delta: int, attributes: int, timestamp: int, producer_id: int,
-                   producer_epoch: int, key: bytes) -> bytes:
-    body = b"\x00\x00" + zigzag_varint(delta) + b"\x08" + key + b"\x0c" + _MARKER_VALUE + b"\x00"
+                   producer_epoch: int, key: bytes, value: bytes = _MARKER_VALUE) -> bytes:
+    body = b"\x00\x00" + zigzag_varint(delta) + b"\x08" + key + b"\x0c" + value + b"\x00"
     out = bytearray(HEADER.pack(
         base, 0, 0, 2, 0, attributes, delta, timestamp, timestamp,
         producer_id, producer_epoch, NO_SEQUENCE, 1,

@@ -79,3 +79,8 @@ class OutOfOrderSequenceError(StorageError):
 
 class InvalidProducerEpochError(StorageError):
     """A batch carries an epoch older than the producer's current one (a fenced producer)."""
+
+
+class CoordinatorFencedError(StorageError):
+    """An end marker carries a coordinator epoch older than the last one the partition saw
+    for its producer (a marker from a zombie transaction coordinator)."""

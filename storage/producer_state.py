@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from .errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from .errors import CoordinatorFencedError, InvalidProducerEpochError, OutOfOrderSequenceError
 from .record_batch import NO_PRODUCER_ID, NO_SEQUENCE, BatchInfo
 
 RECENT_BATCHES = 5  # as many as a producer may have in flight
@@ -103,6 +103,21 @@ class ProducerStateTable:
         entry.last_sequence = info.last_sequence
         entry.recent.append((info.base_sequence, info.last_sequence, base_offset))
         entry.last_timestamp = info.max_timestamp
+
+    def check_end_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        """Validate an end marker before it is appended, as Kafka's ProducerAppendInfo does for
+        one from the coordinator: an epoch older than the producer's is fenced, and so is a
+        coordinator epoch older than the one of the producer's last marker."""
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            return
+        if producer_epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"producer {producer_id} epoch {producer_epoch} is older than {entry.epoch}")
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise CoordinatorFencedError(
+                f"producer {producer_id}: coordinator epoch {coordinator_epoch} (zombie), "
+                f"{entry.coordinator_epoch} (current)")
 
     def end_transaction(self, info: BatchInfo, coordinator_epoch: int) -> None:
         """Record an end marker (live append or replay): see the module docstring."""

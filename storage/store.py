@@ -10,6 +10,7 @@ Files under ``data_dir``::
                              transactions) (derived)
     topics.json              topic names, ids, partition counts, configs
     producer_ids.json        producer id allocation
+    features.json            finalized feature levels (storage.feature_levels)
     offsets/                 committed consumer-group offsets: journal + snapshot.json
                              (rmqkafka.storage.offset_store; its own crash handling, not derived)
     checkpoint.json          {"position": P, "producers": ..., "txns": {"<id>/<p>":
@@ -104,6 +105,7 @@ from .errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
+from .feature_levels import FILE_NAME as FEATURES_FILE, FeatureLevels
 from .files import fsync_path, read_json_with_fallback, write_json_atomically
 from .index_repair import IndexRepair
 from .inflate import INFLATE_FACTOR
@@ -264,6 +266,7 @@ class MessageStore:
         marker.unlink(missing_ok=True)
         self.cluster_id = self._load_cluster_id()
         self.topics = TopicRegistry(self._dir / "topics.json")
+        self.features = FeatureLevels(self._dir / FEATURES_FILE)
         self.producer_ids = ProducerIds(self._dir / "producer_ids.json")
         self.offsets = OffsetStore(self._dir / "offsets")
         self.offsets.open()

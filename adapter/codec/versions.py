@@ -58,24 +58,32 @@ class ApiKey(enum.IntEnum):
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
+    WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
     DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
+    DESCRIBE_QUORUM = 55
+    UPDATE_FEATURES = 57
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
 
 
@@ -138,6 +146,17 @@ ADVERTISED_VERSIONS: Mapping[int, VersionRange] = MappingProxyType(
         ApiKey.DELETE_ACLS: VersionRange(1, 3),
         ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: VersionRange(0, 0),
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS: VersionRange(0, 0),
+        # What a one-node KRaft cluster of Kafka 4.1 answers (the controller's APIs too,
+        # which its broker forwards). v0 of WriteTxnMarkers and AlterReplicaLogDirs was
+        # removed in Kafka 4.0 (KIP-896).
+        ApiKey.WRITE_TXN_MARKERS: VersionRange(1, 2),
+        ApiKey.ALTER_REPLICA_LOG_DIRS: VersionRange(1, 2),
+        ApiKey.ELECT_LEADERS: VersionRange(0, 2),
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: VersionRange(0, 1),
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: VersionRange(0, 0),
+        ApiKey.DESCRIBE_QUORUM: VersionRange(0, 2),
+        ApiKey.UPDATE_FEATURES: VersionRange(0, 2),
+        ApiKey.LIST_CONFIG_RESOURCES: VersionRange(0, 1),
     }
 )
 

@@ -1,9 +1,11 @@
-"""ApiVersions (18): the version ranges this broker speaks."""
+"""ApiVersions (18): the version ranges this broker speaks and, from v3, its cluster
+features: supported ranges, finalized levels and their epoch (adapter.features)."""
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from .. import features
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..codec.versions import ADVERTISED_VERSIONS
@@ -13,6 +15,7 @@ API_KEY = 18
 
 
 async def handle(ctx: BrokerContext, request: Request):
+    stored = ctx.store.features
     return make(
         response_type(request),
         error_code=ErrorCode.none,
@@ -21,8 +24,8 @@ async def handle(ctx: BrokerContext, request: Request):
             for key, (low, high) in sorted(ADVERTISED_VERSIONS.items())
         ],
         throttle_time=0,
-        supported_features=(),
-        finalized_features_epoch=-1,
-        finalized_features=(),
+        supported_features=features.supported_keys(request.api_version),
+        finalized_features_epoch=stored.epoch,
+        finalized_features=features.finalized_keys(features.finalized(stored.stored, stored.levels)),
         zk_migration_ready=False,
     )

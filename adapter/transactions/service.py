@@ -73,6 +73,20 @@ class TransactionService:
                 continue
             self.store.append_built(topic, partition, marker_batch(producer_id, producer_epoch, commit, now))
 
+    def write_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                     commit: bool, coordinator_epoch: int) -> None:
+        """A marker sent by WriteTxnMarkers (an admin's abort of a hanging transaction):
+        checked against the partition's producer state as Kafka checks a coordinator's
+        (storage errors InvalidProducerEpochError, CoordinatorFencedError), then appended
+        like the coordinator's own. The coordinator's state is not touched: the partition's
+        open transaction ends here, the coordinator's (if any) when it ends or times out."""
+        plog = self.store.partition(topic, partition)
+        plog.producers.check_end_marker(producer_id, producer_epoch, coordinator_epoch)
+        batch = marker_batch(producer_id, producer_epoch, commit, self.clock.now_ms(), coordinator_epoch)
+        self.store.append_built(topic, partition, batch)
+        log.info("%s-%d: %s marker of producer %d epoch %d written by WriteTxnMarkers", topic, partition,
+                 "COMMIT" if commit else "ABORT", producer_id, producer_epoch)
+
     def _apply_offsets(self, group: str, offsets: dict[TopicPartition, CommittedOffset]) -> None:
         self.groups.apply_offsets(group, offsets)
 
