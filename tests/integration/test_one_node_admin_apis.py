@@ -538,7 +538,7 @@ def test_each_api_refused_without_its_cluster_operation(broker_factory, tmp_path
             dict(path=os.path.abspath(broker.data_dir), topics=[dict(name=TOPIC, partitions=[0])])])
         assert [p.error_code for t in response.results for p in t.partitions] == [denied]
         response = describe_quorum(bob, 2, [("__cluster_metadata", [0])])
-        assert (response.error_code, response.error_message, response.topics) == (denied, None, ())
+        assert (response.error_code, response.error_message, response.topics) == (denied, message, ())
         assert bob.request(LIST_CONFIG_RESOURCES, 1, resource_types=[]).error_code == denied
         response = update(bob, 2, [("transaction.version", 1, UPGRADE)])
         assert (response.error_code, response.error_message) == (denied, message)
