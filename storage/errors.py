@@ -43,6 +43,17 @@ class InvalidTimestampError(StorageError):
         self.record_errors = record_errors
 
 
+class KeylessRecordError(InvalidRecordError):
+    """Records without a key for a partition that requires keys (a compacted topic).
+
+    ``record_errors`` holds (index of the record in its batch, why) for each such record.
+    """
+
+    def __init__(self, message: str, record_errors: list[tuple[int, str]]) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors
+
+
 class RecordListTooLargeError(StorageError):
     """The batches for one partition in one request exceed what a segment can hold."""
 

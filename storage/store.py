@@ -98,6 +98,7 @@ from .errors import (
     CorruptRecordError,
     InvalidPartitionCountError,
     InvalidTimestampError,
+    KeylessRecordError,
     RecordListTooLargeError,
     RecordTooLargeError,
     StorageError,
@@ -770,6 +771,7 @@ class MessageStore:
         compression: Compression | None = None,
         timestamp_range: tuple[int, int] | None = None,
         diverter: Diverter | None = None,
+        require_keys: bool = False,
     ) -> AppendResult:
         """Validate and append a produce request's record set for one partition.
 
@@ -782,10 +784,14 @@ class MessageStore:
         a record timestamp outside [low, high] is refused (InvalidTimestampError). A batch
         whose records inflate past INFLATE_FACTOR x ``max_batch_bytes`` is refused
         (RecordTooLargeError) before more than that is decompressed (storage.inflate).
+        ``require_keys`` (a compacted topic): a record without a key refuses the request
+        (KeylessRecordError).
         """
         self._check_appendable()
         plog = self.partition(name, p)
         prepared = self._prepare(records, max_batch_bytes, log_append_time, compression, timestamp_range)
+        if require_keys:
+            _check_keys(name, p, prepared.parsed)
         return self._append_prepared(name, p, plog, prepared, log_append_time, diverter)
 
     async def append_async(
@@ -799,6 +805,7 @@ class MessageStore:
         compression: Compression | None = None,
         timestamp_range: tuple[int, int] | None = None,
         diverter: Diverter | None = None,
+        require_keys: bool = False,
     ) -> AppendResult:
         """``append`` for callers on the event loop: a request with a compressed batch of at
         least ``inflate_in_thread_bytes`` (or one to recompress) is decompressed, parsed and
@@ -819,6 +826,8 @@ class MessageStore:
                 prepared = await loop.run_in_executor(self._inflater(), self._prepare, *args)
             else:
                 prepared = self._prepare(*args)
+            if require_keys:
+                _check_keys(name, p, prepared.parsed)
             if previous is not None and not previous.done():
                 await asyncio.wait([previous])  # it writes first; its outcome is its caller's
             self._check_appendable()
@@ -1314,6 +1323,18 @@ def _derived_sizes(derived: dict[str, list[int]], plog: PartitionLog) -> tuple[i
     sizes = derived.get(f"{plog.topic_id}/{plog.partition}", [])
     next_offset, time_entries, txn_entries = (list(sizes) + [0, 0, 0])[:3]
     return next_offset, time_entries, txn_entries
+
+
+def _check_keys(name: str, p: int, parsed: list[list]) -> None:
+    """``require_keys`` (a compacted topic): every record must have a key, else the request is
+    refused whole (KeylessRecordError, Kafka's LogValidator messages)."""
+    why = f"Compacted topic cannot accept message without key in topic partition {name}-{p}."
+    errors = [(index, why) for records in parsed for index, record in enumerate(records) if record.key is None]
+    if errors:
+        shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+        raise KeylessRecordError(
+            f"One or more records have been rejected due to {len(errors)} record errors in total, "
+            f"and only showing the first three errors at most: [{shown}]", errors)
 
 
 def _check_sizes(infos: list[record_batch.BatchInfo], max_batch_bytes: int, when: str) -> None:

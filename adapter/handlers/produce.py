@@ -41,7 +41,7 @@ import struct
 
 from kio.schema.errors import ErrorCode
 from rmqkafka.rmqsemantics.semantics import SystemTopicError, ViewReadOnlyError
-from rmqkafka.storage.errors import InvalidRecordError, InvalidTimestampError
+from rmqkafka.storage.errors import InvalidRecordError, InvalidTimestampError, KeylessRecordError
 from rmqkafka.storage.record_batch import CONTROL_BIT, HEADER_SIZE as _HEADER_SIZE, TRANSACTIONAL_BIT
 from rmqkafka.storage.recompress import GZIP, LZ4, NONE, SNAPPY, ZSTD, Compression
 
@@ -79,6 +79,8 @@ def append_options(ctx: BrokerContext, configs: dict[str, str], now_ms: int) -> 
                 after = int(difference)
         if before < LONG_MAX or after < LONG_MAX:
             options["timestamp_range"] = (now_ms - before, now_ms + after)
+    if "compact" in get("cleanup.policy").split(","):
+        options["require_keys"] = True  # Kafka's LogValidator: a compacted topic needs keys
     codec = _CODECS.get(get("compression.type"))  # None for "producer"
     if codec is not None:
         level = int(get(_LEVELS[codec])) if codec in _LEVELS else None
@@ -199,7 +201,7 @@ async def handle(ctx: BrokerContext, request: Request):
             except Exception as exc:
                 result["error_code"] = error_code_for(exc)
                 result["error_message"] = str(exc) or None
-                if isinstance(exc, InvalidTimestampError):
+                if isinstance(exc, (InvalidTimestampError, KeylessRecordError)):
                     result["record_errors"] = [
                         dict(batch_index=i, batch_index_error_message=why) for i, why in exc.record_errors
                     ]

@@ -215,3 +215,33 @@ def test_user_topics_named_like_internal_ones_are_refused(broker):
     assert error is not None and error.code() == KafkaError.TOPIC_ALREADY_EXISTS
     with KafkaRaw.connect(broker.bootstrap_servers) as conn:
         assert len(_metadata_topics(conn, [OFFSETS])[OFFSETS].partitions) == 50
+
+
+# ------------------------------------------------------------------- compacted topics
+
+
+@pytest.mark.parametrize("policy", ["compact", "compact,delete"])
+def test_a_record_without_a_key_is_refused_on_a_compacted_topic(broker, policy):
+    topic = f"compacted-{policy.replace(',', '-')}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, 1, config={"cleanup.policy": policy})])[topic].result(15)
+    reports = []
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "message.timeout.ms": 10000,
+                         "retries": 0, "linger.ms": 0})
+    producer.produce(topic, key=b"k", value=b"kept", on_delivery=lambda err, msg: reports.append(err))
+    producer.flush(15)
+    producer.produce(topic, value=b"no key", on_delivery=lambda err, msg: reports.append(err))
+    producer.flush(15)
+    assert reports[0] is None
+    assert reports[1] is not None and reports[1].code() == KafkaError.INVALID_RECORD
+    with KafkaRaw.connect(broker.bootstrap_servers) as conn:
+        answer = conn.produce(topic, 0, make_batch(2, keys=[b"k1", None]))
+        assert answer.error_code == ErrorCode.invalid_record
+        why = f"Compacted topic cannot accept message without key in topic partition {topic}-0."
+        # Kafka's LogValidator: one RecordError per keyless record, the first three in the message
+        assert answer.error_message == (
+            "One or more records have been rejected due to 1 record errors in total, and only showing "
+            f"the first three errors at most: [RecordError(batchIndex=1, message='{why}')]")
+        assert [(e.batch_index, e.batch_index_error_message) for e in answer.record_errors] == [(1, why)]
+        # the refused batch is not stored: the next record follows the first
+        assert conn.produce(topic, 0, make_batch(1, keys=[b"k2"])).base_offset == 1
