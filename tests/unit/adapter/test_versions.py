@@ -61,6 +61,8 @@ def test_table_is_exactly_the_agreed_one() -> None:
         61: (0, 0),
         65: (0, 0),
         66: (0, 2),
+        68: (0, 1),
+        69: (0, 1),
         75: (0, 0),
     }
     assert {key: set(versions) for key, versions in REJECTED_VERSIONS.items()} == {
