@@ -519,6 +519,14 @@ class ConsumerGroupCoordinator:
         group = self.groups.get(group_id)
         return None if group is None or group.dead else len(group.members)
 
+    def subscribed_topics(self, group_id: str) -> set[str]:
+        """Topic names the group's members subscribe to, regular expressions resolved."""
+        group = self.groups.get(group_id)
+        if group is None or group.dead:
+            return set()
+        names = self._catalog.names() if group.regexes() else None
+        return {topic for member in group.members.values() for topic in self._resolved(member, names)}
+
     def forget(self, group_id: str) -> None:
         """Drop an empty group (deleted, or its id taken by a classic group)."""
         group = self.groups.pop(group_id, None)

@@ -524,6 +524,7 @@ class GroupCoordinator:
 
     def expire_offsets(self) -> None:
         live = {g.group_id for g in self.groups.values() if g.members}
+        live |= {group_id for group_id in self.consumer.groups if self.consumer.member_count(group_id)}
         emptied = self._store.offsets.expire(
             self._clock.now_ms(), self._store.config.offsets_retention_ms, live
         )
@@ -531,6 +532,8 @@ class GroupCoordinator:
             group = self.groups.get(group_id)
             if group is not None and not group.members:
                 del self.groups[group_id]
+            if self.consumer.member_count(group_id) == 0:
+                self.consumer.forget(group_id)
 
     # -- administration --------------------------------------------------------------------
     def known_group_ids(self) -> list[str]:

@@ -359,3 +359,34 @@ def test_commit_with_a_stale_epoch_and_a_classic_join(bootstrap):
         conn.request(68, 1, group_id=group, member_id="raw-member-1", member_epoch=-1, topic_partitions=None)
         assert conn.request(68, 1, group_id=group, member_id="raw-member-1", member_epoch=1,
                             topic_partitions=None).error_code == ErrorCode.unknown_member_id
+
+
+def test_admin_apis_on_a_consumer_group(bootstrap):
+    topic, group = unique("admin"), unique("g")
+    create_topic(bootstrap, topic, 2)
+    with KafkaRaw.connect(bootstrap) as conn:
+        beat = conn.request(68, 1, group_id=group, member_id="admin-member", member_epoch=0,
+                            rebalance_timeout=30_000, subscribed_topic_names=(topic,), topic_partitions=())
+        assert beat.member_epoch == 1
+
+        def listed(types=(), states=()):
+            response = conn.request(16, 5, states_filter=states, types_filter=types)
+            return {g.group_id: (g.protocol_type, g.group_state, g.group_type) for g in response.groups
+                    if g.group_id == group}
+
+        assert listed() == {group: ("consumer", "Stable", "consumer")}  # one member owning everything
+        assert listed(types=("Consumer",)) == {group: ("consumer", "Stable", "consumer")}
+        assert listed(types=("classic",)) == {}
+        assert listed(states=("stable",)) == {group: ("consumer", "Stable", "consumer")}
+        described = conn.request(15, 5, groups=(group,), include_authorized_operations=False).groups[0]
+        assert (described.error_code, described.group_state, described.members) == (ErrorCode.none, "Dead", ())
+        offsets_delete = conn.request(47, 0, group_id=group, topics=[
+            dict(name=topic, partitions=[dict(partition_index=0)])])
+        assert offsets_delete.topics[0].partitions[0].error_code == ErrorCode.group_subscribed_to_topic
+        assert conn.request(42, 2, groups_names=(group,)).results[0].error_code == ErrorCode.non_empty_group
+        conn.request(68, 1, group_id=group, member_id="admin-member", member_epoch=-1, topic_partitions=None)
+        assert listed() == {group: ("consumer", "Empty", "consumer")}
+        assert conn.request(42, 2, groups_names=(group,)).results[0].error_code == ErrorCode.none
+        assert listed() == {}
+        unknown = conn.request(69, 0, group_ids=(group,), include_authorized_operations=False).groups[0]
+        assert unknown.error_code == ErrorCode.group_id_not_found
