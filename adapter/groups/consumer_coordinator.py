@@ -111,10 +111,18 @@ class _Timers:
 class ConsumerGroupCoordinator:
     def __init__(self, clock: Clock, settings: ConsumerGroupSettings, catalog: TopicCatalog,
                  classic_members: Callable[[str], int | None],
-                 drop_classic: Callable[[str], None]) -> None:
+                 drop_classic: Callable[[str], None],
+                 existed_before_start: Callable[[str], bool] = lambda group_id: False) -> None:
         """``classic_members(group id)``: the member count of a classic group with that id
-        (None: there is none); ``drop_classic`` forgets an empty one."""
+        (None: there is none); ``drop_classic`` forgets an empty one;
+        ``existed_before_start(group id)``: whether the group had committed offsets when the
+        broker started (it may have members of the previous run still consuming)."""
         self._clock = clock
+        self._existed_before_start = existed_before_start
+        # Members of the previous run learn that they are unknown at their next heartbeat,
+        # at most a heartbeat interval after the broker is back: until two intervals have
+        # passed, partitions of groups that existed then are handed to nobody.
+        self._recovery_until = clock.monotonic() + 2 * settings.heartbeat_interval_ms / 1000
         self.settings = settings
         self._catalog = catalog
         self._classic_members = classic_members
@@ -414,11 +422,14 @@ class ConsumerGroupCoordinator:
         names = self._catalog.names() if member.subscribed_regex else None
         metadata = group.subscription_metadata
         subscribed = frozenset(metadata[n][0] for n in self._resolved(member, names) if n in metadata)
+        owner_epoch = group.owner_epoch
+        if self._clock.monotonic() < self._recovery_until and self._existed_before_start(group.group_id):
+            owner_epoch = _owned_by_the_previous_run
         result = reconcile(
             state=member.state, epoch=member.epoch, assigned=member.assigned,
             pending_revocation=member.pending_revocation, target_epoch=group.assignment_epoch,
             target=group.target.get(member.member_id, {}), subscribed=subscribed, owned=owned,
-            owner_epoch=group.owner_epoch,
+            owner_epoch=owner_epoch,
         )
         if (result.state, result.epoch, result.assigned, result.pending_revocation) == (
                 member.state, member.epoch, member.assigned, member.pending_revocation):
@@ -535,6 +546,10 @@ class ConsumerGroupCoordinator:
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         return self._catalog.name_of(topic_id)
+
+
+def _owned_by_the_previous_run(topic_id: uuid.UUID, partition: int) -> int:
+    return 0
 
 
 def _is_subset(owned: TopicPartitions | None, assigned: TopicPartitions) -> bool:

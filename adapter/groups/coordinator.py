@@ -72,8 +72,10 @@ class GroupCoordinator:
         self.groups: dict[str, ConsumerGroup] = {}
         self._wakeup = asyncio.Event()
         self._timer: asyncio.Task | None = None
+        groups_at_start = frozenset(store.offsets.groups())
         self.consumer = ConsumerGroupCoordinator(
-            clock, consumer_settings, catalog or _NoTopics(), self._classic_member_count, self._drop_empty_classic)
+            clock, consumer_settings, catalog or _NoTopics(), self._classic_member_count, self._drop_empty_classic,
+            groups_at_start.__contains__)
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:

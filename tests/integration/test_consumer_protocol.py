@@ -390,3 +390,39 @@ def test_admin_apis_on_a_consumer_group(bootstrap):
         assert listed() == {}
         unknown = conn.request(69, 0, group_ids=(group,), include_authorized_operations=False).groups[0]
         assert unknown.error_code == ErrorCode.group_id_not_found
+
+
+def test_broker_restart_members_rejoin_without_overlap_or_loss(tmp_path):
+    """Membership is not persisted: after a restart members are fenced (UNKNOWN_MEMBER_ID),
+    rejoin with epoch 0 and resume from the committed offsets; partitions of a group that
+    existed before wait two heartbeat intervals, so no old member still holds one."""
+    from rmqkafka.adapter.embedded import EmbeddedBroker
+
+    config = tmp_path / "server.properties"
+    config.write_text("".join(f"{k}={v}\n" for k, v in BROKER_CONFIG.items()))
+    broker = EmbeddedBroker(data_dir=tmp_path / "data", config_file=config).start()
+    try:
+        bootstrap = broker.bootstrap_servers
+        topic, group = unique("restart"), unique("g")
+        create_topic(bootstrap, topic, 4)
+        produce(bootstrap, topic, 200, 4)
+        ownership, consumed = Ownership(), Counter()
+        config_ = consumer_config(bootstrap, group, **{"enable.auto.offset.store": False, "enable.auto.commit": True,
+                                                      "auto.commit.interval.ms": 100})
+        members = [Member(f"r{i}", config_, [topic], ownership, consumed) for i in range(2)]
+        for member in members:
+            member.start()
+        wait_until(lambda: len(consumed) == 200, timeout=30, message="the first records consumed")
+        time.sleep(0.5)  # an auto-commit interval or more
+        broker.restart(same_port=True)
+        produce(bootstrap, topic, 200, 4, start=200)
+        wait_until(lambda: len(consumed) == 400, timeout=40, message="every record consumed after the restart")
+        wait_until(lambda: sum(len(ownership.of(m.member)) for m in members) == 4, timeout=30,
+                   message="the members own every partition again")
+        for member in members:
+            member.leave()
+        assert ownership.overlaps == []
+        assert set(consumed) == set(range(400))
+        assert "Traceback" not in broker.stderr
+    finally:
+        broker.close()

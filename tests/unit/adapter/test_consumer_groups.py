@@ -304,3 +304,20 @@ def test_offsets_check_member_epochs(coordinator):
     assert coordinator.check_commit(group, "", -1, False, 9) is ErrorCode.unknown_member_id  # not empty
     assert coordinator.check_fetch("g", None, -1) is ErrorCode.none
     assert coordinator.check_fetch("g", "a", 7) is ErrorCode.stale_member_epoch
+
+
+def test_after_a_restart_partitions_wait_for_the_previous_run_to_be_fenced(clock, catalog):
+    coordinator = ConsumerGroupCoordinator(clock, ConsumerGroupSettings(), catalog, lambda g: None, lambda g: None,
+                                           existed_before_start={"g"}.__contains__)
+    # A member of the previous run heartbeats with its old id and epoch: unknown, it rejoins.
+    assert beat(coordinator, "old", 7, owned={T1: frozenset({0})}).error is ErrorCode.unknown_member_id
+    a = join(coordinator, "a")
+    assert (a.member_epoch, a.assignment) == (1, {})  # another old member may still own them
+    # A group that did not exist before the start is served at once.
+    fresh = coordinator.heartbeat(HeartbeatRequest("new", "n", 0, rebalance_timeout_ms=1000,
+                                                   subscribed_names=("t2",), owned={}), "c", "h", api_version=1)
+    assert fresh.assignment == {T2: frozenset({0, 1})}
+    clock.advance(2 * 5_000 - 1)
+    assert beat(coordinator, "a", 1).assignment is None
+    clock.advance(1)
+    assert beat(coordinator, "a", 1).assignment == {T1: frozenset(range(4))}
