@@ -18,7 +18,9 @@ from rmqkafka.storage.store import MessageStore
 from .config import AdapterConfig
 from .connection import KafkaConnection
 from .context import BrokerContext
+from .groups.consumer_coordinator import ConsumerGroupSettings
 from .groups.coordinator import GroupCoordinator, GroupSettings
+from .groups.topic_catalog import SemanticsCatalog
 from .long_poll import FetchWaiters
 from .request_stats import RequestStats
 from .response_budget import ResponseBudget
@@ -103,6 +105,13 @@ class Broker:
                 min_session_timeout_ms=cfg.group_min_session_timeout_ms,
                 max_session_timeout_ms=cfg.group_max_session_timeout_ms,
                 offset_metadata_max_bytes=cfg.offset_metadata_max_bytes,
+            ),
+            SemanticsCatalog(semantics),
+            ConsumerGroupSettings(
+                session_timeout_ms=cfg.group_consumer_session_timeout_ms,
+                heartbeat_interval_ms=cfg.group_consumer_heartbeat_interval_ms,
+                max_size=cfg.group_consumer_max_size,
+                assignors=cfg.group_consumer_assignors,
             ),
         )
         self.groups.start()

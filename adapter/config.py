@@ -125,6 +125,15 @@ class AdapterConfig:
     group_initial_rebalance_delay_ms: int = 0  # group.initial.rebalance.delay.ms
     group_min_session_timeout_ms: int = 6000  # group.min.session.timeout.ms
     group_max_session_timeout_ms: int = 1800000  # group.max.session.timeout.ms
+    # Consumer-protocol groups (KIP-848): Kafka's names, defaults and ranges.
+    group_consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
+    group_consumer_min_session_timeout_ms: int = 45_000  # group.consumer.min.session.timeout.ms
+    group_consumer_max_session_timeout_ms: int = 60_000  # group.consumer.max.session.timeout.ms
+    group_consumer_heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
+    group_consumer_min_heartbeat_interval_ms: int = 5_000  # group.consumer.min.heartbeat.interval.ms
+    group_consumer_max_heartbeat_interval_ms: int = 15_000  # group.consumer.max.heartbeat.interval.ms
+    group_consumer_max_size: int = 2**31 - 1  # group.consumer.max.size
+    group_consumer_assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
     offsets_topic_num_partitions: int = 50  # offsets.topic.num.partitions (__consumer_offsets, presented)
     transaction_max_timeout_ms: int = 900_000  # transaction.max.timeout.ms

@@ -83,6 +83,15 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
                                     (>= 0; default 0, where Kafka waits 3000)
 ``group.min.session.timeout.ms``    smallest session timeout a member may ask for (6000)
 ``group.max.session.timeout.ms``    largest session timeout a member may ask for (1800000)
+``group.consumer.session.timeout.ms`` consumer-protocol (KIP-848) session timeout (45000,
+                                    within ``group.consumer.min|max.session.timeout.ms``,
+                                    45000 and 60000)
+``group.consumer.heartbeat.interval.ms`` KIP-848 heartbeat interval (5000, within
+                                    ``group.consumer.min|max.heartbeat.interval.ms``, 5000 and
+                                    15000; less than the session timeout)
+``group.consumer.max.size``         members of a consumer-protocol group (2147483647)
+``group.consumer.assignors``        server assignors, the first the default (``uniform,range``;
+                                    Kafka's class names are accepted)
 ``offset.metadata.max.bytes``       longest metadata string of a committed offset (4096)
 ``offsets.topic.num.partitions``    partitions of ``__consumer_offsets`` (50; presented only)
 ``transaction.max.timeout.ms``      largest transaction timeout a producer may ask for (900000)
@@ -146,6 +155,7 @@ from rmqkafka.adapter.config import (
     SecurityConfig,
     TlsConfig,
 )
+from rmqkafka.adapter.groups.assignors import ASSIGNORS, CLASS_NAMES
 from rmqkafka.rmqsemantics.config import SemanticsConfig
 from rmqkafka.rmqsemantics.delay_levels import LONGEST_DELAY_SEC, parse_delay_levels
 from rmqkafka.storage.config import StorageConfig
@@ -205,6 +215,14 @@ KNOWN_KEYS = frozenset(
         "group.initial.rebalance.delay.ms",
         "group.min.session.timeout.ms",
         "group.max.session.timeout.ms",
+        "group.consumer.session.timeout.ms",
+        "group.consumer.min.session.timeout.ms",
+        "group.consumer.max.session.timeout.ms",
+        "group.consumer.heartbeat.interval.ms",
+        "group.consumer.min.heartbeat.interval.ms",
+        "group.consumer.max.heartbeat.interval.ms",
+        "group.consumer.max.size",
+        "group.consumer.assignors",
         "offset.metadata.max.bytes",
         "offsets.topic.num.partitions",
         "transaction.max.timeout.ms",
@@ -289,6 +307,10 @@ INTEGER_RANGES: dict[str, IntRange] = {
     "group.min.session.timeout.ms": IntRange(1, INT_MAX, _KAFKA_TYPE),
     "group.max.session.timeout.ms": IntRange(1, INT_MAX, _KAFKA_TYPE),
     "offset.metadata.max.bytes": IntRange(0, INT_MAX, _KAFKA_TYPE),
+    # each also bounded by its neighbours (_consumer_group_settings)
+    **{f"group.consumer.{suffix}": IntRange(1, INT_MAX, _KAFKA) for suffix in (
+        "session.timeout.ms", "min.session.timeout.ms", "max.session.timeout.ms", "heartbeat.interval.ms",
+        "min.heartbeat.interval.ms", "max.heartbeat.interval.ms", "max.size")},
     "offsets.topic.num.partitions": IntRange(1, INT_MAX, _KAFKA),
     "transaction.max.timeout.ms": IntRange(1, INT_MAX, _KAFKA),
     "transactional.id.expiration.ms": IntRange(1, INT_MAX, _KAFKA),
@@ -452,6 +474,45 @@ _LISTENER = re.compile(
     r"(?:\[(?P<ipv6>[0-9A-Za-z:.%]+)\]|(?P<host>[A-Za-z0-9._-]*))"
     r":(?P<port>[0-9]+)"
 )
+
+
+def _consumer_group_settings(p: _Props) -> dict[str, object]:
+    """group.consumer.*, with the relations Kafka's GroupCoordinatorConfig requires."""
+    defaults = AdapterConfig()
+    values: dict[str, object] = {}
+    for suffix in ("session.timeout.ms", "min.session.timeout.ms", "max.session.timeout.ms",
+                   "heartbeat.interval.ms", "min.heartbeat.interval.ms", "max.heartbeat.interval.ms",
+                   "max.size"):
+        name = "group_consumer_" + suffix.replace(".", "_")
+        given = p.integer("group.consumer." + suffix)
+        values[name] = given if given is not None else getattr(defaults, name)
+    for kind in ("session.timeout", "heartbeat.interval"):
+        attr = kind.replace(".", "_")
+        value = values[f"group_consumer_{attr}_ms"]
+        low, high = values[f"group_consumer_min_{attr}_ms"], values[f"group_consumer_max_{attr}_ms"]
+        key = f"group.consumer.{kind}.ms"
+        if high < low:
+            raise p.error(f"group.consumer.max.{kind}.ms", str(high),
+                          f"must be greater than or equal to group.consumer.min.{kind}.ms")
+        if not low <= value <= high:
+            raise p.error(key, str(value), f"must be between group.consumer.min.{kind}.ms ({low}) "
+                                           f"and group.consumer.max.{kind}.ms ({high})")
+    if values["group_consumer_heartbeat_interval_ms"] >= values["group_consumer_session_timeout_ms"]:
+        raise p.error("group.consumer.heartbeat.interval.ms", str(values["group_consumer_heartbeat_interval_ms"]),
+                      "must be less than group.consumer.session.timeout.ms")
+    assignors = p.get("group.consumer.assignors")
+    if assignors is not None:
+        names = []
+        for entry in (a.strip() for a in assignors.split(",")):
+            name = CLASS_NAMES.get(entry, entry)
+            if name not in ASSIGNORS:
+                raise p.error("group.consumer.assignors", assignors, f"unknown assignor {entry!r}")
+            if name not in names:
+                names.append(name)
+        if not names:
+            raise p.error("group.consumer.assignors", assignors, "at least one assignor is needed")
+        values["group_consumer_assignors"] = tuple(names)
+    return values
 
 
 class _Props:
@@ -619,6 +680,7 @@ def build_config(
         "group_initial_rebalance_delay_ms": p.integer("group.initial.rebalance.delay.ms"),
         "group_min_session_timeout_ms": p.integer("group.min.session.timeout.ms"),
         "group_max_session_timeout_ms": p.integer("group.max.session.timeout.ms"),
+        **_consumer_group_settings(p),
         "offset_metadata_max_bytes": p.integer("offset.metadata.max.bytes"),
         "offsets_topic_num_partitions": p.integer("offsets.topic.num.partitions"),
         "transaction_max_timeout_ms": p.integer("transaction.max.timeout.ms"),

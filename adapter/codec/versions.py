@@ -83,6 +83,8 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
     LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
 
@@ -114,6 +116,9 @@ ADVERTISED_VERSIONS: Mapping[int, VersionRange] = MappingProxyType(
         ApiKey.LIST_GROUPS: VersionRange(0, 5),
         ApiKey.DELETE_GROUPS: VersionRange(0, 2),
         ApiKey.OFFSET_DELETE: VersionRange(0, 0),
+        # KIP-848: librdkafka 2.16 uses it with OffsetCommit >= 9 and OffsetFetch >= 9.
+        ApiKey.CONSUMER_GROUP_HEARTBEAT: VersionRange(0, 1),
+        ApiKey.CONSUMER_GROUP_DESCRIBE: VersionRange(0, 1),
         ApiKey.API_VERSIONS: VersionRange(0, 4),
         ApiKey.CREATE_TOPICS: VersionRange(2, 7),
         ApiKey.DELETE_TOPICS: VersionRange(1, 6),

@@ -36,6 +36,8 @@ from rmqkafka.storage.clock import Clock
 from rmqkafka.storage.offset_store import CommittedOffset
 from rmqkafka.storage.store import MessageStore
 
+from .consumer_coordinator import ConsumerGroupCoordinator, ConsumerGroupSettings, TopicCatalog
+from .consumer_group import ConsumerGroupState
 from .group import ConsumerGroup, GroupState, Member
 
 log = logging.getLogger(__name__)
@@ -59,19 +61,29 @@ class GroupError(Exception):
 
 
 class GroupCoordinator:
-    def __init__(self, store: MessageStore, clock: Clock, settings: GroupSettings) -> None:
+    """Classic groups here; consumer-protocol groups in ``consumer`` (one id namespace)."""
+
+    def __init__(self, store: MessageStore, clock: Clock, settings: GroupSettings,
+                 catalog: TopicCatalog | None = None,
+                 consumer_settings: ConsumerGroupSettings = ConsumerGroupSettings()) -> None:
         self._store = store
         self._clock = clock
         self.settings = settings
         self.groups: dict[str, ConsumerGroup] = {}
         self._wakeup = asyncio.Event()
         self._timer: asyncio.Task | None = None
+        groups_at_start = frozenset(store.offsets.groups())
+        self.consumer = ConsumerGroupCoordinator(
+            clock, consumer_settings, catalog or _NoTopics(), self._classic_member_count, self._drop_empty_classic,
+            groups_at_start.__contains__)
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
         self._timer = asyncio.create_task(self._run_timers(), name="group-timers")
+        self.consumer.start()
 
     async def stop(self) -> None:
+        await self.consumer.stop()
         if self._timer is not None:
             self._timer.cancel()
             try:
@@ -172,6 +184,13 @@ class GroupCoordinator:
             return _join_error(ErrorCode.invalid_session_timeout, member_id)
         group = self.groups.get(group_id)
         if group is None:
+            members = self.consumer.member_count(group_id)
+            if members:
+                # Kafka 4 would take the classic member into the consumer group (online
+                # migration), which is not implemented: refused as an unsupported protocol.
+                return _join_error(ErrorCode.inconsistent_group_protocol, member_id)
+            if members == 0:
+                self.consumer.forget(group_id)  # Kafka replaces an empty consumer group
             group = self.groups[group_id] = ConsumerGroup(group_id)
         if group.state is GroupState.DEAD:
             return _join_error(ErrorCode.coordinator_not_available, member_id)
@@ -448,7 +467,7 @@ class GroupCoordinator:
     # -- offsets ---------------------------------------------------------------------------
     def check_commit(
         self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
-        transactional: bool = False,
+        transactional: bool = False, api_version: int | None = None,
     ) -> ErrorCode:
         """Whether an OffsetCommit (or, ``transactional``, a TxnOffsetCommit) from this member
         and generation may be applied: Kafka's validateOffsetCommit for classic groups.
@@ -463,6 +482,10 @@ class GroupCoordinator:
         """
         if not group_id:
             return ErrorCode.invalid_group_id
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            return self.consumer.check_commit(consumer_group, member_id, generation_id, transactional,
+                                              api_version)
         group = self.groups.get(group_id)
         if group is None and generation_id >= 0 and not transactional:
             return ErrorCode.illegal_generation
@@ -484,14 +507,14 @@ class GroupCoordinator:
         return ErrorCode.none
 
     async def commit(self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset]) -> None:
-        if group_id not in self.groups:
+        if group_id not in self.groups and group_id not in self.consumer.groups:
             self.groups[group_id] = ConsumerGroup(group_id)
         await self._store.commit_offsets(group_id, offsets)
 
     def apply_offsets(self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset]) -> None:
         """Commit offsets at once, without waiting for durability (a committed transaction's
         offsets; the caller awaits ``store.wait_offsets_durable`` before answering)."""
-        if group_id not in self.groups:
+        if group_id not in self.groups and group_id not in self.consumer.groups:
             self.groups[group_id] = ConsumerGroup(group_id)
         self._store.offsets.commit(group_id, offsets)
 
@@ -503,6 +526,7 @@ class GroupCoordinator:
 
     def expire_offsets(self) -> None:
         live = {g.group_id for g in self.groups.values() if g.members}
+        live |= {group_id for group_id in self.consumer.groups if self.consumer.member_count(group_id)}
         emptied = self._store.offsets.expire(
             self._clock.now_ms(), self._store.config.offsets_retention_ms, live
         )
@@ -510,24 +534,47 @@ class GroupCoordinator:
             group = self.groups.get(group_id)
             if group is not None and not group.members:
                 del self.groups[group_id]
+            if self.consumer.member_count(group_id) == 0:
+                self.consumer.forget(group_id)
 
     # -- administration --------------------------------------------------------------------
     def known_group_ids(self) -> list[str]:
-        return sorted(set(self.groups) | set(self._store.offsets.groups()))
+        return sorted(set(self.groups) | set(self.consumer.groups) | set(self._store.offsets.groups()))
 
-    def state_of(self, group_id: str) -> GroupState | None:
+    def is_classic(self, group_id: str) -> bool:
+        return group_id in self.groups
+
+    def group_type(self, group_id: str) -> str:
+        """Kafka's GroupType name: "consumer" for a consumer-protocol group, else "classic"
+        (a group known only by its committed offsets is a simple classic group)."""
+        return "consumer" if group_id in self.consumer.groups else "classic"
+
+    def state_of(self, group_id: str) -> GroupState | ConsumerGroupState | None:
         group = self.groups.get(group_id)
         if group is not None:
             return group.state
+        state = self.consumer.state_of(group_id)
+        if state is not None:
+            return state
         return GroupState.EMPTY if group_id in self._store.offsets.groups() else None
+
+    def _classic_member_count(self, group_id: str) -> int | None:
+        group = self.groups.get(group_id)
+        return None if group is None else len(group.members)
+
+    def _drop_empty_classic(self, group_id: str) -> None:
+        group = self.groups.get(group_id)
+        if group is not None and not group.members:
+            del self.groups[group_id]
 
     def delete(self, group_id: str) -> ErrorCode:
         group = self.groups.get(group_id)
-        if group is not None and group.members:
+        if group is not None and group.members or self.consumer.member_count(group_id):
             return ErrorCode.non_empty_group
-        if group is None and group_id not in self._store.offsets.groups():
+        if group is None and group_id not in self._store.offsets.groups() and group_id not in self.consumer.groups:
             return ErrorCode.group_id_not_found
         self.groups.pop(group_id, None)
+        self.consumer.forget(group_id)
         self._store.offsets.delete_group(group_id)
         return ErrorCode.none
 
@@ -543,3 +590,16 @@ def _fail(waiter: asyncio.Future | None, code: ErrorCode) -> None:
     """Answer a waiting Join/Sync with an error (the shapes differ, so a GroupError)."""
     if waiter is not None and not waiter.done():
         waiter.set_exception(GroupError(code))
+
+
+class _NoTopics:
+    """The catalog of a coordinator built without one (unit tests of classic groups)."""
+
+    def lookup(self, name: str) -> None:
+        return None
+
+    def names(self) -> list[str]:
+        return []
+
+    def name_of(self, topic_id) -> None:
+        return None

@@ -1,5 +1,8 @@
 """DescribeGroups (15): state, protocol and members (with assignments) of each group.
 
+A consumer-protocol group is described as Kafka 4 does for these versions (v0-5; v6 would
+answer GROUP_ID_NOT_FOUND): state Dead, no members; ConsumerGroupDescribe (69) describes it.
+
 Needs DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED for that group, nothing else
 about it shown). Authorized operations (v3+, when asked for) are what the caller may do on
 the group (adapter/acl_operations.py)."""
@@ -26,6 +29,11 @@ async def handle(ctx: BrokerContext, request: Request):
         if not ctx.allowed(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
             results.append(dict(error_code=ErrorCode.group_authorization_failed, group_id=group_id,
                                 group_state="", protocol_type="", protocol_data="", members=(),
+                                authorized_operations=acl_operations.NOT_PROVIDED))
+            continue
+        if coordinator.group_type(group_id) == "consumer":
+            results.append(dict(error_code=ErrorCode.none, group_id=group_id, group_state=GroupState.DEAD.value,
+                                protocol_type="", protocol_data="", members=(),
                                 authorized_operations=acl_operations.NOT_PROVIDED))
             continue
         group = coordinator.groups.get(group_id)

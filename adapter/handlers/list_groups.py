@@ -1,4 +1,7 @@
-"""ListGroups (16): every group with members or committed offsets (v4 state filter).
+"""ListGroups (16): every group with members or committed offsets (v4 state filter, v5 type
+filter: "classic" or "consumer", case-insensitive as Kafka's GroupType.parse). Consumer-protocol
+groups are listed with protocol type "consumer" and Kafka's states for them (Empty,
+Assigning, Reconciling, Stable).
 
 As in Kafka, DESCRIBE on the cluster lists every group; without it, the groups the caller
 may DESCRIBE."""
@@ -13,7 +16,6 @@ from ..context import BrokerContext
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 API_KEY = 16
-CLASSIC = "classic"
 
 
 async def handle(ctx: BrokerContext, request: Request):
@@ -29,15 +31,15 @@ async def handle(ctx: BrokerContext, request: Request):
         state = coordinator.state_of(group_id)
         if state is None or (states and state.value.lower() not in states):
             continue
-        if types and CLASSIC not in types:
+        group_type = coordinator.group_type(group_id)
+        if types and group_type not in types:
             continue
-        group = coordinator.groups.get(group_id)
+        if group_type == "consumer":
+            protocol_type = "consumer"
+        else:
+            group = coordinator.groups.get(group_id)
+            protocol_type = (group.protocol_type if group else None) or ""
         listed.append(
-            dict(
-                group_id=group_id,
-                protocol_type=(group.protocol_type if group else None) or "",
-                group_state=state.value,
-                group_type=CLASSIC,
-            )
+            dict(group_id=group_id, protocol_type=protocol_type, group_state=state.value, group_type=group_type)
         )
     return make(response_type(request), throttle_time=0, error_code=ErrorCode.none, groups=listed)

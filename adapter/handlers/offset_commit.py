@@ -27,7 +27,8 @@ async def handle(ctx: BrokerContext, request: Request):
         error = ErrorCode.group_authorization_failed
     else:
         error = ctx.groups.check_commit(
-            body.group_id, generation, body.member_id, getattr(body, "group_instance_id", None)
+            body.group_id, generation, body.member_id, getattr(body, "group_instance_id", None),
+            api_version=request.api_version,
         )
     now = ctx.clock.now_ms()
     max_metadata = ctx.groups.settings.offset_metadata_max_bytes

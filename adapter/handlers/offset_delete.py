@@ -1,7 +1,7 @@
 """OffsetDelete (47): drop committed offsets of some partitions of a group.
 
 Refused per partition (GROUP_SUBSCRIBED_TO_TOPIC) while the group has members subscribed to
-the topic, as Kafka does.
+the topic (by name or, in a consumer-protocol group, by a regular expression), as Kafka does.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ async def handle(ctx: BrokerContext, request: Request):
     if group is not None and group.protocol_type == "consumer":
         for member in group.members.values():
             subscribed |= subscribed_topics(member.metadata_for(group.protocol_name or ""))
+    subscribed |= coordinator.consumer.subscribed_topics(body.group_id)
     deletable = []
     topics = []
     for topic in body.topics:

@@ -3,7 +3,8 @@
 A null topic list (v2+) asks for every partition the group has committed. Partitions
 without a committed offset answer offset -1, as Kafka does. With ``require_stable`` (v7+,
 KIP-447) a partition whose offset an undecided transaction staged answers
-UNSTABLE_OFFSET_COMMIT (clients retry until the transaction ends).
+UNSTABLE_OFFSET_COMMIT (clients retry until the transaction ends). From v9 a member of a
+consumer-protocol group names itself and its epoch: UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH.
 
 Authorization, as in Kafka: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED, on each
 partition before v2), then DESCRIBE on each topic: asked for by name it is
@@ -69,6 +70,12 @@ async def handle(ctx: BrokerContext, request: Request):
         for group in body.groups:
             if not _may_describe_group(ctx, group.group_id):
                 groups.append(dict(group_id=group.group_id, topics=(), error_code=ErrorCode.group_authorization_failed))
+                continue
+            # v9+ (KIP-848): a consumer-protocol member fetches at its current epoch.
+            fenced = ctx.groups.consumer.check_fetch(group.group_id, getattr(group, "member_id", None),
+                                                     getattr(group, "member_epoch", -1))
+            if fenced is not ErrorCode.none:
+                groups.append(dict(group_id=group.group_id, topics=(), error_code=fenced))
                 continue
             wanted = None if group.topics is None else [(t.name, t.partition_indexes) for t in group.topics]
             groups.append(

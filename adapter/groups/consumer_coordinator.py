@@ -1,0 +1,559 @@
+"""The consumer group protocol's coordinator (KIP-848): ConsumerGroupHeartbeat and its timers.
+
+Behaviour follows Kafka 4's GroupMetadataManager.consumerGroupHeartbeat:
+
+1. the member is created (epoch 0), found, or replaced (a static member coming back under
+   a new member id takes over the old one's place, epoch and assignment); a change of
+   subscription, or of the subscribed topics' partitions, bumps the group epoch;
+2. when the group epoch is ahead of the assignment epoch, the assignor computes a new target
+   assignment for every member;
+3. the member reconciles towards its target (``reconciliation.py``); the answer carries
+   its epoch and, when it changed or the request was a full one, its assignment.
+
+A member not heard from for ``group.consumer.session.timeout.ms`` is removed, and so is one
+that has not revoked its partitions within its rebalance timeout; both bump the group epoch.
+Deadlines are kept on the injected clock and served by one timer task.
+
+Group ids are shared with the classic coordinator: an id has one type. A heartbeat joining
+an empty classic group replaces it; a non-empty classic group answers GROUP_ID_NOT_FOUND
+(online migration is not implemented yet).
+
+Membership is kept in memory only; see README "Consumer groups (KIP-848)" for what a
+restart does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from kio.schema.errors import ErrorCode
+
+from rmqkafka.storage.clock import Clock
+
+from .assignors import ASSIGNORS, MemberSpec
+from .consumer_group import (
+    LEAVE_EPOCH,
+    STATIC_LEAVE_EPOCH,
+    ConsumerGroupState,
+    ConsumerMember,
+    ConsumerProtocolGroup,
+)
+from .reconciliation import MemberState, TopicPartitions, reconcile
+from .topic_regex import InvalidRegex, compile_subscription, matching
+
+log = logging.getLogger(__name__)
+
+
+class TopicCatalog(Protocol):
+    """The topics (and views) a consumer group may subscribe to."""
+
+    def lookup(self, name: str) -> tuple[uuid.UUID, int] | None:
+        """(topic id, partition count), or None if there is no such topic."""
+
+    def names(self) -> list[str]:
+        """Every name a regular expression may match."""
+
+    def name_of(self, topic_id: uuid.UUID) -> str | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupSettings:
+    """Kafka's group.consumer.* broker settings."""
+
+    session_timeout_ms: int = 45_000
+    heartbeat_interval_ms: int = 5_000
+    max_size: int = 2**31 - 1
+    assignors: tuple[str, ...] = ("uniform", "range")  # the first is the default
+
+
+class HeartbeatError(Exception):
+    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message or code.name)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatRequest:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_names: tuple[str, ...] | None = None
+    subscribed_regex: str | None = None
+    server_assignor: str | None = None
+    owned: TopicPartitions | None = None  # None: not sent (unchanged)
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatAnswer:
+    member_id: str
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: TopicPartitions | None = None
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None
+
+
+@dataclass(slots=True)
+class _Timers:
+    wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task | None = None
+
+
+class ConsumerGroupCoordinator:
+    def __init__(self, clock: Clock, settings: ConsumerGroupSettings, catalog: TopicCatalog,
+                 classic_members: Callable[[str], int | None],
+                 drop_classic: Callable[[str], None],
+                 existed_before_start: Callable[[str], bool] = lambda group_id: False) -> None:
+        """``classic_members(group id)``: the member count of a classic group with that id
+        (None: there is none); ``drop_classic`` forgets an empty one;
+        ``existed_before_start(group id)``: whether the group had committed offsets when the
+        broker started (it may have members of the previous run still consuming)."""
+        self._clock = clock
+        self._existed_before_start = existed_before_start
+        # Members of the previous run learn that they are unknown at their next heartbeat,
+        # at most a heartbeat interval after the broker is back: until two intervals have
+        # passed, partitions of groups that existed then are handed to nobody.
+        self._recovery_until = clock.monotonic() + 2 * settings.heartbeat_interval_ms / 1000
+        self.settings = settings
+        self._catalog = catalog
+        self._classic_members = classic_members
+        self._drop_classic = drop_classic
+        self.groups: dict[str, ConsumerProtocolGroup] = {}
+        self._timers = _Timers()
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        self._timers.task = asyncio.create_task(self._run_timers(), name="consumer-group-timers")
+
+    async def stop(self) -> None:
+        if self._timers.task is not None:
+            self._timers.task.cancel()
+            try:
+                await self._timers.task
+            except asyncio.CancelledError:
+                pass
+
+    async def _run_timers(self) -> None:
+        while True:
+            deadline = self._next_deadline()
+            self._timers.wakeup.clear()
+            timeout = None if deadline is None else deadline - self._clock.monotonic()
+            if timeout is None or timeout > 0:
+                try:
+                    await asyncio.wait_for(self._timers.wakeup.wait(), timeout)
+                except TimeoutError:
+                    pass
+            self.tick()
+
+    def _next_deadline(self) -> float | None:
+        deadlines = [d for group in self.groups.values() for m in group.members.values()
+                     for d in (m.session_deadline, m.revocation_deadline) if d is not None]
+        return min(deadlines, default=None)
+
+    def tick(self) -> None:
+        """Remove every member whose session or revocation deadline has passed."""
+        now = self._clock.monotonic()
+        for group in list(self.groups.values()):
+            for member in list(group.members.values()):
+                if now >= member.session_deadline:
+                    log.info("group %s: member %s timed out", group.group_id, member.member_id)
+                    self._remove(group, member)
+                elif member.revocation_deadline is not None and now >= member.revocation_deadline:
+                    log.info("group %s: member %s did not revoke its partitions in time",
+                             group.group_id, member.member_id)
+                    self._remove(group, member)
+
+    # -- the heartbeat ---------------------------------------------------------------------
+    def heartbeat(self, request: HeartbeatRequest, client_id: str, client_host: str,
+                  api_version: int) -> HeartbeatAnswer:
+        try:
+            return self._heartbeat(request, client_id, client_host, api_version)
+        except HeartbeatError as exc:
+            return HeartbeatAnswer(request.member_id, request.member_epoch, 0, error=exc.code,
+                                   message=exc.message)
+
+    def _heartbeat(self, request: HeartbeatRequest, client_id: str, client_host: str,
+                   api_version: int) -> HeartbeatAnswer:
+        self._validate(request, api_version)
+        if request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            return self._leave(request)
+        joining = request.member_epoch == 0
+        member_id = request.member_id or str(uuid.uuid4())  # v0 lets the broker make it
+        group = self._group(request.group_id, member_id, create=joining)
+        if request.instance_id is None:
+            member = self._dynamic_member(group, member_id, request)
+        else:
+            member = self._static_member(group, member_id, request)
+        new = member.member_id not in group.members
+        if new and len(group.members) >= self.settings.max_size:
+            raise HeartbeatError(ErrorCode.group_max_size_reached,
+                                 f"The consumer group has reached its maximum capacity of "
+                                 f"{self.settings.max_size} members.")
+        if new:
+            group.members[member.member_id] = member
+            if member.instance_id is not None:
+                group.static_members[member.instance_id] = member.member_id
+            self.groups[group.group_id] = group
+        bump = group.epoch == 0 or new
+        bump |= self._update_member(member, request, client_id, client_host)
+        metadata = self._subscription_metadata(group)
+        if metadata != group.subscription_metadata:
+            group.subscription_metadata = metadata
+            bump = True
+        if bump:
+            group.epoch += 1
+            log.info("group %s: epoch %d", group.group_id, group.epoch)
+        if group.epoch > group.assignment_epoch:
+            self._assign(group)
+        before = member.assigned
+        self._reconcile(group, member, request.owned)
+        member.session_deadline = self._clock.monotonic() + self.settings.session_timeout_ms / 1000
+        self._timers.wakeup.set()
+        full = joining or (request.rebalance_timeout_ms != -1 and request.subscribed_names is not None
+                           and request.owned is not None)
+        return HeartbeatAnswer(
+            member.member_id, member.epoch, self.settings.heartbeat_interval_ms,
+            assignment=member.assigned if full or member.assigned != before else None,
+        )
+
+    def _validate(self, request: HeartbeatRequest, api_version: int) -> None:
+        def invalid(message: str) -> HeartbeatError:
+            return HeartbeatError(ErrorCode.invalid_request, message)
+
+        epoch = request.member_epoch
+        if (api_version >= 1 or epoch > 0 or epoch == LEAVE_EPOCH) and not request.member_id.strip():
+            raise invalid("MemberId can't be empty.")
+        if not request.group_id.strip():
+            raise invalid("GroupId can't be empty.")
+        if request.instance_id is not None and not request.instance_id.strip():
+            raise invalid("InstanceId can't be empty.")
+        if request.rack_id is not None and not request.rack_id.strip():
+            raise invalid("RackId can't be empty.")
+        if epoch == 0:
+            if request.rebalance_timeout_ms == -1:
+                raise invalid("RebalanceTimeoutMs must be provided in first request.")
+            if request.owned is None or request.owned:
+                raise invalid("TopicPartitions must be empty when (re-)joining.")
+            if request.subscribed_names is None and request.subscribed_regex is None:
+                raise invalid("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null "
+                              "when (re-)joining.")
+        elif epoch == STATIC_LEAVE_EPOCH:
+            if request.instance_id is None:
+                raise invalid("InstanceId can't be null.")
+        elif epoch < STATIC_LEAVE_EPOCH:
+            raise invalid("MemberEpoch is invalid.")
+        if request.server_assignor is not None and request.server_assignor not in self.settings.assignors:
+            raise HeartbeatError(
+                ErrorCode.unsupported_assignor,
+                f"ServerAssignor {request.server_assignor} is not supported. Supported assignors: "
+                f"{', '.join(self.settings.assignors)}.")
+        if request.subscribed_regex:
+            try:
+                compile_subscription(request.subscribed_regex)
+            except InvalidRegex as exc:
+                raise HeartbeatError(ErrorCode.invalid_regular_expression, str(exc)) from None
+
+    def _group(self, group_id: str, member_id: str, create: bool) -> ConsumerProtocolGroup:
+        group = self.groups.get(group_id)
+        if group is not None and not group.dead:
+            return group
+        classic = self._classic_members(group_id)
+        if classic is not None:
+            if classic > 0 or not create:
+                raise HeartbeatError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
+            self._drop_classic(group_id)  # Kafka replaces an empty classic group
+        if not create:
+            # Membership is not persisted: after a restart a group's members are unknown
+            # here. Kafka would still know them, and its clients rejoin on this error
+            # (GROUP_ID_NOT_FOUND is fatal to librdkafka's consumer).
+            raise HeartbeatError(ErrorCode.unknown_member_id,
+                                 f"Member {member_id} is not a member of group {group_id}.")
+        return ConsumerProtocolGroup(group_id)
+
+    def _dynamic_member(self, group: ConsumerProtocolGroup, member_id: str,
+                        request: HeartbeatRequest) -> ConsumerMember:
+        member = group.members.get(member_id)
+        if request.member_epoch == 0:
+            if member is None:
+                return self._new_member(member_id, request.instance_id, request)
+            # A member rejoining with epoch 0 (after a fencing) starts over: nothing owned.
+            group.release(member)
+            member.assigned, member.pending_revocation = {}, {}
+            member.epoch, member.state = 0, MemberState.STABLE
+            return member
+        if member is None:
+            raise HeartbeatError(ErrorCode.unknown_member_id,
+                                 f"Member {member_id} is not a member of group {group.group_id}.")
+        self._check_epoch(member, request)
+        return member
+
+    def _static_member(self, group: ConsumerProtocolGroup, member_id: str,
+                       request: HeartbeatRequest) -> ConsumerMember:
+        instance_id = request.instance_id
+        holder_id = group.static_members.get(instance_id)
+        holder = group.members.get(holder_id) if holder_id is not None else None
+        if request.member_epoch == 0:
+            if holder is None or holder.member_id == member_id:
+                return self._dynamic_member(group, member_id, request)
+            if holder.epoch != STATIC_LEAVE_EPOCH:
+                raise HeartbeatError(
+                    ErrorCode.unreleased_instance_id,
+                    f"Static member {member_id} with instance id {instance_id} cannot join the group "
+                    f"because the instance id is owned by {holder.member_id} member.")
+            # The static member comes back under a new id: it takes the old one's place and
+            # target assignment, without a new group epoch (its partitions were released
+            # when it left, so reconciliation hands them back at once).
+            del group.members[holder.member_id]
+            group.release(holder)
+            replacement = self._new_member(member_id, instance_id, request)
+            replacement.subscribed_names, replacement.subscribed_regex = holder.subscribed_names, holder.subscribed_regex
+            replacement.server_assignor = holder.server_assignor
+            if holder.member_id in group.target:
+                group.target[member_id] = group.target.pop(holder.member_id)
+            group.members[member_id] = replacement
+            group.static_members[instance_id] = member_id
+            return replacement
+        if holder is None:
+            raise HeartbeatError(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
+        if holder.member_id != member_id:
+            raise HeartbeatError(ErrorCode.fenced_instance_id,
+                                 f"Static member {member_id} with instance id {instance_id} was fenced "
+                                 f"by member {holder.member_id}.")
+        self._check_epoch(holder, request)
+        return holder
+
+    def _new_member(self, member_id: str, instance_id: str | None, request: HeartbeatRequest) -> ConsumerMember:
+        return ConsumerMember(member_id, instance_id, request.rack_id, "", "", request.rebalance_timeout_ms)
+
+    @staticmethod
+    def _check_epoch(member: ConsumerMember, request: HeartbeatRequest) -> None:
+        received = request.member_epoch
+        if received > member.epoch:
+            raise HeartbeatError(
+                ErrorCode.fenced_member_epoch,
+                f"The consumer group member has a greater member epoch ({received}) than the one known "
+                f"by the group coordinator ({member.epoch}). The member must abandon all its partitions "
+                f"and rejoin.")
+        if received < member.epoch and (received != member.previous_epoch
+                                        or not _is_subset(request.owned, member.assigned)):
+            # The previous epoch is accepted when the answer that moved the member on was lost.
+            raise HeartbeatError(
+                ErrorCode.fenced_member_epoch,
+                f"The consumer group member has a smaller member epoch ({received}) than the one known "
+                f"by the group coordinator ({member.epoch}). The member must abandon all its partitions "
+                f"and rejoin.")
+
+    def _update_member(self, member: ConsumerMember, request: HeartbeatRequest, client_id: str,
+                       client_host: str) -> bool:
+        """Apply the request's non-null fields; whether the subscription changed."""
+        member.client_id, member.client_host = client_id, client_host
+        if request.rack_id is not None:
+            member.rack_id = request.rack_id
+        if request.rebalance_timeout_ms != -1:
+            member.rebalance_timeout_ms = request.rebalance_timeout_ms
+        changed = False
+        if request.server_assignor is not None and request.server_assignor != member.server_assignor:
+            member.server_assignor = request.server_assignor
+            changed = True
+        if request.subscribed_names is not None and tuple(sorted(request.subscribed_names)) != member.subscribed_names:
+            member.subscribed_names = tuple(sorted(request.subscribed_names))
+            changed = True
+        if request.subscribed_regex is not None:
+            regex = request.subscribed_regex or None  # "" is no regex
+            if regex != member.subscribed_regex:
+                member.subscribed_regex = regex
+                changed = True
+        return changed
+
+    # -- assignment ------------------------------------------------------------------------
+    def _resolved(self, member: ConsumerMember, names: list[str] | None) -> set[str]:
+        topics = set(member.subscribed_names)
+        if member.subscribed_regex:
+            topics |= matching(member.subscribed_regex, names if names is not None else self._catalog.names())
+        return topics
+
+    def _subscription_metadata(self, group: ConsumerProtocolGroup) -> dict[str, tuple[uuid.UUID, int]]:
+        names = self._catalog.names() if group.regexes() else None
+        metadata = {}
+        for member in group.members.values():
+            for name in self._resolved(member, names):
+                if name not in metadata:
+                    found = self._catalog.lookup(name)
+                    if found is not None:
+                        metadata[name] = found
+        return metadata
+
+    def _assign(self, group: ConsumerProtocolGroup) -> None:
+        metadata = group.subscription_metadata
+        names = self._catalog.names() if group.regexes() else None
+        specs = {}
+        for member in group.members.values():
+            subscribed = frozenset(metadata[n][0] for n in self._resolved(member, names) if n in metadata)
+            specs[member.member_id] = MemberSpec(member.member_id, member.instance_id, subscribed,
+                                                 group.target.get(member.member_id, {}))
+        group.assignor_name = self._preferred_assignor(group)
+        partitions = {topic_id: count for topic_id, count in metadata.values()}
+        group.target = ASSIGNORS[group.assignor_name](specs, partitions)
+        group.assignment_epoch = group.epoch
+        log.info("group %s: target assignment for epoch %d by %s", group.group_id, group.epoch,
+                 group.assignor_name)
+
+    def _preferred_assignor(self, group: ConsumerProtocolGroup) -> str:
+        """The assignor most members asked for; the configured default if none did."""
+        votes: dict[str, int] = {}
+        for member in group.members.values():
+            if member.server_assignor is not None:
+                votes[member.server_assignor] = votes.get(member.server_assignor, 0) + 1
+        if not votes:
+            return self.settings.assignors[0]
+        return max(sorted(votes), key=lambda name: votes[name])
+
+    def _reconcile(self, group: ConsumerProtocolGroup, member: ConsumerMember,
+                   owned: TopicPartitions | None) -> None:
+        names = self._catalog.names() if member.subscribed_regex else None
+        metadata = group.subscription_metadata
+        subscribed = frozenset(metadata[n][0] for n in self._resolved(member, names) if n in metadata)
+        owner_epoch = group.owner_epoch
+        if self._clock.monotonic() < self._recovery_until and self._existed_before_start(group.group_id):
+            owner_epoch = _owned_by_the_previous_run
+        result = reconcile(
+            state=member.state, epoch=member.epoch, assigned=member.assigned,
+            pending_revocation=member.pending_revocation, target_epoch=group.assignment_epoch,
+            target=group.target.get(member.member_id, {}), subscribed=subscribed, owned=owned,
+            owner_epoch=owner_epoch,
+        )
+        if (result.state, result.epoch, result.assigned, result.pending_revocation) == (
+                member.state, member.epoch, member.assigned, member.pending_revocation):
+            return
+        group.release(member)
+        if result.epoch != member.epoch:
+            member.previous_epoch = member.epoch
+        member.state, member.epoch = result.state, result.epoch
+        member.assigned, member.pending_revocation = result.assigned, result.pending_revocation
+        group.claim(member)
+        if member.state is MemberState.UNREVOKED_PARTITIONS:
+            if member.revocation_deadline is None:
+                member.revocation_deadline = self._clock.monotonic() + member.rebalance_timeout_ms / 1000
+        else:
+            member.revocation_deadline = None
+
+    # -- leaving ---------------------------------------------------------------------------
+    def _leave(self, request: HeartbeatRequest) -> HeartbeatAnswer:
+        group = self.groups.get(request.group_id)
+        if group is None or group.dead:
+            raise HeartbeatError(ErrorCode.unknown_member_id,
+                                 f"Member {request.member_id} is not a member of group {request.group_id}.")
+        if request.instance_id is not None:
+            holder_id = group.static_members.get(request.instance_id)
+            member = group.members.get(holder_id) if holder_id is not None else None
+            if member is None:
+                raise HeartbeatError(ErrorCode.unknown_member_id, f"Instance id {request.instance_id} is unknown.")
+            if member.member_id != request.member_id:
+                raise HeartbeatError(ErrorCode.fenced_instance_id,
+                                     f"Static member {request.member_id} with instance id "
+                                     f"{request.instance_id} was fenced by member {member.member_id}.")
+            if request.member_epoch == STATIC_LEAVE_EPOCH:
+                # It will come back: it keeps its place (and its target) until its session
+                # ends; its partitions are released at once.
+                log.info("group %s: static member %s left temporarily", group.group_id, member.member_id)
+                group.release(member)
+                member.previous_epoch = member.epoch
+                member.epoch = STATIC_LEAVE_EPOCH
+                member.assigned, member.pending_revocation = {}, {}
+                member.revocation_deadline = None
+                self._timers.wakeup.set()
+                return HeartbeatAnswer(member.member_id, STATIC_LEAVE_EPOCH, 0)
+        else:
+            member = group.members.get(request.member_id)
+            if member is None:
+                raise HeartbeatError(ErrorCode.unknown_member_id,
+                                     f"Member {request.member_id} is not a member of group {group.group_id}.")
+        log.info("group %s: member %s left", group.group_id, member.member_id)
+        self._remove(group, member)
+        return HeartbeatAnswer(member.member_id, request.member_epoch, 0)
+
+    def _remove(self, group: ConsumerProtocolGroup, member: ConsumerMember) -> None:
+        group.release(member)
+        del group.members[member.member_id]
+        if member.instance_id is not None and group.static_members.get(member.instance_id) == member.member_id:
+            del group.static_members[member.instance_id]
+        group.target.pop(member.member_id, None)
+        group.epoch += 1
+        group.subscription_metadata = self._subscription_metadata(group)
+        self._timers.wakeup.set()
+
+    # -- offsets ---------------------------------------------------------------------------
+    def check_commit(self, group: ConsumerProtocolGroup, member_id: str, member_epoch: int,
+                     transactional: bool, api_version: int | None) -> ErrorCode:
+        """Kafka's ConsumerGroup.validateOffsetCommit: an epoch below 0 commits only to an
+        empty group (admin tools, simple consumers); otherwise the member must exist, commit
+        with OffsetCommit v9+ (transactional commits excepted) and at its current epoch."""
+        if member_epoch < 0 and not group.members:
+            return ErrorCode.none
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if not transactional and api_version is not None and api_version < 9:
+            return ErrorCode.unsupported_version
+        if member_epoch != member.epoch:
+            return ErrorCode.stale_member_epoch
+        return ErrorCode.none
+
+    def check_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
+        """Kafka's ConsumerGroup.validateOffsetFetch: epoch -1 (admin tools, and librdkafka's
+        own fetches) is always allowed; else the member must exist at that epoch."""
+        group = self.groups.get(group_id)
+        if group is None or member_epoch < 0:
+            return ErrorCode.none
+        member = group.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if member_epoch != member.epoch:
+            return ErrorCode.stale_member_epoch
+        return ErrorCode.none
+
+    # -- administration --------------------------------------------------------------------
+    def state_of(self, group_id: str) -> ConsumerGroupState | None:
+        group = self.groups.get(group_id)
+        return None if group is None else group.state
+
+    def member_count(self, group_id: str) -> int | None:
+        group = self.groups.get(group_id)
+        return None if group is None or group.dead else len(group.members)
+
+    def subscribed_topics(self, group_id: str) -> set[str]:
+        """Topic names the group's members subscribe to, regular expressions resolved."""
+        group = self.groups.get(group_id)
+        if group is None or group.dead:
+            return set()
+        names = self._catalog.names() if group.regexes() else None
+        return {topic for member in group.members.values() for topic in self._resolved(member, names)}
+
+    def forget(self, group_id: str) -> None:
+        """Drop an empty group (deleted, or its id taken by a classic group)."""
+        group = self.groups.pop(group_id, None)
+        if group is not None:
+            group.dead = True
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        return self._catalog.name_of(topic_id)
+
+
+def _owned_by_the_previous_run(topic_id: uuid.UUID, partition: int) -> int:
+    return 0
+
+
+def _is_subset(owned: TopicPartitions | None, assigned: TopicPartitions) -> bool:
+    if owned is None:
+        return False
+    return all(partitions <= assigned.get(topic_id, frozenset()) for topic_id, partitions in owned.items()
+               if partitions)

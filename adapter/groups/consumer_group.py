@@ -1,0 +1,112 @@
+"""One consumer-protocol group (KIP-848): its members, epochs and target assignment.
+
+The group epoch moves on every change that may change the assignment (a member joins,
+leaves or changes its subscription; a subscribed topic appears, disappears or grows). The
+target assignment is computed for a group epoch (the assignment epoch); members reconcile
+towards it one heartbeat at a time (``reconciliation.py``), each with its own member epoch.
+
+States, as Kafka names them: Empty (no members), Assigning (the group epoch is ahead of the
+assignment epoch), Reconciling (a member is not yet at the assignment epoch or still waits
+for partitions), Stable, Dead (deleted).
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from dataclasses import dataclass, field
+
+from .reconciliation import MemberState, TopicPartitions
+
+
+class ConsumerGroupState(enum.Enum):
+    EMPTY = "Empty"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+LEAVE_EPOCH = -1
+STATIC_LEAVE_EPOCH = -2  # a static member leaving that will come back
+
+
+@dataclass(slots=True)
+class ConsumerMember:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    subscribed_names: tuple[str, ...] = ()
+    subscribed_regex: str | None = None
+    server_assignor: str | None = None
+    epoch: int = 0
+    previous_epoch: int = -1
+    state: MemberState = MemberState.STABLE
+    assigned: TopicPartitions = field(default_factory=dict)
+    pending_revocation: TopicPartitions = field(default_factory=dict)
+    session_deadline: float = 0.0  # clock.monotonic() after which it is removed
+    revocation_deadline: float | None = None  # set while it must revoke partitions
+
+    def owns(self) -> TopicPartitions:
+        """Assigned and pending revocation: what nobody else may be given."""
+        merged = dict(self.assigned)
+        for topic_id, partitions in self.pending_revocation.items():
+            merged[topic_id] = merged.get(topic_id, frozenset()) | partitions
+        return merged
+
+
+@dataclass(slots=True)
+class ConsumerProtocolGroup:
+    group_id: str
+    epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ConsumerMember] = field(default_factory=dict)
+    static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
+    target: dict[str, TopicPartitions] = field(default_factory=dict)  # member id -> target
+    # Topic name -> (id, partition count) of every subscribed topic when the epoch was last
+    # bumped: a difference on a later heartbeat (created, deleted, grown) bumps it again.
+    subscription_metadata: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
+    # (topic id, partition) -> epoch of the member owning it (assigned or being revoked).
+    partition_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
+    assignor_name: str = ""
+    dead: bool = False
+
+    @property
+    def state(self) -> ConsumerGroupState:
+        if self.dead:
+            return ConsumerGroupState.DEAD
+        if not self.members:
+            return ConsumerGroupState.EMPTY
+        if self.epoch > self.assignment_epoch:
+            return ConsumerGroupState.ASSIGNING
+        if any(m.epoch != self.assignment_epoch or m.state is not MemberState.STABLE
+               for m in self.members.values()):
+            return ConsumerGroupState.RECONCILING
+        return ConsumerGroupState.STABLE
+
+    def owner_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
+        return self.partition_epochs.get((topic_id, partition), -1)
+
+    def release(self, member: ConsumerMember) -> None:
+        """Forget which partitions ``member`` owns (before it changes, or leaves)."""
+        for topic_id, partitions in member.owns().items():
+            for p in partitions:
+                if self.partition_epochs.get((topic_id, p)) == member.epoch:
+                    del self.partition_epochs[(topic_id, p)]
+
+    def claim(self, member: ConsumerMember) -> None:
+        for topic_id, partitions in member.owns().items():
+            for p in partitions:
+                self.partition_epochs[(topic_id, p)] = member.epoch
+
+    def subscribed_names(self) -> set[str]:
+        names: set[str] = set()
+        for member in self.members.values():
+            names.update(member.subscribed_names)
+        return names
+
+    def regexes(self) -> set[str]:
+        return {m.subscribed_regex for m in self.members.values() if m.subscribed_regex}

@@ -1,0 +1,65 @@
+"""ConsumerGroupDescribe (69): state, epochs, assignor and members (with their current and
+target assignments) of consumer-protocol groups. Needs DESCRIBE on each group
+(GROUP_AUTHORIZATION_FAILED); an unknown id, or one of a classic group, is GROUP_ID_NOT_FOUND
+as in Kafka."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from .. import acl_operations
+from ..codec import Request, response_type
+from ..codec.entities import make
+from ..context import BrokerContext
+from ..groups.consumer_group import ConsumerProtocolGroup
+from ..groups.reconciliation import TopicPartitions
+from ..security.acls import AclOperation, ResourceType
+
+API_KEY = 69
+CONSUMER_MEMBER = 1  # v1 MemberType: 0 classic, 1 consumer
+
+
+async def handle(ctx: BrokerContext, request: Request):
+    consumer = ctx.groups.consumer
+    with_operations = request.body.include_authorized_operations
+    described = []
+    for group_id in request.body.group_ids:
+        empty = dict(group_id=group_id, group_state="", group_epoch=0, assignment_epoch=0, assignor_name="",
+                     members=(), authorized_operations=acl_operations.NOT_PROVIDED)
+        if not ctx.allowed(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            described.append(dict(empty, error_code=ErrorCode.group_authorization_failed))
+            continue
+        group = consumer.groups.get(group_id)
+        if group is None or group.dead:
+            message = (f"Group {group_id} is not a consumer group." if ctx.groups.is_classic(group_id)
+                       else f"Group {group_id} not found.")
+            described.append(dict(empty, error_code=ErrorCode.group_id_not_found, error_message=message))
+            continue
+        described.append(dict(
+            error_code=ErrorCode.none, group_id=group_id, group_state=group.state.value,
+            group_epoch=group.epoch, assignment_epoch=group.assignment_epoch,
+            assignor_name=group.assignor_name or consumer.settings.assignors[0],
+            members=[_member(consumer, group, m) for m in group.members.values()],
+            authorized_operations=acl_operations.authorized(ctx, with_operations, ResourceType.GROUP, group_id),
+        ))
+    return make(response_type(request), throttle_time=0, groups=described)
+
+
+def _member(consumer, group: ConsumerProtocolGroup, member) -> dict:
+    return dict(
+        member_id=member.member_id, instance_id=member.instance_id, rack_id=member.rack_id,
+        member_epoch=member.epoch, client_id=member.client_id, client_host=member.client_host,
+        subscribed_topic_names=list(member.subscribed_names), subscribed_topic_regex=member.subscribed_regex,
+        assignment=_assignment(consumer, member.assigned),
+        target_assignment=_assignment(consumer, group.target.get(member.member_id, {})),
+        member_type=CONSUMER_MEMBER,
+    )
+
+
+def _assignment(consumer, partitions: TopicPartitions) -> dict:
+    listed = []
+    for topic_id, ps in partitions.items():
+        name = consumer.topic_name(topic_id)
+        if name is not None:  # a deleted topic leaves the assignment at the next heartbeat
+            listed.append(dict(topic_id=topic_id, topic_name=name, partitions=sorted(ps)))
+    return dict(topic_partitions=sorted(listed, key=lambda t: t["topic_name"]))
