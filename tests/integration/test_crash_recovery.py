@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from rawkafka import GZIP, LATEST, MAX_TIMESTAMP, ZSTD, ErrorCode, KafkaRaw, make_batch
+from rawkafka import GZIP, LATEST, MAX_TIMESTAMP, ZSTD, ErrorCode, KafkaRaw, make_batch, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash, pytest.mark.timeout(180)]
 
@@ -536,7 +536,8 @@ def test_a_truncated_topics_json_no_longer_stops_the_broker(broker_factory):
     broker.start()
     with connect(broker) as conn:
         assert [r.value for r in conn.fetch_all("kept", 0)] == [b"a", b"b"]
-    assert "topics.json is damaged: using its previous copy" in broker.stderr
+    wait_until(lambda: "topics.json is damaged: using its previous copy" in broker.stderr, timeout=10,
+               message="the damaged topics.json's log line")  # stderr is read by a thread
     broker.stop()
 
     topics.write_text("{")
