@@ -769,8 +769,8 @@ def _metrics_port(p: _Props, override: int | None) -> int | None:
 
 def _segment_bytes(p: _Props) -> int | None:
     """Kafka's ``internal.segment.bytes`` (for tests: small segments) over log.segment.bytes."""
-    internal = p.integer("internal.segment.bytes")
-    return internal if internal is not None else p.integer("log.segment.bytes")
+    internal, configured = p.integer("internal.segment.bytes"), p.integer("log.segment.bytes")
+    return internal if internal is not None else configured
 
 
 def _delay_levels(p: _Props, max_partitions_per_topic: object) -> tuple[int, ...] | None:

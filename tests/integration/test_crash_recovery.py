@@ -8,6 +8,7 @@ watermark.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -17,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from rawkafka import GZIP, LATEST, MAX_TIMESTAMP, ZSTD, ErrorCode, KafkaRaw, make_batch
+from rawkafka import GZIP, LATEST, MAX_TIMESTAMP, ZSTD, ErrorCode, KafkaRaw, make_batch, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash, pytest.mark.timeout(180)]
 
@@ -36,6 +37,17 @@ def last_segment(data_dir: Path) -> Path:
     files = segments(data_dir)
     assert files, f"no commitlog segment in {data_dir}"
     return files[-1]
+
+
+def checkpoint_covers_the_commitlog(data_dir: Path) -> bool:
+    """Whether checkpoint.json's position has reached the end of the last segment (whose
+    name is its first byte position)."""
+    segment = last_segment(data_dir)
+    end = int(segment.stem) + segment.stat().st_size
+    try:
+        return json.loads((Path(data_dir) / "checkpoint.json").read_text())["position"] >= end
+    except (OSError, ValueError, KeyError):
+        return False
 
 
 # --- (a) kill -9 mid-stream
@@ -395,7 +407,9 @@ def test_last_entry_cut_short_below_the_checkpoint(broker, stop):
     without a hole of offsets that point at nothing."""
     with connect(broker) as conn:
         expected = _produce_reference(conn)
-    time.sleep(2.5)  # a checkpoint now covers the whole commitlog
+    # a slept 2.5 s was not always a checkpoint on a loaded machine
+    wait_until(lambda: checkpoint_covers_the_commitlog(broker.data_dir), timeout=30,
+               message="a checkpoint covering the whole commitlog")
     if stop == "kill":
         broker.kill()
     else:
@@ -536,7 +550,8 @@ def test_a_truncated_topics_json_no_longer_stops_the_broker(broker_factory):
     broker.start()
     with connect(broker) as conn:
         assert [r.value for r in conn.fetch_all("kept", 0)] == [b"a", b"b"]
-    assert "topics.json is damaged: using its previous copy" in broker.stderr
+    wait_until(lambda: "topics.json is damaged: using its previous copy" in broker.stderr, timeout=10,
+               message="the damaged topics.json's log line")  # stderr is read by a thread
     broker.stop()
 
     topics.write_text("{")

@@ -196,3 +196,9 @@ def test_port_flags_are_range_checked_in_the_same_words(flag, value):
         build_config({}, environ={}, **{flag: value})
     option = "--" + flag.replace("_", "-")
     assert str(info.value).startswith(f"invalid value '{value}' for {option}: must be in [0, 65535]")
+
+
+def test_internal_segment_bytes_overrides_log_segment_bytes_which_is_still_checked():
+    config = build("internal.segment.bytes=2048\nlog.segment.bytes=1048576")
+    assert config.storage.segment_bytes == 2048
+    assert "for log.segment.bytes: " in error_of("internal.segment.bytes=2048\nlog.segment.bytes=200")
