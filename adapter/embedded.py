@@ -117,7 +117,9 @@ class EmbeddedBroker:
     object), ``flush`` ("async" or "sync"), ``config_file`` (a server.properties),
     ``args`` (extra ``rmqk serve`` arguments, appended last so they win), ``env`` (extra
     environment variables for the child), ``host`` (bind address), ``startup_timeout``
-    (seconds to wait for the ready line), ``stderr_limit`` (bytes of stderr kept).
+    (seconds to wait for the ready line; default ``$RMQK_STARTUP_TIMEOUT`` or 15, so a test
+    suite on a slow or busy machine can allow more for every broker it starts),
+    ``stderr_limit`` (bytes of stderr kept).
     """
 
     def __init__(
@@ -129,7 +131,7 @@ class EmbeddedBroker:
         args: Iterable[str] = (),
         env: Mapping[str, str] | None = None,
         host: str = "127.0.0.1",
-        startup_timeout: float = 15.0,
+        startup_timeout: float | None = None,
         stderr_limit: int = 1 << 20,
     ) -> None:
         self._data_dir = None if data_dir is None else Path(data_dir).absolute()
@@ -139,7 +141,8 @@ class EmbeddedBroker:
         self._args = list(args)
         self._env = dict(env or {})
         self._bind_host = host
-        self.startup_timeout = startup_timeout
+        self.startup_timeout = (float(os.environ.get("RMQK_STARTUP_TIMEOUT", 15.0))
+                                if startup_timeout is None else startup_timeout)
         self._stderr_limit = stderr_limit
         self._proc: subprocess.Popen[bytes] | None = None
         self._last_command: list[str] = []

@@ -16,6 +16,7 @@ so collecting tests that need no broker never depends on it.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,6 +25,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for bench/
+# Every broker a test starts may take this long to say it is ready: a recovery after kill -9
+# on a loaded two-core machine has taken more than the default 15 s.
+os.environ.setdefault("RMQK_STARTUP_TIMEOUT", "60")
 
 if TYPE_CHECKING:
     from rmqkafka.adapter.embedded import EmbeddedBroker
