@@ -8,7 +8,8 @@ Files under ``data_dir``::
     commitlog/               segment files (the only source of truth)
     consumequeue/<id>/<p>/   consume queue files, time index and txnindex (aborted
                              transactions) (derived)
-    topics.json              topic names, ids, partition counts, configs
+    topics.json              topic names, ids, partition counts, configs, with its journal
+                             topics.journal: two current copies (storage.journaled_map)
     producer_ids.json        producer id allocation
     offsets/                 committed consumer-group offsets: journal + snapshot.json
                              (rmqkafka.storage.offset_store; its own crash handling, not derived)
