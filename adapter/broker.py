@@ -21,6 +21,7 @@ from .connection import KafkaConnection
 from .context import BrokerContext
 from .groups.coordinator import GroupCoordinator, GroupSettings
 from .long_poll import FetchWaiters
+from .mutation_quota import MutationQuota
 from .request_stats import RequestStats
 from .response_budget import ResponseBudget
 from .security.service import Security
@@ -114,6 +115,9 @@ class Broker:
         self.transactions.open()
         self.transactions.start()
         bound = []
+        mutation_quota = MutationQuota(cfg.controller_mutation_rate,
+                                       cfg.controller_quota_window_num * cfg.controller_quota_window_size_seconds,
+                                       self.clock.now_ms)
         for server, (_, _, advertised_host, advertised_port, protocol) in zip(self._servers, endpoints):
             host, port = server.sockets[0].getsockname()[:2]
             bound.append((host, port))
@@ -131,6 +135,7 @@ class Broker:
                     advertised_port=advertised_port or port,
                     security=security,
                     listener_protocol=protocol,
+                    mutation_quota=mutation_quota,
                 )
             )
         self.context = self._contexts[0]

@@ -50,6 +50,13 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
                                     (default 57671680, Kafka's)
 ``response.buffer.max.bytes``       Fetch response bytes waiting in the sockets of all
                                     connections before new Fetches wait (default 256 MiB)
+``controller.mutation.rate``        partitions CreateTopics, CreatePartitions and DeleteTopics
+                                    may create or delete per second, all clients together
+                                    (ours; Kafka's ``controller_mutation_rate`` quota as one
+                                    broker-wide budget; default 1000, -1 = unlimited); past
+                                    it: THROTTLING_QUOTA_EXCEEDED with a throttle time
+``controller.quota.window.num``     with ``controller.quota.window.size.seconds``: the burst
+                                    is rate x num x size (Kafka's defaults 11 and 1)
 ``log.segment.bytes``               commitlog segment size (> 0)
 ``max.partitions.per.topic``        partitions one topic may have (default 1000; more is
                                     INVALID_PARTITIONS)
@@ -158,6 +165,9 @@ KNOWN_KEYS = frozenset(
         "request.read.timeout.ms",
         "fetch.max.bytes",
         "response.buffer.max.bytes",
+        "controller.mutation.rate",
+        "controller.quota.window.num",
+        "controller.quota.window.size.seconds",
         "log.segment.bytes",
         "max.partitions.per.topic",
         "max.partitions",
@@ -509,10 +519,17 @@ def build_config(
         "offset_metadata_max_bytes": p.integer("offset.metadata.max.bytes", minimum=0),
         "transaction_max_timeout_ms": p.integer("transaction.max.timeout.ms", minimum=1),
         "transactional_id_expiration_ms": p.integer("transactional.id.expiration.ms", minimum=1),
+        "controller_quota_window_num": p.integer("controller.quota.window.num", minimum=1),
+        "controller_quota_window_size_seconds": p.integer("controller.quota.window.size.seconds", minimum=1),
         "metrics_port": _metrics_port(p, metrics_port),
         "metrics_host": p.get("metrics.host"),
     }
     adapter_kwargs.update({k: v for k, v in optional.items() if v is not None})
+    given, mutation_rate = p.limit("controller.mutation.rate")
+    if given:
+        if mutation_rate == 0:
+            raise p.error("controller.mutation.rate", "0", "must be at least 1, or -1 for unlimited")
+        adapter_kwargs["controller_mutation_rate"] = None if mutation_rate is None else float(mutation_rate)
 
     storage_kwargs: dict[str, object] = {
         "data_dir": _data_dir(p, data_dir, environ, warnings),

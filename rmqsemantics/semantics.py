@@ -236,11 +236,34 @@ class Semantics:
         it (SourceInUseError); UnknownTopicError when neither exists."""
         if self.views.get(name) is not None:
             return self.delete_view(name)
+        self._check_deletable(name)
+        return self.store.delete_topic(name)
+
+    async def delete_many(self, names: list[str]) -> list[TopicMeta | View | Exception]:
+        """``delete`` for each name, in order (views first if they come first), the topics
+        with one metadata write (MessageStore.delete_topics): each gets what was deleted or
+        its error."""
+        outcomes: list[TopicMeta | View | Exception | None] = [None] * len(names)
+        topics: list[int] = []
+        for i, name in enumerate(names):
+            try:
+                if self.views.get(name) is not None:
+                    outcomes[i] = self.delete_view(name)
+                    continue
+                self._check_deletable(name)
+            except Exception as exc:  # noqa: BLE001  # the caller maps it to the name's error code
+                outcomes[i] = exc
+                continue
+            topics.append(i)
+        for i, outcome in zip(topics, await self.store.delete_topics([names[i] for i in topics])):
+            outcomes[i] = outcome
+        return outcomes  # type: ignore[return-value]
+
+    def _check_deletable(self, name: str) -> None:
         if name in SYSTEM_TOPICS:
             raise SystemTopicError(f"{name!r} is a system topic and cannot be deleted")
         if self.store.topics.get(name) is not None:
             self.check_topic_deletable(name)
-        return self.store.delete_topic(name)
 
 
 def _may_schedule(records: Buffer) -> bool:

@@ -1,5 +1,6 @@
-"""JournaledMap: a small durable map (name -> JSON object) kept in two current copies, so
-that damage to one file costs nothing.
+"""JournaledMap: a small durable map (name -> JSON object) kept in two copies, a journal
+always current and a snapshot at most ``snapshot_interval_ms`` behind it, so that damage to
+one file costs nothing.
 
 Files (for ``path`` = ``<dir>/topics.json``)::
 
@@ -17,8 +18,11 @@ Files (for ``path`` = ``<dir>/topics.json``)::
                       records than the map has entries (so it stays O(map)).
 
 Invariants: the journal is never behind the snapshot (it is written first), and its base
-plus its changes is the whole map. A commit is durable when ``commit`` returns (both files
-fsynced).
+plus its changes is the whole map. A commit is durable when ``commit`` returns (its journal
+record fsynced). The snapshot is written by the commit too, except within
+``snapshot_interval_ms`` of the last one (then ``write_snapshot_if_stale`` writes it): a
+flood of small commits costs one O(map) write per interval, not per commit. Compaction
+(a new base) costs O(map) once per O(map) commits.
 
 Crash and damage: a crash leaves a torn last journal line (its CRC fails: it was never
 acknowledged) and/or the snapshot before the commit, which the journal's later records bring
@@ -71,9 +75,14 @@ class JournaledMap:
     raises ValueError, KeyError or TypeError for an entry the owner cannot use: a file or
     journal line holding one counts as damaged."""
 
-    def __init__(self, path: Path, check: Callable[[str, dict], object]) -> None:
+    def __init__(self, path: Path, check: Callable[[str, dict], object], *,
+                 snapshot_interval_ms: int = 0, now_ms: Callable[[], int] | None = None) -> None:
         self._path = path
         self._check = check
+        self._snapshot_interval_ms = snapshot_interval_ms
+        self._now_ms = now_ms or (lambda: 0)
+        self._snapshot_at: int | None = None  # when the snapshot was last written
+        self._snapshot_stale = False
         self._journal_path = path.with_name(path.stem + JOURNAL_SUFFIX)
         self._lock = threading.Lock()
         self._seq = 0
@@ -203,14 +212,22 @@ class JournaledMap:
             self._seq = seq
             self._changes += 1
             _apply(self.entries, [(seq, record["put"], deleted)])
+            self._snapshot_stale = True
+            now = self._now_ms()
             try:
                 if self._changes > max(_MIN_COMPACT_RECORDS, len(self.entries)):
                     self._rewrite()
-                else:
+                elif self._snapshot_at is None or now - self._snapshot_at >= self._snapshot_interval_ms:
                     self._write_snapshot()
             except OSError as exc:
                 log.error("%s could not be written (%s); %s holds the change", self._path, exc,
                           self._journal_path)
+
+    def write_snapshot_if_stale(self) -> None:
+        """Write the snapshot if a commit left it behind the journal (any thread)."""
+        with self._lock:
+            if self._snapshot_stale:
+                self._write_snapshot()
 
     def _append_line(self, record: dict) -> None:
         line = _encode_line(record)
@@ -249,6 +266,7 @@ class JournaledMap:
 
     def _write_snapshot(self) -> None:
         write_json_atomically(self._path, {SEQ_KEY: self._seq, **self.entries}, keep_previous=True)
+        self._snapshot_at, self._snapshot_stale = self._now_ms(), False
 
     def _check_all(self, entries: object) -> None:
         if not isinstance(entries, dict):

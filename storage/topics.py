@@ -2,8 +2,8 @@
 
 On-disk format: a JournaledMap (storage.journaled_map) at ``topics.json``: the snapshot
 ``{"#seq": N, "<name>": {"id": "<uuid>", "partitions": N, "configs": {"key": "value"}}}``
-and the journal ``topics.journal`` of every change since its base. Both are current, so a
-damaged ``topics.json`` (and its ``.prev``) costs no topic: the journal rebuilds it, with the
+and the journal ``topics.journal`` of every change since its base (always current; the
+snapshot follows within ``snapshot_interval_ms``), so a damaged ``topics.json`` (and its ``.prev``) costs no topic: the journal rebuilds it, with the
 same ids, partition counts and configs, and deleted topics stay deleted. The topic id is
 what the commitlog records, so a deleted-and-recreated topic never sees its predecessor's
 batches, and a topic rebuilt from the journal finds its records at their offsets.
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,8 +42,9 @@ class TopicMeta:
 
 
 class TopicRegistry:
-    def __init__(self, path: Path) -> None:
-        self._map = JournaledMap(path, _parse)
+    def __init__(self, path: Path, *, snapshot_interval_ms: int = 0,
+                 now_ms: Callable[[], int] | None = None) -> None:
+        self._map = JournaledMap(path, _parse, snapshot_interval_ms=snapshot_interval_ms, now_ms=now_ms)
         self._by_name: dict[str, TopicMeta] = {}
         self._by_id: dict[uuid.UUID, TopicMeta] = {}
         self._pending: dict[str, TopicMeta | None] = {}  # staged, not yet durable (None: deleting)
@@ -117,6 +118,10 @@ class TopicRegistry:
         """Make staged topics (created or changed) and deletions durable: one journal record
         and one snapshot. Any thread; OSError when a write fails (nothing is served then)."""
         self._map.commit({m.name: _serialise(m) for m in changed}, [m.name for m in deleted])
+
+    def write_snapshot_if_stale(self) -> None:
+        """Bring ``topics.json`` up to the journal (any thread; see JournaledMap)."""
+        self._map.write_snapshot_if_stale()
 
     def announce(self, changed: Iterable[TopicMeta] = (), deleted: Iterable[TopicMeta] = ()) -> None:
         """Serve what ``commit`` made durable."""
