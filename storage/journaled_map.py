@@ -83,6 +83,8 @@ class JournaledMap:
         self._now_ms = now_ms or (lambda: 0)
         self._snapshot_at: int | None = None  # when the snapshot was last written
         self._snapshot_stale = False
+        self._needs_rewrite = False
+        self._snapshot_failing = False  # write_snapshot_if_stale's last attempt failed (logged)
         self._journal_path = path.with_name(path.stem + JOURNAL_SUFFIX)
         self._lock = threading.Lock()
         self._seq = 0
@@ -94,36 +96,47 @@ class JournaledMap:
     def _load(self) -> None:
         journal = self._read_journal()
         snapshot = self._read_snapshot(self._path)
-        repaired = journal.damaged_lines > 0 or not journal.exists
+        rewrite = journal.damaged_lines > 0 or not journal.exists  # the journal must be written again
+        stale = False  # only the snapshot is behind
         if isinstance(snapshot, tuple):
             seq, entries = snapshot
             if seq is None:  # an older version's (or a hand-written) file: it is the truth
                 self._seq, self.entries = journal.last_seq, entries
-                repaired = True
+                rewrite = True
             elif journal.base is not None and journal.base_seq > seq:
                 # a crash between a journal rewrite and the snapshot's: the journal is newer
                 self.entries = dict(journal.base)
                 _apply(self.entries, journal.changes)
-                self._seq, repaired = journal.last_seq, True
+                self._seq, stale = journal.last_seq, True
             else:
                 self.entries = entries
                 later = [c for c in journal.changes if c[0] > seq]
                 _apply(self.entries, later)
                 self._seq = max(seq, journal.last_seq)
-                repaired = repaired or bool(later)
+                stale = bool(later)
         elif journal.base is not None:
             log.error("%s is %s: rebuilt from %s (nothing lost)", self._path, snapshot, self._journal_path)
             self.entries = dict(journal.base)
             _apply(self.entries, journal.changes)
-            self._seq = journal.last_seq
-            repaired = True
+            self._seq, stale = journal.last_seq, True
         else:
             self._load_previous(journal, snapshot)
-            repaired = True
+            rewrite = True
         self._changes = len(journal.changes)
-        if repaired and (self.entries or journal.exists or snapshot != "missing"):
-            with self._lock:
-                self._rewrite()
+        if not (self.entries or journal.exists or snapshot != "missing"):
+            return  # a new map: nothing to write yet
+        # A start must not need to write (a full disk): what cannot be written now is
+        # written by the next commit (the journal) or write_snapshot_if_stale (the snapshot).
+        with self._lock:
+            try:
+                if rewrite:
+                    self._rewrite()
+                elif stale:
+                    self._write_snapshot()
+            except OSError as exc:
+                log.error("could not write %s (%s); it is written again with the next change",
+                          self._journal_path if rewrite else self._path, exc)
+                self._needs_rewrite, self._snapshot_stale = rewrite, True
 
     def _load_previous(self, journal: _Journal, snapshot: str | tuple) -> None:
         previous = self._path.with_name(self._path.name + PREVIOUS_SUFFIX)
@@ -206,6 +219,8 @@ class JournaledMap:
         written; it is cut off again and nothing changed."""
         deleted = list(deletes)
         with self._lock:
+            if self._needs_rewrite:  # a damaged journal that a start could not replace
+                self._rewrite()
             seq = self._seq + 1
             record = {"seq": seq, "put": dict(puts), "del": deleted}
             self._append_line(record)
@@ -227,7 +242,17 @@ class JournaledMap:
         """Write the snapshot if a commit left it behind the journal (any thread)."""
         with self._lock:
             if self._snapshot_stale:
-                self._write_snapshot()
+                try:
+                    self._write_snapshot()
+                except OSError as exc:  # the journal holds everything; retried next time
+                    if not self._snapshot_failing:
+                        log.error("could not write %s (%s); %s holds every change", self._path, exc,
+                                  self._journal_path)
+                    self._snapshot_failing = True
+                    return
+                if self._snapshot_failing:
+                    log.warning("%s is written again", self._path)
+                self._snapshot_failing = False
 
     def _append_line(self, record: dict) -> None:
         line = _encode_line(record)
@@ -262,6 +287,7 @@ class JournaledMap:
         os.replace(tmp, self._journal_path)
         fsync_path(self._journal_path.parent)
         self._changes = 0
+        self._needs_rewrite = False
         self._write_snapshot()
 
     def _write_snapshot(self) -> None:

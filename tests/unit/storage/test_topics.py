@@ -213,3 +213,29 @@ def test_with_the_journal_base_damaged_prev_and_later_records_are_used(tmp_path,
     assert sorted((m.name, m.partitions) for m in again.all()) == [("a", 2), ("b", 1)]
     assert again.get("a").topic_id == a.topic_id
     assert "are damaged: using" in caplog.text
+
+
+@pytest.mark.parametrize("damaged", ["topics.json", "topics.journal"])
+def test_a_start_on_a_full_disk_repairs_later(small_fs, damaged):
+    """A start must not need to write: with the disk full, a damaged copy is repaired by the
+    next change (or snapshot) once there is room, and nothing is lost meanwhile."""
+    path = small_fs.path / "topics.json"
+    reg = TopicRegistry(path)
+    a = reg.create("a", 2, {})
+    reg.create("b", 1, {})
+    if damaged == "topics.json":
+        path.write_bytes(b"{")
+    else:
+        with open(small_fs.path / "topics.journal", "ab") as f:
+            f.write(b"torn")
+    small_fs.fill()
+    again = TopicRegistry(path)
+    assert sorted((m.name, m.partitions) for m in again.all()) == [("a", 2), ("b", 1)]
+    small_fs.free()
+    again.write_snapshot_if_stale()
+    again.create("c", 1, {})
+    for copy in ("topics.journal", "topics.json"):  # each copy alone holds everything
+        (small_fs.path / copy).rename(small_fs.path / (copy + ".away"))
+        assert {(m.name, m.topic_id) for m in TopicRegistry(path).all()} >= {("a", a.topic_id)}
+        assert sorted(m.name for m in TopicRegistry(path).all()) == ["a", "b", "c"]
+        (small_fs.path / (copy + ".away")).rename(small_fs.path / copy)
