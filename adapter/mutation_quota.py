@@ -22,9 +22,13 @@ so neither kind can make the broker mutate faster than the rate.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable
 
+from kio.schema.errors import ErrorCode
+
 MESSAGE = "The throttling quota has been exceeded."
+_EPSILON = 1e-6
 
 
 class MutationQuota:
@@ -49,9 +53,9 @@ class MutationQuota:
         if self._rate is None:
             return 0
         self._refill()
-        if self._tokens >= 0:
+        if self._tokens >= -_EPSILON:  # refills add up in floating point
             return 0
-        return max(1, int(-self._tokens * 1000 / self._rate + 0.999))
+        return max(1, math.ceil(-self._tokens * 1000 / self._rate - _EPSILON))
 
     def try_record(self, partitions: int) -> int:
         """Strict: take ``partitions`` unless the bucket is empty; returns 0 when taken,
@@ -66,6 +70,21 @@ class MutationQuota:
         if self._rate is not None:
             self._refill()
             self._tokens -= partitions
+
+
+def charge(quota: MutationQuota, partitions: int, strict: bool, result: dict) -> int:
+    """Count one topic's ``partitions`` of a request. Strict versions: when the bucket is
+    empty, ``result`` gets THROTTLING_QUOTA_EXCEEDED and the throttle time (ms) is returned;
+    0 means go ahead. Permissive versions (which waited first: ``wait_for_quota``) are
+    recorded whatever the bucket holds."""
+    if not strict:
+        quota.record(partitions)
+        return 0
+    throttled = quota.try_record(partitions)
+    if throttled:
+        result["error_code"] = ErrorCode.throttling_quota_exceeded
+        result["error_message"] = MESSAGE
+    return throttled
 
 
 async def wait_for_quota(quota: MutationQuota) -> None:

@@ -704,37 +704,29 @@ class MessageStore:
         thread (other requests are served meanwhile): each gets its TopicMeta, served once
         the write is durable, or its error (TopicExistsError, InvalidPartitionCountError,
         OSError when the write failed: then none of them exists)."""
-        outcomes: list[TopicMeta | Exception] = []
-        staged: list[TopicMeta] = []
-        for index, (name, partitions, configs) in enumerate(specs):
-            if index and index % _STAGE_SLICE == 0:
-                await asyncio.sleep(0)  # thousands of topics do not hold up the other requests
-            try:
-                self._check_topic_limit(name, partitions)
-                meta = self.topics.reserve(name, partitions, configs)
-            except StorageError as exc:
-                outcomes.append(exc)
-                continue
-            outcomes.append(meta)
-            staged.append(meta)
-        if staged:
-            try:
-                await self._in_metadata_thread(self.topics.commit, staged)
-            except OSError as exc:
-                self.topics.release(staged)
-                return [exc if isinstance(o, TopicMeta) else o for o in outcomes]
-            self.topics.announce(staged)
-        return outcomes
+        def stage(name: str, partitions: int, configs: dict[str, str]) -> TopicMeta:
+            self._check_topic_limit(name, partitions)
+            return self.topics.reserve(name, partitions, configs)
+
+        return await self._stage_and_commit(specs, stage)
 
     async def add_partitions_to(self, counts: list[tuple[str, int]]) -> list[TopicMeta | Exception]:
         """Grow topics (name, new partition count) with one metadata write, as
         ``create_topics``; the total limit is the caller's (``check_partition_limits``)."""
+        def stage(name: str, count: int) -> TopicMeta:
+            self._check_topic_limit(name, count)
+            return self.topics.prepare_change(name, partitions=count)
+
+        return await self._stage_and_commit(counts, stage)
+
+    async def _stage_and_commit(self, items: list[tuple], stage: Callable[..., TopicMeta]) -> list[TopicMeta | Exception]:
         outcomes: list[TopicMeta | Exception] = []
         staged: list[TopicMeta] = []
-        for name, count in counts:
+        for index, item in enumerate(items):
+            if index and index % _STAGE_SLICE == 0:
+                await asyncio.sleep(0)  # thousands of topics do not hold up the other requests
             try:
-                self._check_topic_limit(name, count)
-                meta = self.topics.prepare_change(name, partitions=count)
+                meta = stage(*item)
             except StorageError as exc:
                 outcomes.append(exc)
                 continue

@@ -21,8 +21,7 @@ from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
 from ..errors import InvalidReplicaAssignment, error_code_for
-from ..mutation_quota import MESSAGE as QUOTA_MESSAGE
-from ..mutation_quota import wait_for_quota
+from ..mutation_quota import charge, wait_for_quota
 from ..security.acls import AclOperation, ResourceType
 
 API_KEY = 37
@@ -79,15 +78,10 @@ async def handle(ctx: BrokerContext, request: Request):
         if body.validate_only:
             continue
         new = topic.count - meta.partitions
-        if strict:
-            throttled = ctx.mutation_quota.try_record(new)
-            if throttled:
-                throttle_ms = max(throttle_ms, throttled)
-                result["error_code"] = ErrorCode.throttling_quota_exceeded
-                result["error_message"] = QUOTA_MESSAGE
-                continue
-        else:
-            ctx.mutation_quota.record(new)
+        throttled = charge(ctx.mutation_quota, new, strict, result)
+        if throttled:
+            throttle_ms = max(throttle_ms, throttled)
+            continue
         growing.append((result, topic.name, topic.count))
         added += new
     if growing:

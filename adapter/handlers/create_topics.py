@@ -18,8 +18,7 @@ from ..codec import Encoded, Request
 from ..codec import create_topics_response as response_bytes
 from ..context import BrokerContext
 from ..errors import InvalidTopicName, error_code_for
-from ..mutation_quota import MESSAGE as QUOTA_MESSAGE
-from ..mutation_quota import wait_for_quota
+from ..mutation_quota import charge, wait_for_quota
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..topic_admin import check_new_topic
 from ..topic_configs import DYNAMIC_TOPIC_CONFIG, effective, source_of, specs_for
@@ -79,15 +78,10 @@ async def handle(ctx: BrokerContext, request: Request):
             result["error_message"] = str(exc) or None
             continue
         if not body.validate_only:
-            if strict:
-                throttled = quota.try_record(partitions)
-                if throttled:
-                    throttle_ms = max(throttle_ms, throttled)
-                    result["error_code"] = ErrorCode.throttling_quota_exceeded
-                    result["error_message"] = QUOTA_MESSAGE
-                    continue
-            else:
-                quota.record(partitions)
+            throttled = charge(quota, partitions, strict, result)
+            if throttled:
+                throttle_ms = max(throttle_ms, throttled)
+                continue
             creating.append((result, topic.name, partitions, configs))
             added += partitions
             continue

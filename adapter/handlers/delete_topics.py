@@ -23,8 +23,7 @@ from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
 from ..errors import error_code_for
-from ..mutation_quota import MESSAGE as QUOTA_MESSAGE
-from ..mutation_quota import wait_for_quota
+from ..mutation_quota import charge, wait_for_quota
 from ..security.acls import AclOperation, ResourceType
 
 API_KEY = 20
@@ -65,15 +64,10 @@ async def handle(ctx: BrokerContext, request: Request):
     for is_topic, name, result in ordered:
         meta = ctx.store.topics.get(name) if is_topic else None
         partitions = meta.partitions if meta is not None else 0
-        if strict and partitions:
-            throttled = ctx.mutation_quota.try_record(partitions)
-            if throttled:
-                throttle_ms = max(throttle_ms, throttled)
-                result["error_code"] = ErrorCode.throttling_quota_exceeded
-                result["error_message"] = QUOTA_MESSAGE
-                continue
-        elif partitions:
-            ctx.mutation_quota.record(partitions)
+        throttled = charge(ctx.mutation_quota, partitions, strict, result) if partitions else 0
+        if throttled:
+            throttle_ms = max(throttle_ms, throttled)
+            continue
         deleting.append((name, result))
     outcomes = await semantics.delete_many([name for name, _ in deleting])
     for (_, result), outcome in zip(deleting, outcomes):
