@@ -200,7 +200,7 @@ class Semantics:
     def check_view(self, name: str, source: str, kind: FilterKind, expression: str) -> View:
         """The view these arguments define, not registered. Raises ExpressionError (bad
         expression) or ViewError (name taken, no such source, a view as source, SQL off)."""
-        if self.store.topics.get(name) is not None:
+        if self.store.topics.taken(name):  # served, or being created or deleted
             raise ViewExistsError(f"a topic named {name!r} already exists")
         meta = self.store.topics.get(source)
         if meta is None:

@@ -8,8 +8,10 @@ Files under ``data_dir``::
     commitlog/               segment files (the only source of truth)
     consumequeue/<id>/<p>/   consume queue files, time index and txnindex (aborted
                              transactions) (derived)
-    topics.json              topic names, ids, partition counts, configs, with its journal
-                             topics.journal: two current copies (storage.journaled_map)
+    topics.json              topic names, ids, partition counts, configs, and its journal
+                             topics.journal (always current; topics.json follows within
+                             log.flush.interval.ms): either rebuilds the other
+                             (storage.journaled_map)
     producer_ids.json        producer id allocation
     offsets/                 committed consumer-group offsets: journal + snapshot.json
                              (rmqkafka.storage.offset_store; its own crash handling, not derived)
