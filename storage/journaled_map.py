@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .files import PREVIOUS_SUFFIX, DamagedFileError, fsync_path, write_json_atomically
+from .files import PREVIOUS_SUFFIX, DamagedFileError, fsync_path, pwrite_all, write_json_atomically
 
 log = logging.getLogger(__name__)
 
@@ -256,13 +256,11 @@ class JournaledMap:
 
     def _append_line(self, record: dict) -> None:
         line = _encode_line(record)
-        fd = os.open(self._journal_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(self._journal_path, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
             size = os.fstat(fd).st_size
             try:
-                view = memoryview(line)
-                while view:
-                    view = view[os.write(fd, view):]
+                pwrite_all(fd, line, size)  # commits are serialized: the end is ours
                 os.fsync(fd)
             except OSError:
                 # a partial line would glue the next record to it: cut it off (best effort;

@@ -570,6 +570,9 @@ def test_damaged_topics_and_views_json_cost_no_acked_record(broker_factory, dama
     data = Path(broker.data_dir)
     for name in ("topics.json", "topics.json.prev", "views.json", "views.json.prev"):
         path = data / name
+        if not path.exists():  # topics.json is rewritten at most once per flush interval
+            assert name.endswith(".prev"), name
+            continue
         if damage == "truncated":
             path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
         elif damage == "random bytes":
