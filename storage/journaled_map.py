@@ -5,7 +5,8 @@ one file costs nothing.
 Files (for ``path`` = ``<dir>/topics.json``)::
 
     topics.json       the snapshot: ``{"#seq": N, "<name>": {...}, ...}``, replaced
-                      atomically (temp file, fsync, rename, fsync dir) after every commit;
+                      atomically (temp file, fsync, rename, fsync dir) after a commit (see
+                      ``snapshot_interval_ms`` below);
                       the version it replaced stays as ``topics.json.prev``. ``#seq`` (never
                       a legal name) is the last journal record it includes; a snapshot
                       without it (written by an older version, or by hand) is taken as it is.
@@ -28,10 +29,12 @@ Crash and damage: a crash leaves a torn last journal line (its CRC fails: it was
 acknowledged) and/or the snapshot before the commit, which the journal's later records bring
 up to date. When the snapshot is damaged (truncated, random bytes, deleted), the map is the
 journal's base plus its changes, with nothing lost; when the journal is damaged, the
-snapshot is used and the journal is rewritten from it. Only when both the snapshot and the
-journal's base are unusable does the map fall back to ``.prev`` plus the journal's readable
-changes after it, said loudly; with no usable copy at all, ``DamagedFileError``. After any
-repair both files are written again at once.
+snapshot and the journal's readable records after it are used and the journal is rewritten.
+Only when both the snapshot and the journal's base are unusable does the map fall back to
+``.prev`` plus the journal's readable changes after it, said loudly; with no usable copy at
+all, ``DamagedFileError``. After a repair both files are written again at once; a start
+never needs to write, though (a full disk): what it cannot write is written by the next
+commit (the journal) or ``write_snapshot_if_stale`` (the snapshot).
 """
 
 from __future__ import annotations
