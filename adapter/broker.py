@@ -22,6 +22,7 @@ from .groups.consumer_coordinator import ConsumerGroupSettings
 from .groups.coordinator import GroupCoordinator, GroupSettings
 from .groups.topic_catalog import SemanticsCatalog
 from .long_poll import FetchWaiters
+from .mutation_quota import MutationQuota
 from .request_stats import RequestStats
 from .response_budget import ResponseBudget
 from .security.service import Security
@@ -123,6 +124,9 @@ class Broker:
         self.transactions.open()
         self.transactions.start()
         bound = []
+        mutation_quota = MutationQuota(cfg.controller_mutation_rate,
+                                       cfg.controller_quota_window_num * cfg.controller_quota_window_size_seconds,
+                                       self.clock.now_ms)
         for server, (_, _, advertised_host, advertised_port, protocol, name) in zip(self._servers, endpoints):
             host, port = server.sockets[0].getsockname()[:2]
             bound.append((host, port))
@@ -141,6 +145,7 @@ class Broker:
                     security=security,
                     listener_protocol=protocol,
                     listener_name=name,
+                    mutation_quota=mutation_quota,
                 )
             )
         self.context = self._contexts[0]

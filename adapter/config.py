@@ -121,6 +121,11 @@ class AdapterConfig:
     # together; no Fetch is built while more are waiting (adapter.response_budget).
     response_buffer_max_bytes: int = 256 * 1024 * 1024  # response.buffer.max.bytes (ours)
     fetch_max_bytes: int = 57_671_680  # fetch.max.bytes: the most one Fetch response carries
+    # Partitions created or deleted per second by CreateTopics, CreatePartitions and
+    # DeleteTopics, all clients together (adapter.mutation_quota); None = unlimited.
+    controller_mutation_rate: float | None = 1000.0  # controller.mutation.rate (ours)
+    controller_quota_window_num: int = 11  # controller.quota.window.num: burst = rate x num x size
+    controller_quota_window_size_seconds: int = 1  # controller.quota.window.size.seconds
     # Kafka's default is 3000; a broker for tests wants the first rebalance at once.
     group_initial_rebalance_delay_ms: int = 0  # group.initial.rebalance.delay.ms
     group_min_session_timeout_ms: int = 6000  # group.min.session.timeout.ms

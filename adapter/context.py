@@ -6,7 +6,7 @@ subscription view, that includes the rights on its source: adapter/view_access.p
 from __future__ import annotations
 
 import contextvars
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rmqkafka.rmqsemantics.semantics import Semantics
 from rmqkafka.rmqsemantics.views import View
@@ -17,6 +17,7 @@ from rmqkafka.storage.store import MessageStore
 from .config import AdapterConfig
 from .groups.coordinator import GroupCoordinator
 from .long_poll import FetchWaiters
+from .mutation_quota import MutationQuota
 from .security.acls import AclOperation, ResourceType
 from .security.authentication import Authentication
 from .security.principal import ANONYMOUS, Session
@@ -46,6 +47,9 @@ class BrokerContext:
     security: Security
     listener_protocol: str = "PLAINTEXT"
     listener_name: str = "PLAINTEXT"
+    # partitions CreateTopics/CreatePartitions/DeleteTopics may change per second, all
+    # listeners together (adapter.mutation_quota)
+    mutation_quota: MutationQuota = field(default_factory=lambda: MutationQuota(None, 11, lambda: 0))
 
     def allowed(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         """Whether the current request's principal may do ``operation`` on the resource; on a

@@ -65,6 +65,13 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
                                     (>= 1024; default 57671680, Kafka's)
 ``response.buffer.max.bytes``       Fetch response bytes waiting in the sockets of all
                                     connections before new Fetches wait (default 256 MiB)
+``controller.mutation.rate``        partitions CreateTopics, CreatePartitions and DeleteTopics
+                                    may create or delete per second, all clients together
+                                    (ours; Kafka's ``controller_mutation_rate`` quota as one
+                                    broker-wide budget; default 1000, -1 = unlimited); past
+                                    it: THROTTLING_QUOTA_EXCEEDED with a throttle time
+``controller.quota.window.num``     with ``controller.quota.window.size.seconds``: the burst
+                                    is rate x num x size (Kafka's defaults 11 and 1)
 ``log.segment.bytes``               commitlog segment size (>= 1 MiB, Kafka's minimum)
 ``internal.segment.bytes``          Kafka's test-only override of it (>= 1024)
 ``max.partitions.per.topic``        partitions one topic may have (default 1000; more is
@@ -196,6 +203,9 @@ KNOWN_KEYS = frozenset(
         "request.read.timeout.ms",
         "fetch.max.bytes",
         "response.buffer.max.bytes",
+        "controller.mutation.rate",
+        "controller.quota.window.num",
+        "controller.quota.window.size.seconds",
         "log.segment.bytes",
         "internal.segment.bytes",
         "max.partitions.per.topic",
@@ -307,6 +317,9 @@ INTEGER_RANGES: dict[str, IntRange] = {
     "group.min.session.timeout.ms": IntRange(1, INT_MAX, _KAFKA_TYPE),
     "group.max.session.timeout.ms": IntRange(1, INT_MAX, _KAFKA_TYPE),
     "offset.metadata.max.bytes": IntRange(0, INT_MAX, _KAFKA_TYPE),
+    "controller.mutation.rate": IntRange(-1, INT_MAX, "ours: -1 = unlimited, 0 is refused"),
+    "controller.quota.window.num": IntRange(1, INT_MAX, _KAFKA),
+    "controller.quota.window.size.seconds": IntRange(1, INT_MAX, _KAFKA),
     # each also bounded by its neighbours (_consumer_group_settings)
     **{f"group.consumer.{suffix}": IntRange(1, INT_MAX, _KAFKA) for suffix in (
         "session.timeout.ms", "min.session.timeout.ms", "max.session.timeout.ms", "heartbeat.interval.ms",
@@ -685,10 +698,17 @@ def build_config(
         "offsets_topic_num_partitions": p.integer("offsets.topic.num.partitions"),
         "transaction_max_timeout_ms": p.integer("transaction.max.timeout.ms"),
         "transactional_id_expiration_ms": p.integer("transactional.id.expiration.ms"),
+        "controller_quota_window_num": p.integer("controller.quota.window.num"),
+        "controller_quota_window_size_seconds": p.integer("controller.quota.window.size.seconds"),
         "metrics_port": _metrics_port(p, metrics_port),
         "metrics_host": p.get("metrics.host"),
     }
     adapter_kwargs.update({k: v for k, v in optional.items() if v is not None})
+    given, mutation_rate = p.limit("controller.mutation.rate")
+    if given:
+        if mutation_rate == 0:
+            raise p.error("controller.mutation.rate", "0", "must be at least 1, or -1 for unlimited")
+        adapter_kwargs["controller_mutation_rate"] = None if mutation_rate is None else float(mutation_rate)
 
     storage_kwargs: dict[str, object] = {
         "data_dir": _data_dir(p, data_dir, environ, warnings),

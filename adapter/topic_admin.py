@@ -9,6 +9,7 @@ from rmqkafka.storage.topics import TopicMeta, folded
 from .context import BrokerContext
 from .errors import InvalidReplicaAssignment, InvalidReplication, InvalidTopicName
 from .internal_topics import ensure_consumer_offsets
+from .mutation_quota import wait_for_quota
 from .topic_configs import validate_topic_configs
 from .topic_names import invalid_reason
 
@@ -20,12 +21,14 @@ def check_new_topic(
     replication_factor: int,
     assignments: list[tuple[int, list[int]]],
     configs: dict[str, str | None],
+    pending: int = 0,
 ) -> tuple[int, dict[str, str]]:
-    """Validate a topic creation; returns (partition count, configs to store)."""
+    """Validate a topic creation; returns (partition count, configs to store). ``pending``:
+    partitions the request creates before this topic (they count against max.partitions)."""
     reason = invalid_reason(name)
     if reason:
         raise InvalidTopicName(reason)
-    if ctx.store.topics.get(name) is not None:
+    if ctx.store.topics.taken(name):
         raise TopicExistsError(f"topic {name!r} already exists")
     if ctx.semantics.views.get(name) is not None:
         raise TopicExistsError(f"a view named {name!r} already exists")
@@ -50,7 +53,7 @@ def check_new_topic(
         num_partitions = ctx.config.num_partitions
     if num_partitions < 1:
         raise InvalidPartitionCountError(f"partition count must be >= 1, got {num_partitions}")
-    ctx.store.check_partition_limits(name, num_partitions, 0)
+    ctx.store.check_partition_limits(name, num_partitions, 0, pending)
     if replication_factor not in (-1, 1):
         raise InvalidReplication(
             f"replication factor {replication_factor} is larger than the 1 available broker"
@@ -69,11 +72,19 @@ def _colliding(ctx: BrokerContext, name: str) -> str | None:
     return min(candidates) if candidates else None
 
 
-def auto_create(ctx: BrokerContext, name: str) -> TopicMeta:
+async def auto_create(ctx: BrokerContext, name: str) -> TopicMeta:
+    """Metadata's auto-creation: Kafka counts it against the mutation quota permissively
+    (the request waits for the quota here), and writes it as CreateTopics does. Asked for
+    by name, ``__consumer_offsets`` is created as the internal topic."""
     if name == CONSUMER_OFFSETS_TOPIC:
         meta = ensure_consumer_offsets(ctx)
         if meta is None:
             raise InvalidPartitionCountError(f"{name} could not be created (see the broker log)")
         return meta
     partitions, configs = check_new_topic(ctx, name, -1, -1, [], {})
-    return ctx.store.create_topic(name, partitions, configs)
+    await wait_for_quota(ctx.mutation_quota)
+    ctx.mutation_quota.record(partitions)
+    outcome = (await ctx.store.create_topics([(name, partitions, configs)]))[0]
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome

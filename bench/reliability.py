@@ -12,7 +12,8 @@ Usage:  python -m bench.reliability [--cycles 50] [--fuzz-frames N] [--fuzz-seco
    crashes, client errors, RSS peak.
 3. faults (bench/reliability_faults.py): decompression bomb, pipelined unread fetches, bad
    offset deltas, huge partition counts, ListOffsets -10, a one-byte-a-second request, a
-   damaged consume-queue file; each pass or fail.
+   damaged consume-queue file, a power loss on a full disk, a CreateTopics flood; each pass
+   or fail.
 
 Every section runs real broker processes (``rmqk serve``) on data directories under a
 temporary directory. The exit status is 1 if any invariant failed.

@@ -26,6 +26,11 @@
   and none on ``secret`` tries to read ``secret`` through a subscription view: creating one
   over it is refused (TOPIC_AUTHORIZATION_FAILED), and fetching from one the owner made is
   refused too, without a byte of ``secret``.
+- ``create_topics_flood``: 4 connections send CreateTopics of 500 new topics each back to
+  back (16,000 topics) while a well-behaved client produces: its slowest produce stays under
+  1 s, every request is answered, the topics past the controller mutation quota get
+  THROTTLING_QUOTA_EXCEEDED (89) with a throttle time, and no more are created than the
+  quota allows.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import os
 import random
 import socket
 import struct
+import threading
 import time
 import zlib
 from collections.abc import Callable
@@ -418,10 +424,76 @@ def view_acl(workdir: Path) -> FaultResult:
         instance.close()
 
 
+FLOOD_THREADS = 4
+FLOOD_REQUESTS = 8  # per thread
+FLOOD_TOPICS = 500  # per request
+FLOOD_RATE = 1000  # controller.mutation.rate, the default; burst = 11 x rate
+
+
+def create_topics_flood(workdir: Path) -> FaultResult:
+    """Issue 20: 4 connections send CreateTopics v7 of 500 new topics each, back to back (16,000
+    topics), while a well-behaved client produces one record at a time. Its slowest produce
+    must stay under 1 s, the broker must answer every request, refuse the topics past the
+    controller mutation quota with THROTTLING_QUOTA_EXCEEDED (89) and a throttle time, and
+    create no more than the quota allows (burst + rate x elapsed)."""
+    from .create_topics_flood import create_frame, producer_while_flooding, topic_codes
+
+    instance = broker(workdir / "flood", config={"max.partitions": "100000",
+                                                  "controller.mutation.rate": str(FLOOD_RATE)})
+    try:
+        frames = [[create_frame([f"flood-{t}-{r}-{i}" for i in range(FLOOD_TOPICS)], correlation_id=r + 1)
+                   for r in range(FLOOD_REQUESTS)] for t in range(FLOOD_THREADS)]
+        with _connect(instance) as conn:
+            conn.create_topic("steady")
+        stop = threading.Event()
+        producer, times = producer_while_flooding(instance, "steady", stop)
+        answers: list[bytes] = []
+        failures: list[str] = []
+
+        def flood(own: list[bytes]) -> None:
+            try:
+                with _connect(instance) as conn:
+                    for frame in own:
+                        conn.send_raw(frame)
+                        answers.append(conn.recv_frame(60))
+            except Exception as exc:  # noqa: BLE001  # a broker that drops or stalls us fails the check
+                failures.append(f"{type(exc).__name__}: {exc}")
+
+        time.sleep(0.3)
+        began = time.monotonic()
+        threads = [threading.Thread(target=flood, args=(own,), daemon=True) for own in frames]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        elapsed = time.monotonic() - began
+        time.sleep(0.3)
+        stop.set()
+        producer.join(60)
+        codes = [code for payload in answers for code in topic_codes(payload)]
+        created = codes.count(ErrorCode.none)
+        throttled = codes.count(ErrorCode.throttling_quota_exceeded)
+        others = sorted({c.name for c in codes} - {"none", "throttling_quota_exceeded"})
+        throttle_ms = max((raw.decode_response(raw.ApiKey.CREATE_TOPICS, 7, p)[1].throttle_time.total_seconds() * 1000
+                           for p in answers), default=0)
+        allowed = FLOOD_RATE * (11 + elapsed) + FLOOD_TOPICS
+        passed = (not failures and not times.errors and len(answers) == FLOOD_THREADS * FLOOD_REQUESTS
+                  and times.slowest < 1.0 and throttled > 0 and throttle_ms > 0 and not others
+                  and created <= allowed and _still_serving(instance))
+        return FaultResult("create_topics_flood", passed,
+                           f"{len(answers)} requests answered in {elapsed:.1f} s: {created} topics created "
+                           f"(quota allows {allowed:.0f}), {throttled} THROTTLING_QUOTA_EXCEEDED (throttle up to "
+                           f"{throttle_ms:.0f} ms), other codes {others}; the other client's slowest produce "
+                           f"{times.slowest * 1000:.0f} ms of {len(times.latencies)}, errors "
+                           f"{(failures + times.errors)[:3]}")
+    finally:
+        instance.close()
+
+
 FAULTS: dict[str, Callable[[Path], FaultResult]] = {
     fn.__name__: fn for fn in (decompression_bomb, pipelined_fetches, offset_deltas, huge_partitions,
                                list_offsets_negative, slow_request, damaged_consume_queue,
-                               full_disk_power_loss, view_acl)
+                               full_disk_power_loss, view_acl, create_topics_flood)
 }
 
 

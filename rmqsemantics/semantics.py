@@ -213,7 +213,7 @@ class Semantics:
     def check_view(self, name: str, source: str, kind: FilterKind, expression: str) -> View:
         """The view these arguments define, not registered. Raises ExpressionError (bad
         expression) or ViewError (name taken, no such source, a view as source, SQL off)."""
-        if self.store.topics.get(name) is not None:
+        if self.store.topics.taken(name):  # served, or being created or deleted
             raise ViewExistsError(f"a topic named {name!r} already exists")
         meta = self.store.topics.get(source)
         if meta is None:
@@ -250,11 +250,34 @@ class Semantics:
         it (SourceInUseError); UnknownTopicError when neither exists."""
         if self.views.get(name) is not None:
             return self.delete_view(name)
+        self._check_deletable(name)
+        return self.store.delete_topic(name)
+
+    async def delete_many(self, names: list[str]) -> list[TopicMeta | View | Exception]:
+        """``delete`` for each name, in order (views first if they come first), the topics
+        with one metadata write (MessageStore.delete_topics): each gets what was deleted or
+        its error."""
+        outcomes: list[TopicMeta | View | Exception | None] = [None] * len(names)
+        topics: list[int] = []
+        for i, name in enumerate(names):
+            try:
+                if self.views.get(name) is not None:
+                    outcomes[i] = self.delete_view(name)
+                    continue
+                self._check_deletable(name)
+            except Exception as exc:  # noqa: BLE001  # the caller maps it to the name's error code
+                outcomes[i] = exc
+                continue
+            topics.append(i)
+        for i, outcome in zip(topics, await self.store.delete_topics([names[i] for i in topics])):
+            outcomes[i] = outcome
+        return outcomes  # type: ignore[return-value]
+
+    def _check_deletable(self, name: str) -> None:
         if name in SYSTEM_TOPICS:
             raise SystemTopicError(f"{name!r} is a system topic and cannot be deleted")
         if self.store.topics.get(name) is not None:
             self.check_topic_deletable(name)
-        return self.store.delete_topic(name)
 
 
 def _may_schedule(records: Buffer) -> bool:

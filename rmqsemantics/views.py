@@ -6,9 +6,11 @@ SQL92 expression. It has no records and no partitions of its own: its partitions
 source's, and so are its offsets, which is why consumers of a view can commit, seek and
 compare lag as on any topic.
 
-On-disk format: ``views.json`` in the data directory, ``{"<name>": {"id": "<uuid>",
-"source": "<topic>", "kind": "tags"|"sql", "expression": "<text as given>"}}``, replaced
-atomically (storage's write_json_atomically), so a crash leaves the old or the new file.
+On-disk format: a JournaledMap (storage.journaled_map) at ``views.json`` in the data
+directory, ``{"#seq": N, "<name>": {"id": "<uuid>", "source": "<topic>", "kind":
+"tags"|"sql", "expression": "<text as given>"}}``, with its journal ``views.journal``: two
+current copies, so a damaged ``views.json`` (and its ``.prev``) loses no view, and a deleted
+view stays deleted. A view is served only once both are written.
 Expressions are compiled when loaded; one that no longer compiles (a grammar change) makes
 the broker refuse to start with a message naming the view, rather than serve it wrongly.
 """
@@ -19,7 +21,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from rmqkafka.storage.files import read_json_with_fallback, write_json_atomically
+from rmqkafka.storage.journaled_map import JournaledMap
 
 from .filters import ExpressionError, FilterKind, RecordFilter, compile_filter
 
@@ -63,9 +65,9 @@ class ViewRegistry:
         self._path = Path(data_dir) / VIEWS_FILE
         self._by_name: dict[str, View] = {}
         self._by_id: dict[uuid.UUID, View] = {}
-        stored = read_json_with_fallback(self._path, lambda raw: [
-            (name, uuid.UUID(v["id"]), str(v["source"]), str(v["kind"]), str(v["expression"])) for name, v in raw.items()])
-        for name, view_id, source, kind, expression in stored or ():
+        self._map = JournaledMap(self._path, _parse)
+        for name, raw in self._map.entries.items():
+            view_id, source, kind, expression = _parse(name, raw)
             try:
                 compiled = compile_filter(kind, expression)
             except ExpressionError as exc:
@@ -75,16 +77,6 @@ class ViewRegistry:
     def _add(self, view: View) -> None:
         self._by_name[view.name] = view
         self._by_id[view.view_id] = view
-
-    def _save(self) -> None:
-        write_json_atomically(
-            self._path,
-            {
-                v.name: {"id": str(v.view_id), "source": v.source, "kind": v.kind, "expression": v.expression}
-                for v in self._by_name.values()
-            },
-            keep_previous=True,
-        )
 
     def get(self, name: str) -> View | None:
         return self._by_name.get(name)
@@ -109,13 +101,22 @@ class ViewRegistry:
         """Register and persist a view made by :meth:`new`."""
         if view.name in self._by_name:
             raise ViewExistsError(f"a view named {view.name!r} already exists")
+        self._map.commit({view.name: _serialise(view)})
         self._add(view)
-        self._save()
 
     def delete(self, name: str) -> View:
-        view = self._by_name.pop(name, None)
+        view = self._by_name.get(name)
         if view is None:
             raise ViewError(f"no view named {name!r}")
+        self._map.commit({}, [name])
+        del self._by_name[name]
         del self._by_id[view.view_id]
-        self._save()
         return view
+
+
+def _serialise(view: View) -> dict:
+    return {"id": str(view.view_id), "source": view.source, "kind": view.kind, "expression": view.expression}
+
+
+def _parse(name: str, raw: dict) -> tuple[uuid.UUID, str, str, str]:
+    return uuid.UUID(raw["id"]), str(raw["source"]), str(raw["kind"]), str(raw["expression"])

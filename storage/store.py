@@ -8,7 +8,10 @@ Files under ``data_dir``::
     commitlog/               segment files (the only source of truth)
     consumequeue/<id>/<p>/   consume queue files, time index and txnindex (aborted
                              transactions) (derived)
-    topics.json              topic names, ids, partition counts, configs
+    topics.json              topic names, ids, partition counts, configs, and its journal
+                             topics.journal (always current; topics.json follows within
+                             log.flush.interval.ms): either rebuilds the other
+                             (storage.journaled_map)
     producer_ids.json        producer id allocation
     features.json            finalized feature levels (storage.feature_levels)
     offsets/                 committed consumer-group offsets: journal + snapshot.json
@@ -127,6 +130,7 @@ CLEAN_SHUTDOWN = "clean_shutdown"
 # 32) per batch, and three new 4 KiB blocks (queue, time index, txnindex) per partition
 _TIME_AND_TXN_ENTRY_BYTES = 48
 _NEW_BLOCKS_PER_PARTITION = 3 * 4096
+_STAGE_SLICE = 1000  # topics staged by create_topics between turns of the event loop
 _REPEAT_LOG_MS = 60_000  # a failure repeated by a retry loop is logged again at most this often
 REBUILD_INDEXES = "rebuild_indexes"  # a repair of damaged index entries failed: rebuild at the next start
 
@@ -249,6 +253,8 @@ class MessageStore:
         # that decompress large batches (made on first use)
         self._append_turns: dict[tuple[str, int], asyncio.Future] = {}
         self._inflate_pool: ThreadPoolExecutor | None = None
+        # the one thread that writes topic metadata: writes happen in the order asked for
+        self._metadata_pool: ThreadPoolExecutor | None = None
         # repairs of damaged consume-queue entries under way, one per partition at most
         self._repairs: dict[PartitionLog, asyncio.Task | None] = {}
         self.index_repairs = 0  # repairs done
@@ -266,7 +272,8 @@ class MessageStore:
         clean = marker.exists()
         marker.unlink(missing_ok=True)
         self.cluster_id = self._load_cluster_id()
-        self.topics = TopicRegistry(self._dir / "topics.json")
+        self.topics = TopicRegistry(self._dir / "topics.json", snapshot_interval_ms=self.config.flush_interval_ms,
+                                    now_ms=self.clock.now_ms)
         self.features = FeatureLevels(self._dir / FEATURES_FILE)
         self.producer_ids = ProducerIds(self._dir / "producer_ids.json")
         self.offsets = OffsetStore(self._dir / "offsets")
@@ -574,6 +581,13 @@ class MessageStore:
         if self._inflate_pool is not None:
             self._inflate_pool.shutdown(wait=True)  # a check under way finishes (nothing writes)
             self._inflate_pool = None
+        if self._metadata_pool is not None:
+            self._metadata_pool.shutdown(wait=True)  # a metadata write under way finishes
+            self._metadata_pool = None
+        try:
+            self.topics.write_snapshot_if_stale()
+        except OSError as exc:  # the journal holds every change; the next start writes it
+            log.error("could not write topics.json (%s)", exc)
         if self.failure is not None:  # nothing may claim to be durable now: no checkpoint, no marker
             for plog in self._partitions.values():
                 plog.close()
@@ -691,6 +705,89 @@ class MessageStore:
         self._check_topic_limit(name, partitions)
         return self.topics.create(name, partitions, configs)  # partitions are built when used
 
+    async def create_topics(self, specs: list[tuple[str, int, dict[str, str]]]) -> list[TopicMeta | Exception]:
+        """Create topics (name, partitions, configs) with one metadata write, in the metadata
+        thread (other requests are served meanwhile): each gets its TopicMeta, served once
+        the write is durable, or its error (TopicExistsError, InvalidPartitionCountError,
+        OSError when the write failed: then none of them exists)."""
+        def stage(name: str, partitions: int, configs: dict[str, str]) -> TopicMeta:
+            self._check_topic_limit(name, partitions)
+            return self.topics.reserve(name, partitions, configs)
+
+        return await self._stage_and_commit(specs, stage)
+
+    async def add_partitions_to(self, counts: list[tuple[str, int]]) -> list[TopicMeta | Exception]:
+        """Grow topics (name, new partition count) with one metadata write, as
+        ``create_topics``; the total limit is the caller's (``check_partition_limits``)."""
+        def stage(name: str, count: int) -> TopicMeta:
+            self._check_topic_limit(name, count)
+            return self.topics.prepare_change(name, partitions=count)
+
+        return await self._stage_and_commit(counts, stage)
+
+    async def _stage_and_commit(self, items: list[tuple], stage: Callable[..., TopicMeta]) -> list[TopicMeta | Exception]:
+        outcomes: list[TopicMeta | Exception] = []
+        staged: list[TopicMeta] = []
+        for index, item in enumerate(items):
+            if index and index % _STAGE_SLICE == 0:
+                await asyncio.sleep(0)  # thousands of topics do not hold up the other requests
+            try:
+                meta = stage(*item)
+            except StorageError as exc:
+                outcomes.append(exc)
+                continue
+            outcomes.append(meta)
+            staged.append(meta)
+        if staged:
+            try:
+                await self._in_metadata_thread(self.topics.commit, staged)
+            except OSError as exc:
+                self.topics.release(staged)
+                return [exc if isinstance(o, TopicMeta) else o for o in outcomes]
+            self.topics.announce(staged)
+        return outcomes
+
+    async def delete_topics(self, names: list[str]) -> list[TopicMeta | Exception]:
+        """Delete topics with one metadata write (see ``delete_topic``). A topic is no
+        longer served from the call on; its files go once the deletion is durable."""
+        outcomes: list[TopicMeta | Exception] = []
+        withdrawn: list[tuple[TopicMeta, list[PartitionLog]]] = []
+        for name in names:
+            try:
+                meta = self.topics.withdraw(name)
+            except StorageError as exc:
+                outcomes.append(exc)
+                continue
+            outcomes.append(meta)
+            # no append reaches it from now on; its files stay until the deletion is durable
+            withdrawn.append((meta, [plog for p in range(meta.partitions)
+                                     if (plog := self._partitions.pop((name, p), None)) is not None]))
+        if not withdrawn:
+            return outcomes
+        metas = [meta for meta, _ in withdrawn]
+        try:
+            for meta in metas:  # offsets first, durably: see delete_topic
+                self.offsets.delete_topic(meta.name)
+            self.offsets.flush()
+            await self._in_metadata_thread(self.topics.commit, (), metas)
+        except OSError as exc:
+            self.topics.release(deleted=metas)
+            for meta, plogs in withdrawn:
+                for plog in plogs:
+                    self._partitions[(meta.name, plog.partition)] = plog
+            return [exc if isinstance(o, TopicMeta) else o for o in outcomes]
+        self.topics.announce(deleted=metas)
+        for _, plogs in withdrawn:
+            for plog in plogs:
+                _close_deleted(plog)
+        await self._in_metadata_thread(_remove_dirs, [self._dir / "consumequeue" / str(m.topic_id) for m in metas])
+        return outcomes
+
+    async def _in_metadata_thread(self, fn: Callable, *args: object) -> object:
+        if self._metadata_pool is None:
+            self._metadata_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rmqk-metadata")
+        return await asyncio.get_running_loop().run_in_executor(self._metadata_pool, fn, *args)
+
     def delete_topic(self, name: str) -> TopicMeta:
         if self.topics.get(name) is None:
             raise UnknownTopicError(name)
@@ -702,10 +799,8 @@ class MessageStore:
         for p in range(meta.partitions):
             plog = self._partitions.pop((name, p), None)
             if plog is not None:
-                plog.consume_queue.destroy()
-                plog.time_index.close()
-                plog.txn_index.close()
-        shutil.rmtree(self._dir / "consumequeue" / str(meta.topic_id), ignore_errors=True)
+                _close_deleted(plog)
+        _remove_dirs([self._dir / "consumequeue" / str(meta.topic_id)])
         return meta
 
     def add_partitions(self, name: str, count: int) -> TopicMeta:
@@ -715,12 +810,13 @@ class MessageStore:
         self._check_topic_limit(name, count)  # the total: see create_topic
         return self.topics.set_partitions(name, count)  # the new partitions are built when used
 
-    def check_partition_limits(self, name: str, count: int, old: int) -> None:
+    def check_partition_limits(self, name: str, count: int, old: int, pending: int = 0) -> None:
         """Raise InvalidPartitionCountError when topic ``name`` going from ``old`` to
-        ``count`` partitions exceeds max_partitions_per_topic or max_partitions."""
+        ``count`` partitions exceeds max_partitions_per_topic or max_partitions (``pending``:
+        partitions the caller's request adds before this one)."""
         self._check_topic_limit(name, count)
         total = self.config.max_partitions
-        existing = sum(meta.partitions for meta in self.topics.all())
+        existing = self.topics.total_partitions + pending
         if existing - old + count > total:
             raise InvalidPartitionCountError(
                 f"{count} partitions for topic {name!r} would make {existing - old + count}; at most {total} "
@@ -1114,6 +1210,7 @@ class MessageStore:
             self._checkpoint_soon.clear()
             try:
                 await self.checkpoint()
+                await self._in_metadata_thread(self.topics.write_snapshot_if_stale)
             except StorageFailedError:
                 return
             except OSError as exc:
@@ -1288,6 +1385,17 @@ def _divert(diverter: Diverter, name: str, p: int, base: int, batch: Buffer, rec
     deltas = [recs[i].offset - received_base for i in keep]
     return (memoryview(stored), [recs[i] for i in keep], kept_codes,
             sparse_codes(info.last_offset_delta + 1, deltas, kept_codes))
+
+
+def _close_deleted(plog: PartitionLog) -> None:
+    plog.consume_queue.destroy()
+    plog.time_index.close()
+    plog.txn_index.close()
+
+
+def _remove_dirs(paths: list[Path]) -> None:
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _used_partitions(queues: Path, *checkpoint_maps: dict) -> dict[uuid.UUID, set[int]]:

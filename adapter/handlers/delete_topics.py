@@ -24,9 +24,11 @@ from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
 from ..errors import error_code_for
+from ..mutation_quota import charge, wait_for_quota
 from ..security.acls import AclOperation, ResourceType
 
 API_KEY = 20
+STRICT_SINCE = 5  # versions that know THROTTLING_QUOTA_EXCEEDED (KIP-599)
 ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -54,16 +56,31 @@ async def handle(ctx: BrokerContext, request: Request):
             result["error_code"] = ErrorCode.topic_authorization_failed
             continue
         to_delete.append((not isinstance(entity, View), name, result))
-    for _, name, result in sorted(to_delete, key=lambda item: item[0]):
-        try:
-            result["topic_id"] = semantics.id_of(semantics.delete(name))
-        except SourceInUseError as exc:
-            result["error_code"] = error_code_for(exc)
-            result["error_message"] = _in_use(ctx, name, exc.views)
-        except Exception as exc:
-            result["error_code"] = error_code_for(exc)
-            result["error_message"] = str(exc) or None
-    return make(response_type(request), throttle_time=0, responses=results)
+    ordered = sorted(to_delete, key=lambda item: item[0])
+    strict = request.api_version >= STRICT_SINCE
+    if not strict and ordered:
+        await wait_for_quota(ctx.mutation_quota)
+    throttle_ms = 0
+    deleting = []
+    for is_topic, name, result in ordered:
+        meta = ctx.store.topics.get(name) if is_topic else None
+        partitions = meta.partitions if meta is not None else 0
+        throttled = charge(ctx.mutation_quota, partitions, strict, result) if partitions else 0
+        if throttled:
+            throttle_ms = max(throttle_ms, throttled)
+            continue
+        deleting.append((name, result))
+    outcomes = await semantics.delete_many([name for name, _ in deleting])
+    for (name, result), outcome in zip(deleting, outcomes):
+        if isinstance(outcome, SourceInUseError):
+            result["error_code"] = error_code_for(outcome)
+            result["error_message"] = _in_use(ctx, name, outcome.views)
+        elif isinstance(outcome, Exception):
+            result["error_code"] = error_code_for(outcome)
+            result["error_message"] = str(outcome) or None
+        else:
+            result["topic_id"] = semantics.id_of(outcome)
+    return make(response_type(request), throttle_time=throttle_ms, responses=results)
 
 
 def _in_use(ctx: BrokerContext, name: str, views: tuple[str, ...]) -> str:

@@ -108,7 +108,7 @@ async def handle(ctx: BrokerContext, request: Request):
                 continue
             if meta is None and may_create:
                 try:
-                    meta = auto_create(ctx, item.name)
+                    meta = await auto_create(ctx, item.name)
                 except Exception as exc:  # an invalid name, mostly
                     topics.append(_error_entry(item.name, error_code_for(exc)))
                     continue

@@ -468,3 +468,60 @@ def test_aborted_transactions_across_segment_rolls(broker_factory, tmp_path):
     broker.kill()
     broker.restart(same_port=True)
     check()
+
+
+def _describe_txn(broker, txn_id: str):
+    from rawkafka import ErrorCode, KafkaRaw
+
+    with KafkaRaw(broker.host, broker.port) as conn:
+        state = conn.request(65, 0, transactional_ids=[txn_id]).transaction_states[0]
+    assert state.error_code == ErrorCode.none, state
+    return state
+
+
+@pytest.mark.parametrize("how", ["clean", "kill"])
+def test_describe_transactions_keeps_start_times_across_a_restart(broker_factory, how):
+    """DescribeTransactions reports a completed transaction's start time (Kafka's
+    TransactionLog value keeps ``transaction_start_timestamp_ms``), not the restart's."""
+    broker = broker_factory()
+    topic = "txn-start-time"
+    _admin_create(broker, topic)
+    producer = _producer(broker, "tx-start-time")
+    producer.begin_transaction()
+    _send(producer, topic, ["a"])
+    producer.commit_transaction(10)
+    before = _describe_txn(broker, "tx-start-time")
+    assert before.transaction_state == "CompleteCommit"
+    started = before.transaction_start_time.timestamp()
+    assert abs(time.time() - started) < 60
+    # the restart must come visibly later than the start (a second on the broker's clock)
+    while time.time() - started < 1.5:
+        time.sleep(0.1)
+    if how == "kill":
+        broker.kill()
+    broker.restart(same_port=True)
+    after = _describe_txn(broker, "tx-start-time")
+    assert after.transaction_state == "CompleteCommit"
+    assert after.transaction_start_time == before.transaction_start_time
+    assert (after.producer_id, after.producer_epoch) == (before.producer_id, before.producer_epoch)
+
+
+def test_describe_transactions_keeps_the_start_time_of_one_aborted_after_a_restart(broker_factory):
+    """A transaction open at a kill -9 and aborted by its timeout after the restart keeps the
+    start time it had before the kill."""
+    broker = broker_factory()
+    topic = "txn-start-abort"
+    _admin_create(broker, topic)
+    producer = _producer(broker, "tx-start-abort", **{"transaction.timeout.ms": 2000})
+    producer.begin_transaction()
+    _send(producer, topic, ["open"])
+    before = _describe_txn(broker, "tx-start-abort")
+    assert before.transaction_state == "Ongoing"
+    broker.kill()
+    time.sleep(1.5)
+    broker.restart(same_port=True)
+    deadline = time.monotonic() + 30
+    while (after := _describe_txn(broker, "tx-start-abort")).transaction_state != "CompleteAbort":
+        assert time.monotonic() < deadline, after
+        time.sleep(0.2)
+    assert after.transaction_start_time == before.transaction_start_time

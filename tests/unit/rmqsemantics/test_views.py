@@ -7,6 +7,7 @@ Runs on a real MessageStore in tmp_path; no broker, no Kafka protocol.
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from pathlib import Path
 
@@ -180,6 +181,7 @@ def test_views_survive_a_reload(semantics: Semantics, store: MessageStore, data_
     semantics.delete("gone")
     raw = json.loads((data_dir / VIEWS_FILE).read_text(encoding="utf-8"))
     assert raw == {
+        "#seq": 4,
         "orders-a": {"id": str(a.view_id), "source": "orders", "kind": "tags", "expression": "TagA || TagB"},
         "orders-s": {"id": str(s.view_id), "source": "orders", "kind": "sql",
                      "expression": "region = 'eu' AND amount > 100"},
@@ -189,6 +191,24 @@ def test_views_survive_a_reload(semantics: Semantics, store: MessageStore, data_
         (v.name, v.view_id, v.source, v.kind, v.expression) for v in (a, s)
     ]
     assert again.resolve("orders-s").filter.matches({"region": "eu", "amount": "150"})  # type: ignore[union-attr]
+    assert again.resolve("gone") is None
+
+
+@pytest.mark.parametrize("prev_too", [False, True])
+def test_a_damaged_views_json_loses_no_view(semantics: Semantics, store: MessageStore, data_dir: Path,
+                                            prev_too: bool) -> None:
+    """Issue 20: views.json fell back to its .prev, losing the view created last; the journal
+    (views.journal) is a second current copy."""
+    a = semantics.create_view("orders-a", "orders", "tags", "TagA")
+    semantics.create_view("gone", "orders", "tags", "*")
+    semantics.delete("gone")
+    last = semantics.create_view("orders-last", "orders", "sql", "amount > 1")
+    (data_dir / VIEWS_FILE).write_bytes(b'{"orders-a": {"id"')
+    if prev_too:
+        (data_dir / (VIEWS_FILE + ".prev")).write_bytes(os.urandom(200))
+    again = Semantics(SemanticsConfig(), store, data_dir)
+    assert [(v.name, v.view_id, v.expression) for v in again.views.all()] == [
+        (a.name, a.view_id, "TagA"), (last.name, last.view_id, "amount > 1")]
     assert again.resolve("gone") is None
 
 
