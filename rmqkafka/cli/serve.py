@@ -45,6 +45,7 @@ READY_PREFIX = "rmqk broker started on "
 METRICS_PREFIX = "rmqk metrics on http://"  # the second line, only with a metrics port
 LOCK_NAME = "broker.lock"  # in the data directory; holds the owner's pid
 EXIT_STORAGE_FAILED = 74  # EX_IOERR: an fsync failed (see storage.store)
+ANSWER_AFTER_FAILURE_S = 1.0  # for the produces that waited for the failed fsync (KAFKA_STORAGE_ERROR)
 LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 
 
@@ -211,7 +212,7 @@ async def _serve(server_config: ServerConfig) -> int:
     await asyncio.wait((stopping, storage_failed), return_when=asyncio.FIRST_COMPLETED)
     for task in (stopping, storage_failed):
         task.cancel()
-    await broker.stop()
+    await broker.stop(answer_within=ANSWER_AFTER_FAILURE_S if broker.store.failure is not None else 0.0)
     if broker.store.failure is not None:
         # No clean-shutdown marker was written: the next start recovers from what is on disk.
         logger.critical("stopped after a storage failure: %s", broker.store.failure)
