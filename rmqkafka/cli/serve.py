@@ -20,12 +20,14 @@ unreadable config file, data directory not writable or in use by another broker,
 in use), reported as one line ``rmqk: error: ...`` without a traceback; 1 for an unexpected
 failure (logged with its traceback); 74 when an fsync failed while serving (the store
 refused every write from then on; the broker stops without a clean-shutdown marker, so the
-next start recovers from what is really on disk).
+next start recovers from what is really on disk). A fatal signal (SIGSEGV, SIGBUS, SIGABRT)
+leaves "Fatal Python error" and every thread's Python stack on stderr (faulthandler).
 """
 
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import fcntl
 import logging
 import os
@@ -87,6 +89,9 @@ def serve(
 ) -> None:
     """Run the broker in the foreground until SIGTERM or SIGINT."""
     _configure_logging(log_level.upper())
+    # A fatal signal (SIGSEGV, SIGBUS from a mapped page the disk cannot back, SIGABRT)
+    # would end the process without a word; this writes every thread's stack to stderr first.
+    faulthandler.enable(file=sys.stderr, all_threads=True)
     try:
         server_config = load_config(
             config, host=host, port=port, data_dir=data_dir, flush=flush.lower() if flush else None,
