@@ -3,6 +3,10 @@
 - ``decompression_bomb``: 16 KB of zstd (and 512 KB of gzip) inflating to 512 MB, produced
   on its own: refused with an error code within 5 s, broker RSS grows < 300 MB, the
   connection and the broker stay usable.
+- ``record_count_bomb``: 5 KB of zstd holding 9 million empty records with offset delta 0
+  (63 MB inflated, the header's count agreeing), produced once, then three at once, while a
+  well-behaved client produces and fetches: CORRUPT_MESSAGE (2) each, nothing stored, the
+  other client's slowest request under 0.5 s, broker RSS grows < 300 MB.
 - ``pipelined_fetches``: 32 pipelined fetches of a 12 MB partition on a socket that never
   reads: RSS grows < 120 MB and another client's ApiVersions stays under 1 s.
 - ``offset_deltas``: a batch whose records' offset deltas are 0,5,2: CORRUPT_MESSAGE (2),
@@ -30,15 +34,19 @@ import os
 import random
 import socket
 import struct
+import threading
 import time
 import zlib
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Self
 
 import zstandard
 from crc32c import crc32c
 
+from .record_count_bomb import record_count_bomb as count_bomb
 from .reliability_common import RssSampler, broker, raw
 from .small_filesystem import (
     MountRefused,
@@ -49,6 +57,7 @@ from .small_filesystem import (
 ErrorCode = raw.ErrorCode
 CREATE_PARTITIONS = 37
 BOMB_BYTES = 512 << 20
+BOMB_RECORDS = 9_000_000  # 63 MB of 7-byte records: just under 64 x message.max.bytes
 
 
 @dataclass
@@ -130,6 +139,80 @@ def _fetch_request() -> dict:
     return {"replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 64 << 20, "isolation_level": 0,
             "session_id": 0, "session_epoch": -1, "forgotten_topics_data": (), "rack_id": "",
             "topics": [{"topic": "big", "topic_id": None, "partitions": [partition]}]}
+
+
+class _GoodClient:
+    """A well-behaved client in a thread: produces one record and fetches it back, again and
+    again, timing each request; ``slowest`` is the longest it waited for an answer."""
+
+    def __init__(self, instance, topic: str) -> None:
+        self._instance, self._topic = instance, topic
+        self.slowest = 0.0
+        self.rounds = self.errors = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="good-client", daemon=True)
+
+    def _timed(self, request: Callable[[], object]) -> object:
+        began = time.monotonic()
+        answer = request()
+        self.slowest = max(self.slowest, time.monotonic() - began)
+        return answer
+
+    def _run(self) -> None:
+        with _connect(self._instance) as conn:
+            while not self._stop.is_set():
+                try:
+                    offset = self._timed(lambda: conn.produce_ok(self._topic, 0, raw.make_batch([b"good"])))
+                    entry = self._timed(lambda: conn.fetch(self._topic, 0, offset))
+                    self.errors += entry.error_code != ErrorCode.none
+                except (OSError, AssertionError):
+                    self.errors += 1
+                    return
+                self.rounds += 1
+                time.sleep(0.01)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _produce_code(instance, batch: bytes) -> ErrorCode:
+    with _connect(instance) as conn:
+        return conn.produce("bomb", 0, batch).error_code
+
+
+def record_count_bomb(workdir: Path) -> FaultResult:
+    instance = broker(workdir / "record-count-bomb")
+    try:
+        with _connect(instance) as conn:
+            conn.create_topic("bomb")
+            conn.create_topic("good")
+        bomb = count_bomb(BOMB_RECORDS, timestamp_ms=int(time.time() * 1000))
+        with _GoodClient(instance, "good") as good, RssSampler(instance.pid) as rss:
+            time.sleep(0.3)  # the good client's rounds are under way
+            began = time.monotonic()
+            codes = [_produce_code(instance, bomb)]
+            one = time.monotonic() - began
+            began = time.monotonic()
+            with ThreadPoolExecutor(3) as pool:
+                codes += list(pool.map(lambda _: _produce_code(instance, bomb), range(3)))
+            three = time.monotonic() - began
+            time.sleep(0.3)
+        with _connect(instance) as conn:
+            stored = conn.high_watermark("bomb")
+        passed = (set(codes) == {ErrorCode.corrupt_message} and stored == 0 and good.errors == 0
+                  and good.rounds > 0 and good.slowest < 0.5 and rss.grown_mb < 300 and _still_serving(instance))
+        return FaultResult("record_count_bomb", passed,
+                           f"{len(bomb) / 1000:.1f} KB of zstd, {BOMB_RECORDS:,} empty records with offset delta 0: "
+                           f"{_names({'one': codes[0]})} in {one:.2f} s, three at once in {three:.2f} s; "
+                           f"other client's slowest request {good.slowest * 1000:.0f} ms "
+                           f"({good.rounds} rounds, {good.errors} errors), RSS +{rss.grown_mb:.0f} MB, stored {stored}")
+    finally:
+        instance.close()
 
 
 def pipelined_fetches(workdir: Path) -> FaultResult:
@@ -358,7 +441,7 @@ def _full_disk_power_loss(fs) -> FaultResult:
 
 
 FAULTS: dict[str, Callable[[Path], FaultResult]] = {
-    fn.__name__: fn for fn in (decompression_bomb, pipelined_fetches, offset_deltas, huge_partitions,
+    fn.__name__: fn for fn in (decompression_bomb, record_count_bomb, pipelined_fetches, offset_deltas, huge_partitions,
                                list_offsets_negative, slow_request, damaged_consume_queue,
                                full_disk_power_loss)
 }

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from crc32c import crc32c
 
-from .errors import CorruptRecordError, InvalidRecordError
+from .errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
 
 Buffer = bytes | bytearray | memoryview
 
@@ -55,6 +55,12 @@ CONTROL_BIT = 0x20
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 NO_TIMESTAMP = -1
+# The smallest v2 record: its length and six one-byte fields (attributes, timestamp delta,
+# offset delta, key length -1, value length -1, header count 0).
+MIN_RECORD_BYTES = 7
+# Kafka's words (DefaultRecordBatch) for a records count the body does not hold.
+_REMAINING = "Incorrect declared batch size, records still remaining in file"
+_PREMATURE_EOF = "Incorrect declared batch size, premature EOF reached"
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,16 +154,6 @@ def validate(batch: memoryview) -> BatchInfo:
     return info
 
 
-def check_offset_deltas(batch: Buffer, records: list) -> None:
-    """Kafka's rule for a produced batch: its records' offset deltas are 0, 1, ..., n-1
-    (``validate`` has checked that n - 1 is the header's lastOffsetDelta). Raises
-    CorruptRecordError otherwise."""
-    base = base_offset_of(batch)
-    for i, record in enumerate(records):
-        if record.offset - base != i:
-            raise CorruptRecordError(f"record {i} of the batch has offset delta {record.offset - base}, not {i}")
-
-
 def crc_ok(batch: bytes | memoryview) -> bool:
     (stored_crc,) = struct.unpack_from(">I", batch, 17)
     return crc32c(memoryview(batch)[CRC_START:]) == stored_crc
@@ -214,26 +210,103 @@ def read_records(batch: Buffer, max_inflated: int | None = None) -> list:
     The CRC only proves the bytes are what the producer sent, not that they parse: a body
     that does not decode, or holds more or fewer records than ``recordsCount`` says, raises
     CorruptRecordError (never the decoder's own exception); one that inflates past the bound
-    raises RecordTooLargeError.
+    raises RecordTooLargeError. A batch a producer sent is read with ``read_produced_records``.
     """
-    view = memoryview(batch)
-    codec = view[22] & COMPRESSION_MASK
-    if codec:
-        from .inflate import MAX_INFLATED, inflate
-
-        body = inflate(codec, view[HEADER_SIZE:], MAX_INFLATED if max_inflated is None else max_inflated)
-        plain = bytearray(view[:HEADER_SIZE])
-        plain[22] &= ~COMPRESSION_MASK  # the reader sees the records as if never compressed
-        plain += body
-        batch = plain
+    plain = _uncompressed(batch, max_inflated)
     try:
-        records = list(_batch_reader()(batch if isinstance(batch, (bytes, bytearray)) else bytes(batch)))
+        records = list(_batch_reader()(plain))
     except Exception as exc:  # aiokafka raises its own
         raise CorruptRecordError(f"record batch does not parse: {exc!r}") from exc
-    (count,) = _LENGTH.unpack_from(batch, 57)
+    (count,) = _LENGTH.unpack_from(plain, 57)
     if len(records) != count:
         raise CorruptRecordError(f"batch declares {count} records but holds {len(records)}")
     return records
+
+
+def read_produced_records(batch: Buffer, max_inflated: int) -> list:
+    """Records of a batch as a producer sent it, checked as they are read (Kafka's
+    DefaultRecordBatch and LogValidator), so that what a bad batch costs is bounded by what
+    it declares, never by what it holds:
+
+    * a count whose smallest records (MIN_RECORD_BYTES) could not fit is refused before
+      anything is inflated or parsed: RecordTooLargeError when compressed (more than
+      ``max_inflated``), InvalidRecordError when not (more than the batch holds);
+    * record i must have offset delta i: the first one that does not raises
+      CorruptRecordError and nothing after it is read;
+    * no more than ``recordsCount`` records are read: a body with more, or fewer, raises
+      InvalidRecordError with Kafka's message (INVALID_RECORD);
+    * a record that does not parse raises CorruptRecordError.
+
+    The loop over the records is Python's, so the interpreter can hand the GIL to the event
+    loop's thread while a large batch is read in a worker thread (a C loop would hold it).
+    """
+    view = memoryview(batch)
+    (count,) = _LENGTH.unpack_from(view, 57)
+    least = count * MIN_RECORD_BYTES
+    if view[22] & COMPRESSION_MASK:
+        if least > max_inflated:
+            raise RecordTooLargeError(
+                f"the batch declares {count} records: at least {least} bytes once inflated, "
+                f"more than the {max_inflated} it may inflate to")
+    elif least > len(view) - HEADER_SIZE:
+        raise InvalidRecordError(_PREMATURE_EOF)
+    plain = _uncompressed(view, max_inflated)
+    reader = _batch_reader()(plain)
+    base = base_offset_of(view)
+    records: list = []
+    try:
+        for delta in range(count):
+            record = next(reader)
+            if record.offset - base != delta:
+                raise CorruptRecordError(
+                    f"record {delta} of the batch has offset delta {record.offset - base}, not {delta}")
+            records.append(record)
+        next(reader)  # aiokafka's reader raises here if bytes are left after the last record
+    except StopIteration:
+        pass
+    except CorruptRecordError:
+        raise
+    except Exception as exc:  # aiokafka raises its own
+        if len(records) == count:
+            raise InvalidRecordError(_REMAINING) from exc
+        if _records_end(plain, len(records)) == len(plain):
+            raise InvalidRecordError(_PREMATURE_EOF) from exc
+        raise CorruptRecordError(f"record batch does not parse: {exc!r}") from exc
+    if len(records) != count:
+        raise InvalidRecordError(_PREMATURE_EOF)
+    return records
+
+
+def _uncompressed(batch: Buffer, max_inflated: int | None) -> bytes | bytearray:
+    """The batch as aiokafka's reader takes it: its records decompressed right after its
+    header (one buffer, no copy of the records), the codec bits cleared."""
+    view = memoryview(batch)
+    codec = view[22] & COMPRESSION_MASK
+    if not codec:
+        return batch if isinstance(batch, (bytes, bytearray)) else bytes(batch)
+    from .inflate import MAX_INFLATED, inflate
+
+    limit = MAX_INFLATED if max_inflated is None else max_inflated
+    plain = inflate(codec, view[HEADER_SIZE:], limit, view[:HEADER_SIZE])
+    plain[22] &= ~COMPRESSION_MASK  # the reader sees the records as if never compressed
+    return plain
+
+
+def _records_end(plain: Buffer, count: int) -> int:
+    """The position after the first ``count`` records of an uncompressed batch (each starts
+    with its length, a zigzag varint); only called on a batch that did not parse."""
+    pos = HEADER_SIZE
+    for _ in range(count):
+        value = shift = 0
+        while True:
+            byte = plain[pos]
+            pos += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        pos += (value >> 1) ^ -(value & 1)
+    return pos
 
 
 def iter_records(batch: Buffer):
