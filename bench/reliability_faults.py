@@ -26,6 +26,12 @@
   and the file system is filled to its last block: it starts, serves every acknowledged
   record, answers produces with KAFKA_STORAGE_ERROR, and takes them again within 5 s of
   space being freed. Needs root to mount the tmpfs; skipped (and said so) otherwise.
+- ``full_disk_timers``: a broker on a 24 MiB tmpfs filled up to 256 KiB free takes timer
+  produces (TIMER_DELAY_SEC; half due in 2 s, half each on a wheel page not written yet)
+  until the disk refuses them, is killed and started on the full disk, and refuses a
+  produce there: it never dies (a memory-mapped wheel died of SIGBUS here), appends get
+  KAFKA_STORAGE_ERROR, and once space is freed every acknowledged 2 s timer is delivered
+  and none of the later ones early. Needs root, as above.
 """
 
 from __future__ import annotations
@@ -440,10 +446,113 @@ def _full_disk_power_loss(fs) -> FaultResult:
         instance.close()
 
 
+def full_disk_timers(workdir: Path) -> FaultResult:
+    name = "full_disk_timers"
+    try:
+        with small_filesystem(workdir / "small-fs") as fs:
+            return _full_disk_timers(fs)
+    except MountRefused as exc:
+        return FaultResult(name, True, "not run", skipped=str(exc))
+
+
+class _TimerProducer:
+    """Produces one timer record a request on a connection of its own, each value numbered:
+    every other one due in 2 s, the others each 20 s later than the one before (from 60 s
+    on), so that each of those needs a wheel slot on a page of the wheel file not written
+    yet. ``acknowledged`` keeps the soon-due values that were, across reconnections, and
+    ``later`` the others."""
+
+    def __init__(self) -> None:
+        self.acknowledged: list[bytes] = []
+        self.later: list[bytes] = []
+        self._conn: raw.KafkaRaw | None = None
+        self._n = 0
+
+    def send(self, instance) -> ErrorCode:
+        if self._conn is None:
+            self._conn = _connect(instance)
+        n, self._n = self._n, self._n + 1
+        value = b"timer-%d" % n
+        delay = b"2" if n % 2 == 0 else b"%d" % (60 + 10 * n)
+        batch = raw.make_batch([value], headers=[[("TIMER_DELAY_SEC", delay)]])
+        code = self._conn.produce("timed", 0, batch).error_code
+        if code == ErrorCode.none:
+            (self.acknowledged if n % 2 == 0 else self.later).append(value)
+        return code
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def _delivered(instance, wanted: set[bytes], seconds: float) -> set[bytes]:
+    """The values read from ``timed`` until all of ``wanted`` were or ``seconds`` passed (a
+    consumer moves past the gaps the parked records left)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": f"{instance.host}:{instance.port}", "group.id": "full-disk-check",
+                         "enable.auto.commit": False, "log_level": 0})
+    consumer.assign([TopicPartition("timed", 0, 0)])
+    seen: set[bytes] = set()
+    deadline = time.monotonic() + seconds
+    try:
+        while not wanted <= seen and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                seen.add(message.value())
+    finally:
+        consumer.close()
+    return seen
+
+
+def _full_disk_timers(fs) -> FaultResult:
+    """Timer produces with 256 KiB free until the disk refuses them, a kill -9 and a start
+    on the full disk, a produce there; then space is freed and every acknowledged timer
+    must be delivered."""
+    instance = broker(fs.path / "data", config={"log.dir.reserve.bytes": "1048576"})
+    producer = _TimerProducer()
+    try:
+        with _connect(instance) as conn:
+            conn.create_topic("timed")
+        for _ in range(20):
+            producer.send(instance)
+        fs.fill(leave=256 << 10)
+        refused = sent = 0
+        deadline = time.monotonic() + 30
+        while refused < 20 and time.monotonic() < deadline and instance.running:
+            refused += producer.send(instance) == ErrorCode.kafka_storage_error
+            sent += 1
+        producer.close()
+        alive = instance.running
+        instance.kill()
+        instance.start()  # on the full disk: recovery, the timer index, the due timers
+        after_restart = producer.send(instance)
+        producer.close()
+        time.sleep(3)  # the timers fall due while there is no room to deliver them
+        alive = alive and instance.running
+        fs.free()
+        acknowledged = set(producer.acknowledged)
+        seen = _delivered(instance, acknowledged, 30)
+        delivered, early = seen & acknowledged, seen & set(producer.later)
+        fatal = "Fatal Python error" in instance.stderr
+        passed = (alive and not fatal and refused > 0 and after_restart == ErrorCode.kafka_storage_error
+                  and delivered == acknowledged and not early and _still_serving(instance))
+        return FaultResult("full_disk_timers", passed,
+                           f"256 KiB free: {sent} timer produces, {refused} refused; kill -9 and start on the "
+                           f"full disk, a produce: {_names({'got': after_restart})}; broker alive {alive}, "
+                           f"fatal signal {fatal}; after space was freed {len(delivered)} of "
+                           f"{len(acknowledged)} acknowledged 2 s timers delivered, {len(early)} of "
+                           f"{len(producer.later)} later ones early")
+    finally:
+        producer.close()
+        instance.close()
+
+
 FAULTS: dict[str, Callable[[Path], FaultResult]] = {
     fn.__name__: fn for fn in (decompression_bomb, record_count_bomb, pipelined_fetches, offset_deltas, huge_partitions,
                                list_offsets_negative, slow_request, damaged_consume_queue,
-                               full_disk_power_loss)
+                               full_disk_power_loss, full_disk_timers)
 }
 
 
