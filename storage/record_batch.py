@@ -294,18 +294,22 @@ def _uncompressed(batch: Buffer, max_inflated: int | None) -> bytes | bytearray:
 
 def _records_end(plain: Buffer, count: int) -> int:
     """The position after the first ``count`` records of an uncompressed batch (each starts
-    with its length, a zigzag varint); only called on a batch that did not parse."""
+    with its length, a zigzag varint), -1 if they run past its end; only called on a batch
+    that did not parse."""
     pos = HEADER_SIZE
-    for _ in range(count):
-        value = shift = 0
-        while True:
-            byte = plain[pos]
-            pos += 1
-            value |= (byte & 0x7F) << shift
-            shift += 7
-            if not byte & 0x80:
-                break
-        pos += (value >> 1) ^ -(value & 1)
+    try:
+        for _ in range(count):
+            value = shift = 0
+            while True:
+                byte = plain[pos]
+                pos += 1
+                value |= (byte & 0x7F) << shift
+                shift += 7
+                if not byte & 0x80:
+                    break
+            pos += (value >> 1) ^ -(value & 1)
+    except IndexError:
+        return -1
     return pos
 
 
