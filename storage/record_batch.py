@@ -9,6 +9,8 @@ codec is storage/recompress.py's. Records are parsed with aiokafka's C-backed ba
 from __future__ import annotations
 
 import functools
+import itertools
+import operator
 import re
 import struct
 
@@ -58,6 +60,8 @@ NO_TIMESTAMP = -1
 # The smallest v2 record: its length and six one-byte fields (attributes, timestamp delta,
 # offset delta, key length -1, value length -1, header count 0).
 MIN_RECORD_BYTES = 7
+_RECORDS_AT_A_TIME = 1024  # read_produced_records checks the offset deltas of this many at once
+_OFFSET_OF = operator.attrgetter("offset")
 # Kafka's words (DefaultRecordBatch) for a records count the body does not hold.
 _REMAINING = "Incorrect declared batch size, records still remaining in file"
 _PREMATURE_EOF = "Incorrect declared batch size, premature EOF reached"
@@ -237,8 +241,9 @@ def read_produced_records(batch: Buffer, max_inflated: int) -> list:
       InvalidRecordError with Kafka's message (INVALID_RECORD);
     * a record that does not parse raises CorruptRecordError.
 
-    The loop over the records is Python's, so the interpreter can hand the GIL to the event
-    loop's thread while a large batch is read in a worker thread (a C loop would hold it).
+    The records are read a slice at a time, so the interpreter can hand the GIL to the event
+    loop's thread between slices while a large batch is read in a worker thread (one C loop
+    over all of them would hold it throughout).
     """
     view = memoryview(batch)
     (count,) = _LENGTH.unpack_from(view, 57)
@@ -251,25 +256,36 @@ def read_produced_records(batch: Buffer, max_inflated: int) -> list:
     elif least > len(view) - HEADER_SIZE:
         raise InvalidRecordError(_PREMATURE_EOF)
     plain = _uncompressed(view, max_inflated)
-    reader = _batch_reader()(plain)
+    reader = iter(_batch_reader()(plain))
+    # Iterating aiokafka's batch a second time asserts: the slices after the first come from
+    # an iterator over its ``__next__`` (which a StopIteration ends).
+    take = reader
     base = base_offset_of(view)
     records: list = []
     try:
-        for delta in range(count):
-            record = next(reader)
-            if record.offset - base != delta:
-                raise CorruptRecordError(
-                    f"record {delta} of the batch has offset delta {record.offset - base}, not {delta}")
-            records.append(record)
-        next(reader)  # aiokafka's reader raises here if bytes are left after the last record
-    except StopIteration:
-        pass
-    except CorruptRecordError:
+        while len(records) < count:
+            # A slice at a time in C (a record at a time in Python costs twice as much);
+            # a batch of wrong deltas costs at most one slice past the first.
+            chunk = list(itertools.islice(take, min(_RECORDS_AT_A_TIME, count - len(records))))
+            if not chunk:
+                break
+            first = base + len(records)
+            offsets = list(map(_OFFSET_OF, chunk))
+            if offsets != list(range(first, first + len(chunk))):
+                wrong = next(i for i, offset in enumerate(offsets) if offset != first + i)
+                raise CorruptRecordError(f"record {len(records) + wrong} of the batch has offset delta "
+                                         f"{offsets[wrong] - base}, not {len(records) + wrong}")
+            records += chunk
+            take = iter(reader.__next__, None) if take is reader else take
+        if next(reader, None) is not None:  # aiokafka's reader raises here if bytes are left
+            raise InvalidRecordError(_REMAINING)
+    except (CorruptRecordError, InvalidRecordError):
         raise
     except Exception as exc:  # aiokafka raises its own
         if len(records) == count:
             raise InvalidRecordError(_REMAINING) from exc
-        if _records_end(plain, len(records)) == len(plain):
+        whole = _whole_records(plain, len(records) + _RECORDS_AT_A_TIME)
+        if whole is not None and whole < count:
             raise InvalidRecordError(_PREMATURE_EOF) from exc
         raise CorruptRecordError(f"record batch does not parse: {exc!r}") from exc
     if len(records) != count:
@@ -292,25 +308,29 @@ def _uncompressed(batch: Buffer, max_inflated: int | None) -> bytes | bytearray:
     return plain
 
 
-def _records_end(plain: Buffer, count: int) -> int:
-    """The position after the first ``count`` records of an uncompressed batch (each starts
-    with its length, a zigzag varint), -1 if they run past its end; only called on a batch
-    that did not parse."""
-    pos = HEADER_SIZE
-    try:
-        for _ in range(count):
-            value = shift = 0
-            while True:
-                byte = plain[pos]
-                pos += 1
-                value |= (byte & 0x7F) << shift
-                shift += 7
-                if not byte & 0x80:
-                    break
-            pos += (value >> 1) ^ -(value & 1)
-    except IndexError:
-        return -1
-    return pos
+def _whole_records(plain: Buffer, most: int) -> int | None:
+    """How many records an uncompressed batch holds when they end exactly where it ends (each
+    starts with its length, a zigzag varint), None when they do not or there are more than
+    ``most``; only called on a batch that did not parse."""
+    pos, end = HEADER_SIZE, len(plain)
+    for whole in range(most + 1):
+        if pos == end:
+            return whole
+        value = shift = 0
+        while True:
+            if pos >= end:
+                return None
+            byte = plain[pos]
+            pos += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        length = (value >> 1) ^ -(value & 1)
+        if length < 0:
+            return None
+        pos += length
+    return None
 
 
 def iter_records(batch: Buffer):

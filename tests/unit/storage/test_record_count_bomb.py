@@ -102,7 +102,7 @@ def test_a_count_too_large_for_the_inflate_bound_is_refused_before_inflating(sto
     with pytest.raises(RecordTooLargeError, match=f"{fits + 1} records"):
         store.append("t", 0, record_count_bomb(3, declared=fits + 1), max_batch_bytes=1024)
     assert inflated == []
-    with pytest.raises(CorruptRecordError):  # the count fits: inflated, then delta 0 at record 1
+    with pytest.raises(InvalidRecordError, match="premature EOF"):  # the count fits: inflated, read
         store.append("t", 0, record_count_bomb(3, declared=fits), max_batch_bytes=1024)
     assert inflated == [limit]
 
@@ -138,3 +138,20 @@ async def test_a_small_batch_of_many_records_is_parsed_in_a_worker_thread(stores
     await store.append_async("t", 0, make_batch([b"a", b"b"], codec=ZSTD), max_batch_bytes=MAX_BATCH)
     assert threads[0].startswith("rmqk-inflate")
     assert threads[1:] == [threading.current_thread().name]  # a few records: inline
+
+
+def test_a_wrong_offset_delta_after_the_first_slice_is_found(stores):
+    """Records are read 1024 at a time; the check holds across slices."""
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    store = stores.open()
+    store.create_topic("t", 1, {})
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=ZSTD, is_transactional=0, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+    deltas = [*range(2500), 7, *range(2501, 3000)]
+    for delta in deltas:
+        builder.append(delta, timestamp=1_700_000_000_000, key=None, value=b"v", headers=[])
+    batch = with_field(bytes(builder.build()), 23, ">i", len(deltas) - 1)
+    with pytest.raises(CorruptRecordError, match="record 2500 of the batch has offset delta 7, not 2500"):
+        store.append("t", 0, batch, max_batch_bytes=MAX_BATCH)
+    assert store.append("t", 0, make_batch(3000, codec=ZSTD), max_batch_bytes=MAX_BATCH).base_offset == 0
