@@ -40,20 +40,18 @@ import os
 import random
 import socket
 import struct
-import threading
 import time
 import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Self
 
 import zstandard
 from crc32c import crc32c
 
 from .record_count_bomb import record_count_bomb as count_bomb
-from .reliability_common import RssSampler, broker, raw
+from .reliability_common import BackgroundThread, RssSampler, broker, raw
 from .small_filesystem import (
     MountRefused,
     lose_unsynced_index_entries,
@@ -147,16 +145,15 @@ def _fetch_request() -> dict:
             "topics": [{"topic": "big", "topic_id": None, "partitions": [partition]}]}
 
 
-class _GoodClient:
+class _GoodClient(BackgroundThread):
     """A well-behaved client in a thread: produces one record and fetches it back, again and
     again, timing each request; ``slowest`` is the longest it waited for an answer."""
 
     def __init__(self, instance, topic: str) -> None:
+        super().__init__("good-client")
         self._instance, self._topic = instance, topic
         self.slowest = 0.0
         self.rounds = self.errors = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="good-client", daemon=True)
 
     def _timed(self, request: Callable[[], object]) -> object:
         began = time.monotonic()
@@ -176,14 +173,6 @@ class _GoodClient:
                     return
                 self.rounds += 1
                 time.sleep(0.01)
-
-    def __enter__(self) -> Self:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 def _produce_code(instance, batch: bytes) -> ErrorCode:
@@ -398,13 +387,17 @@ def damaged_consume_queue(workdir: Path) -> FaultResult:
         instance.close()
 
 
-def full_disk_power_loss(workdir: Path) -> FaultResult:
-    name = "full_disk_power_loss"
+def _on_a_small_filesystem(name: str, workdir: Path, check: Callable[..., FaultResult]) -> FaultResult:
+    """``check(fs)`` on a tmpfs mounted for it; skipped (and said so) where mounting is refused."""
     try:
         with small_filesystem(workdir / "small-fs") as fs:
-            return _full_disk_power_loss(fs)
+            return check(fs)
     except MountRefused as exc:
         return FaultResult(name, True, "not run", skipped=str(exc))
+
+
+def full_disk_power_loss(workdir: Path) -> FaultResult:
+    return _on_a_small_filesystem("full_disk_power_loss", workdir, _full_disk_power_loss)
 
 
 def _full_disk_power_loss(fs) -> FaultResult:
@@ -447,12 +440,7 @@ def _full_disk_power_loss(fs) -> FaultResult:
 
 
 def full_disk_timers(workdir: Path) -> FaultResult:
-    name = "full_disk_timers"
-    try:
-        with small_filesystem(workdir / "small-fs") as fs:
-            return _full_disk_timers(fs)
-    except MountRefused as exc:
-        return FaultResult(name, True, "not run", skipped=str(exc))
+    return _on_a_small_filesystem("full_disk_timers", workdir, _full_disk_timers)
 
 
 class _TimerProducer:

@@ -803,10 +803,11 @@ class MessageStore:
         to at least ``inflate_in_thread_bytes`` (records count x the smallest record, or a
         compressed batch that large; see _parses_heavily), or one that large to recompress,
         is decompressed, parsed and checked in the store's worker thread, so other clients
-        are served meanwhile; smaller ones inline (the thread handoff would cost more). The write itself happens on the
-        loop, and calls for one partition write in the order they were made (an idempotent
-        producer's pipelined requests keep their sequence order), whichever finished its
-        checks first. A caller must not mix it with ``append`` for the same partition."""
+        are served meanwhile; smaller ones inline (the thread handoff would cost more). The
+        write itself happens on the loop, and calls for one partition write in the order they
+        were made (an idempotent producer's pipelined requests keep their sequence order),
+        whichever finished its checks first. A caller must not mix it with ``append`` for the
+        same partition."""
         self._check_appendable()
         self.partition(name, p)  # an unknown topic or partition is refused before any work
         key = (name, p)

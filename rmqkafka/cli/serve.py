@@ -89,8 +89,8 @@ def serve(
 ) -> None:
     """Run the broker in the foreground until SIGTERM or SIGINT."""
     _configure_logging(log_level.upper())
-    # A fatal signal (SIGSEGV, SIGBUS from a mapped page the disk cannot back, SIGABRT)
-    # would end the process without a word; this writes every thread's stack to stderr first.
+    # A fatal signal (SIGSEGV, SIGBUS, SIGABRT, from a C extension or a mapped file) would
+    # end the process without a word; this writes every thread's stack to stderr first.
     faulthandler.enable(file=sys.stderr, all_threads=True)
     try:
         server_config = load_config(
