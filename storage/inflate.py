@@ -38,7 +38,26 @@ def inflate(codec: int, data: Buffer, limit: int, prefix: Buffer = b"") -> bytea
     RecordTooLargeError past ``limit`` bytes (``prefix`` not counted), CorruptRecordError
     when it does not decompress."""
     out = bytearray(prefix)
-    cap = len(out) + limit  # where ``out`` may end
+    _inflate_into(codec, data, out, len(out) + limit)
+    return out
+
+
+def inflate_head(codec: int, data: Buffer, size: int, prefix: Buffer = b"") -> tuple[bytearray, bool]:
+    """The first ``size`` bytes ``data`` inflates to, after ``prefix``, and whether that is
+    all of it: a look at a batch's first records before paying for the rest (snappy, whose
+    blocks are not read part-way, gives nothing unless it is all within ``size``)."""
+    out = bytearray(prefix)
+    cap = len(out) + size
+    try:
+        _inflate_into(codec, data, out, cap)
+    except RecordTooLargeError:
+        del out[cap:]
+        return out, False
+    return out, True
+
+
+def _inflate_into(codec: int, data: Buffer, out: bytearray, cap: int) -> None:
+    limit = cap - len(out)
     try:
         if codec == GZIP:
             _gunzip(data, out, cap)
@@ -56,7 +75,6 @@ def inflate(codec: int, data: Buffer, limit: int, prefix: Buffer = b"") -> bytea
         raise CorruptRecordError(f"record batch does not decompress: {exc!r}") from exc
     if len(out) > cap:
         raise _too_large(limit)
-    return out
 
 
 def _too_large(limit: int) -> RecordTooLargeError:

@@ -61,6 +61,7 @@ NO_TIMESTAMP = -1
 # offset delta, key length -1, value length -1, header count 0).
 MIN_RECORD_BYTES = 7
 _RECORDS_AT_A_TIME = 1024  # read_produced_records checks the offset deltas of this many at once
+_HEAD_BYTES = 16 << 10  # of a compressed batch's records, read before the rest is inflated
 _OFFSET_OF = operator.attrgetter("offset")
 # Kafka's words (DefaultRecordBatch) for a records count the body does not hold.
 _REMAINING = "Incorrect declared batch size, records still remaining in file"
@@ -255,12 +256,14 @@ def read_produced_records(batch: Buffer, max_inflated: int) -> list:
                 f"more than the {max_inflated} it may inflate to")
     elif least > len(view) - HEADER_SIZE:
         raise InvalidRecordError(_PREMATURE_EOF)
-    plain = _uncompressed(view, max_inflated)
+    base = base_offset_of(view)
+    plain = _checked_head(view, count, base, max_inflated) if view[22] & COMPRESSION_MASK else None
+    if plain is None:
+        plain = _uncompressed(view, max_inflated)
     reader = iter(_batch_reader()(plain))
     # Iterating aiokafka's batch a second time asserts: the slices after the first come from
     # an iterator over its ``__next__`` (which a StopIteration ends).
     take = reader
-    base = base_offset_of(view)
     records: list = []
     try:
         while len(records) < count:
@@ -273,8 +276,7 @@ def read_produced_records(batch: Buffer, max_inflated: int) -> list:
             offsets = list(map(_OFFSET_OF, chunk))
             if offsets != list(range(first, first + len(chunk))):
                 wrong = next(i for i, offset in enumerate(offsets) if offset != first + i)
-                raise CorruptRecordError(f"record {len(records) + wrong} of the batch has offset delta "
-                                         f"{offsets[wrong] - base}, not {len(records) + wrong}")
+                raise _wrong_delta(len(records) + wrong, offsets[wrong] - base)
             records += chunk
             take = iter(reader.__next__, None) if take is reader else take
         if next(reader, None) is not None:  # aiokafka's reader raises here if bytes are left
@@ -291,6 +293,37 @@ def read_produced_records(batch: Buffer, max_inflated: int) -> list:
     if len(records) != count:
         raise InvalidRecordError(_PREMATURE_EOF)
     return records
+
+
+def _checked_head(view: memoryview, count: int, base: int, max_inflated: int) -> bytearray | None:
+    """A compressed batch's first _HEAD_BYTES of records, inflated and read one at a time
+    before the rest is paid for: a wrong offset delta among them raises CorruptRecordError,
+    and so do records there beyond the declared count (InvalidRecordError, the body goes
+    on past them), so that a few KB of zstd holding millions of records is refused having
+    cost a few KB. Returns the whole batch, uncompressed, when its records fit in the head;
+    None when the rest must be inflated and read."""
+    from .inflate import inflate_head
+
+    head, whole = inflate_head(view[22] & COMPRESSION_MASK, view[HEADER_SIZE:], min(_HEAD_BYTES, max_inflated),
+                               view[:HEADER_SIZE])
+    head[22] &= ~COMPRESSION_MASK
+    if whole:
+        return head
+    reader = iter(_batch_reader()(head))
+    for delta in range(min(count, _RECORDS_AT_A_TIME)):
+        try:
+            record = next(reader)
+        except Exception:  # noqa: BLE001 - the head ends inside a record: the whole body decides
+            return None
+        if record.offset - base != delta:
+            raise _wrong_delta(delta, record.offset - base)
+    if count <= _RECORDS_AT_A_TIME:  # every declared record was in the head, and the body goes on
+        raise InvalidRecordError(_REMAINING)
+    return None
+
+
+def _wrong_delta(index: int, delta: int) -> CorruptRecordError:
+    return CorruptRecordError(f"record {index} of the batch has offset delta {delta}, not {index}")
 
 
 def _uncompressed(batch: Buffer, max_inflated: int | None) -> bytes | bytearray:
