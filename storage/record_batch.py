@@ -240,7 +240,9 @@ def read_produced_records(batch: Buffer, max_inflated: int) -> list:
       CorruptRecordError and nothing after it is read;
     * no more than ``recordsCount`` records are read: a body with more, or fewer, raises
       InvalidRecordError with Kafka's message (INVALID_RECORD);
-    * a record that does not parse raises CorruptRecordError.
+    * a record that does not parse raises CorruptRecordError;
+    * a compressed batch's first _HEAD_BYTES of records are checked before the rest is
+      inflated (``_checked_head``).
 
     The records are read a slice at a time, so the interpreter can hand the GIL to the event
     loop's thread between slices while a large batch is read in a worker thread (one C loop
@@ -296,12 +298,12 @@ def read_produced_records(batch: Buffer, max_inflated: int) -> list:
 
 
 def _checked_head(view: memoryview, count: int, base: int, max_inflated: int) -> bytearray | None:
-    """A compressed batch's first _HEAD_BYTES of records, inflated and read one at a time
-    before the rest is paid for: a wrong offset delta among them raises CorruptRecordError,
-    and so do records there beyond the declared count (InvalidRecordError, the body goes
-    on past them), so that a few KB of zstd holding millions of records is refused having
-    cost a few KB. Returns the whole batch, uncompressed, when its records fit in the head;
-    None when the rest must be inflated and read."""
+    """Read a compressed batch's first _HEAD_BYTES of records, one at a time, before the rest
+    is paid for, so that a few KB of zstd holding millions of records is refused having cost
+    a few KB: a wrong offset delta among them raises CorruptRecordError; all the declared
+    records there while the body goes on past the head raises InvalidRecordError. Returns
+    the whole batch, uncompressed, when its records fit in the head; None when the rest must
+    be inflated and read."""
     from .inflate import inflate_head
 
     head, whole = inflate_head(view[22] & COMPRESSION_MASK, view[HEADER_SIZE:], min(_HEAD_BYTES, max_inflated),
