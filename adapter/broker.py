@@ -224,8 +224,12 @@ class Broker:
                     log.info("closing %s: %s", connection.peer, reason)
                     connection.close()
 
-    async def stop(self) -> None:
-        """Stop accepting, close connections, flush, checkpoint, mark the shutdown clean."""
+    async def stop(self, answer_within: float = 0.0) -> None:
+        """Stop accepting, close connections, flush, checkpoint, mark the shutdown clean.
+
+        ``answer_within``: seconds the connections have to write the answers of the requests
+        they hold before they are closed (after a storage failure, the produces that were
+        waiting for the failed fsync are answered KAFKA_STORAGE_ERROR)."""
         self.serving = False  # /ready answers 503 from here on; the metrics port closes last
         if self._sweeper is not None:
             self._sweeper.cancel()
@@ -233,7 +237,11 @@ class Broker:
         if self._servers:
             for server in self._servers:
                 server.close()
-            for connection in list(self._connections):
+            connections = list(self._connections)
+            if answer_within > 0 and connections:
+                await asyncio.wait([asyncio.ensure_future(c.close_when_answered(answer_within))
+                                    for c in connections])
+            for connection in connections:
                 connection.close()
             await asyncio.sleep(0)
             self._servers = []

@@ -352,13 +352,17 @@ class KafkaConnection(asyncio.Protocol):
                 await self._can_write.wait()
 
     def _close_after_pending(self) -> None:
-        async def close_when_answered() -> None:
-            if self._writer is not None:
-                await asyncio.gather(self._writer, return_exceptions=True)
-            self._close_now()
+        asyncio.ensure_future(self.close_when_answered())
 
+    async def close_when_answered(self, timeout: float | None = None) -> None:
+        """Read no more requests, write the answers of those received (for at most
+        ``timeout`` seconds), then close."""
+        if self._transport is None or self._closed:
+            return
         self._transport.pause_reading()
-        asyncio.ensure_future(close_when_answered())
+        if self._writer is not None:
+            await asyncio.wait([self._writer], timeout=timeout)
+        self._close_now()
 
     def _close_now(self) -> None:
         if self._transport is not None and not self._transport.is_closing():

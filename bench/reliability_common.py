@@ -24,7 +24,7 @@ if _RAWKAFKA_DIR not in sys.path:
 
 import rawkafka as raw  # found through the path appended above
 
-__all__ = ["RssSampler", "broker", "memory_mb", "raw", "restart_same_port"]
+__all__ = ["BackgroundThread", "RssSampler", "broker", "memory_mb", "raw", "restart_same_port"]
 
 QUIET = {"log_level": 0}  # librdkafka: no connection-refused chatter while a broker is down
 
@@ -66,7 +66,27 @@ def memory_mb(pid: int, field: str = "VmRSS") -> float:
     raise LookupError(f"{field} not in /proc/{pid}/status")
 
 
-class RssSampler:
+class BackgroundThread:
+    """A daemon thread running ``_run`` from the ``with`` block's start to its end, when
+    ``_stop`` is set and the thread joined."""
+
+    def __init__(self, name: str) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+class RssSampler(BackgroundThread):
     """Samples a process's VmRSS every ``interval`` s in a thread; ``peak_mb`` is the highest.
 
     VmHWM alone would not do for a fault check: it is the peak since the process started,
@@ -74,11 +94,10 @@ class RssSampler:
     """
 
     def __init__(self, pid: int, interval: float = 0.02) -> None:
+        super().__init__("rss-sampler")
         self.pid = pid
         self.start_mb = self.peak_mb = memory_mb(pid)
         self._interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
@@ -90,11 +109,3 @@ class RssSampler:
     @property
     def grown_mb(self) -> float:
         return self.peak_mb - self.start_mb
-
-    def __enter__(self) -> Self:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()

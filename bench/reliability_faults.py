@@ -3,6 +3,11 @@
 - ``decompression_bomb``: 16 KB of zstd (and 512 KB of gzip) inflating to 512 MB, produced
   on its own: refused with an error code within 5 s, broker RSS grows < 300 MB, the
   connection and the broker stay usable.
+- ``record_count_bomb``: 5 KB of zstd holding 9 million empty records with offset delta 0
+  (63 MB inflated, the header's count agreeing), produced once, then three at once, then
+  with a header declaring one record, while a well-behaved client produces and fetches:
+  CORRUPT_MESSAGE (2) each, INVALID_RECORD (87) for the last, nothing stored, the other
+  client's slowest request under 0.5 s, broker RSS grows < 64 MB.
 - ``pipelined_fetches``: 32 pipelined fetches of a 12 MB partition on a socket that never
   reads: RSS grows < 120 MB and another client's ApiVersions stays under 1 s.
 - ``offset_deltas``: a batch whose records' offset deltas are 0,5,2: CORRUPT_MESSAGE (2),
@@ -31,6 +36,12 @@
   1 s, every request is answered, the topics past the controller mutation quota get
   THROTTLING_QUOTA_EXCEEDED (89) with a throttle time, and no more are created than the
   quota allows.
+- ``full_disk_timers``: a broker on a 24 MiB tmpfs filled up to 256 KiB free takes timer
+  produces (TIMER_DELAY_SEC; half due in 2 s, half each on a wheel page not written yet)
+  until the disk refuses them, is killed and started on the full disk, and refuses a
+  produce there: it never dies (a memory-mapped wheel died of SIGBUS here), appends get
+  KAFKA_STORAGE_ERROR, and once space is freed every acknowledged 2 s timer is delivered
+  and none of the later ones early. Needs root, as above.
 """
 
 from __future__ import annotations
@@ -43,13 +54,15 @@ import threading
 import time
 import zlib
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import zstandard
 from crc32c import crc32c
 
-from .reliability_common import RssSampler, broker, raw
+from .record_count_bomb import record_count_bomb as count_bomb
+from .reliability_common import BackgroundThread, RssSampler, broker, raw
 from .small_filesystem import (
     MountRefused,
     lose_unsynced_index_entries,
@@ -59,6 +72,7 @@ from .small_filesystem import (
 ErrorCode = raw.ErrorCode
 CREATE_PARTITIONS = 37
 BOMB_BYTES = 512 << 20
+BOMB_RECORDS = 9_000_000  # 63 MB of 7-byte records: just under 64 x message.max.bytes
 
 
 @dataclass
@@ -140,6 +154,76 @@ def _fetch_request() -> dict:
     return {"replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 64 << 20, "isolation_level": 0,
             "session_id": 0, "session_epoch": -1, "forgotten_topics_data": (), "rack_id": "",
             "topics": [{"topic": "big", "topic_id": None, "partitions": [partition]}]}
+
+
+class _GoodClient(BackgroundThread):
+    """A well-behaved client in a thread: produces one record and fetches it back, again and
+    again, timing each request; ``slowest`` is the longest it waited for an answer."""
+
+    def __init__(self, instance, topic: str) -> None:
+        super().__init__("good-client")
+        self._instance, self._topic = instance, topic
+        self.slowest = 0.0
+        self.rounds = self.errors = 0
+
+    def _timed(self, request: Callable[[], object]) -> object:
+        began = time.monotonic()
+        answer = request()
+        self.slowest = max(self.slowest, time.monotonic() - began)
+        return answer
+
+    def _run(self) -> None:
+        with _connect(self._instance) as conn:
+            while not self._stop.is_set():
+                try:
+                    offset = self._timed(lambda: conn.produce_ok(self._topic, 0, raw.make_batch([b"good"])))
+                    entry = self._timed(lambda: conn.fetch(self._topic, 0, offset))
+                    self.errors += entry.error_code != ErrorCode.none
+                except (OSError, AssertionError):
+                    self.errors += 1
+                    return
+                self.rounds += 1
+                time.sleep(0.01)
+
+
+def _produce_code(instance, batch: bytes) -> ErrorCode:
+    with _connect(instance) as conn:
+        return conn.produce("bomb", 0, batch).error_code
+
+
+def record_count_bomb(workdir: Path) -> FaultResult:
+    instance = broker(workdir / "record-count-bomb")
+    try:
+        with _connect(instance) as conn:
+            conn.create_topic("bomb")
+            conn.create_topic("good")
+        now = int(time.time() * 1000)
+        bomb = count_bomb(BOMB_RECORDS, timestamp_ms=now)  # the header declares them all
+        lying = count_bomb(BOMB_RECORDS, declared=1, timestamp_ms=now)  # the header declares one
+        with _GoodClient(instance, "good") as good, RssSampler(instance.pid) as rss:
+            time.sleep(0.3)  # the good client's rounds are under way
+            began = time.monotonic()
+            codes = [_produce_code(instance, bomb)]
+            one = time.monotonic() - began
+            began = time.monotonic()
+            with ThreadPoolExecutor(3) as pool:
+                codes += list(pool.map(lambda _: _produce_code(instance, bomb), range(3)))
+            three = time.monotonic() - began
+            declared_one = _produce_code(instance, lying)
+            time.sleep(0.3)
+        with _connect(instance) as conn:
+            stored = conn.high_watermark("bomb")
+        passed = (set(codes) == {ErrorCode.corrupt_message} and declared_one == ErrorCode.invalid_record
+                  and stored == 0 and good.errors == 0 and good.rounds > 0 and good.slowest < 0.5
+                  and rss.grown_mb < 64 and _still_serving(instance))
+        return FaultResult("record_count_bomb", passed,
+                           f"{len(bomb) / 1000:.1f} KB of zstd, {BOMB_RECORDS:,} empty records with offset delta 0: "
+                           f"{_names({'one': codes[0]})} in {one * 1000:.0f} ms, three at once in "
+                           f"{three * 1000:.0f} ms; declaring one record: {_names({'got': declared_one})}; "
+                           f"other client's slowest request {good.slowest * 1000:.0f} ms "
+                           f"({good.rounds} rounds, {good.errors} errors), RSS +{rss.grown_mb:.0f} MB, stored {stored}")
+    finally:
+        instance.close()
 
 
 def pipelined_fetches(workdir: Path) -> FaultResult:
@@ -319,13 +403,17 @@ def damaged_consume_queue(workdir: Path) -> FaultResult:
         instance.close()
 
 
-def full_disk_power_loss(workdir: Path) -> FaultResult:
-    name = "full_disk_power_loss"
+def _on_a_small_filesystem(name: str, workdir: Path, check: Callable[..., FaultResult]) -> FaultResult:
+    """``check(fs)`` on a tmpfs mounted for it; skipped (and said so) where mounting is refused."""
     try:
         with small_filesystem(workdir / "small-fs") as fs:
-            return _full_disk_power_loss(fs)
+            return check(fs)
     except MountRefused as exc:
         return FaultResult(name, True, "not run", skipped=str(exc))
+
+
+def full_disk_power_loss(workdir: Path) -> FaultResult:
+    return _on_a_small_filesystem("full_disk_power_loss", workdir, _full_disk_power_loss)
 
 
 def _full_disk_power_loss(fs) -> FaultResult:
@@ -490,10 +578,108 @@ def create_topics_flood(workdir: Path) -> FaultResult:
         instance.close()
 
 
+def full_disk_timers(workdir: Path) -> FaultResult:
+    return _on_a_small_filesystem("full_disk_timers", workdir, _full_disk_timers)
+
+
+class _TimerProducer:
+    """Produces one timer record a request on a connection of its own, each value numbered:
+    every other one due in 2 s, the others each 20 s later than the one before (from 60 s
+    on), so that each of those needs a wheel slot on a page of the wheel file not written
+    yet. ``acknowledged`` keeps the soon-due values that were, across reconnections, and
+    ``later`` the others."""
+
+    def __init__(self) -> None:
+        self.acknowledged: list[bytes] = []
+        self.later: list[bytes] = []
+        self._conn: raw.KafkaRaw | None = None
+        self._n = 0
+
+    def send(self, instance) -> ErrorCode:
+        if self._conn is None:
+            self._conn = _connect(instance)
+        n, self._n = self._n, self._n + 1
+        value = b"timer-%d" % n
+        delay = b"2" if n % 2 == 0 else b"%d" % (60 + 10 * n)
+        batch = raw.make_batch([value], headers=[[("TIMER_DELAY_SEC", delay)]])
+        code = self._conn.produce("timed", 0, batch).error_code
+        if code == ErrorCode.none:
+            (self.acknowledged if n % 2 == 0 else self.later).append(value)
+        return code
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def _delivered(instance, wanted: set[bytes], seconds: float) -> set[bytes]:
+    """The values read from ``timed`` until all of ``wanted`` were or ``seconds`` passed (a
+    consumer moves past the gaps the parked records left)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": f"{instance.host}:{instance.port}", "group.id": "full-disk-check",
+                         "enable.auto.commit": False, "log_level": 0})
+    consumer.assign([TopicPartition("timed", 0, 0)])
+    seen: set[bytes] = set()
+    deadline = time.monotonic() + seconds
+    try:
+        while not wanted <= seen and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                seen.add(message.value())
+    finally:
+        consumer.close()
+    return seen
+
+
+def _full_disk_timers(fs) -> FaultResult:
+    """Timer produces with 256 KiB free until the disk refuses them, a kill -9 and a start
+    on the full disk, a produce there; then space is freed and every acknowledged timer
+    must be delivered."""
+    instance = broker(fs.path / "data", config={"log.dir.reserve.bytes": "1048576"})
+    producer = _TimerProducer()
+    try:
+        with _connect(instance) as conn:
+            conn.create_topic("timed")
+        for _ in range(20):
+            producer.send(instance)
+        fs.fill(leave=256 << 10)
+        refused = sent = 0
+        deadline = time.monotonic() + 30
+        while refused < 20 and time.monotonic() < deadline and instance.running:
+            refused += producer.send(instance) == ErrorCode.kafka_storage_error
+            sent += 1
+        producer.close()
+        alive = instance.running
+        instance.kill()
+        instance.start()  # on the full disk: recovery, the timer index, the due timers
+        after_restart = producer.send(instance)
+        producer.close()
+        time.sleep(3)  # the timers fall due while there is no room to deliver them
+        alive = alive and instance.running
+        fs.free()
+        acknowledged = set(producer.acknowledged)
+        seen = _delivered(instance, acknowledged, 30)
+        delivered, early = seen & acknowledged, seen & set(producer.later)
+        fatal = "Fatal Python error" in instance.stderr
+        passed = (alive and not fatal and refused > 0 and after_restart == ErrorCode.kafka_storage_error
+                  and delivered == acknowledged and not early and _still_serving(instance))
+        return FaultResult("full_disk_timers", passed,
+                           f"256 KiB free: {sent} timer produces, {refused} refused; kill -9 and start on the "
+                           f"full disk, a produce: {_names({'got': after_restart})}; broker alive {alive}, "
+                           f"fatal signal {fatal}; after space was freed {len(delivered)} of "
+                           f"{len(acknowledged)} acknowledged 2 s timers delivered, {len(early)} of "
+                           f"{len(producer.later)} later ones early")
+    finally:
+        producer.close()
+        instance.close()
+
+
 FAULTS: dict[str, Callable[[Path], FaultResult]] = {
-    fn.__name__: fn for fn in (decompression_bomb, pipelined_fetches, offset_deltas, huge_partitions,
+    fn.__name__: fn for fn in (decompression_bomb, record_count_bomb, pipelined_fetches, offset_deltas, huge_partitions,
                                list_offsets_negative, slow_request, damaged_consume_queue,
-                               full_disk_power_loss, view_acl, create_topics_flood)
+                               full_disk_power_loss, view_acl, create_topics_flood, full_disk_timers)
 }
 
 

@@ -26,8 +26,25 @@ class SmallFilesystem:
         self.path = path
         self._fillers: list[Path] = []
 
-    def fill(self) -> None:
-        """Write files until the file system is full, down to its last 512 bytes."""
+    def fill(self, leave: int = 0) -> None:
+        """Write files until the file system is full, down to its last 512 bytes, then give
+        back what is needed for ``leave`` bytes to be free."""
+        self._fill_up()
+        for path in reversed(self._fillers):
+            missing = leave - self.free_bytes()
+            if missing <= 0:
+                return
+            size = path.stat().st_size if path.exists() else 0
+            if size > missing:
+                os.truncate(path, size - missing)
+            else:
+                path.unlink(missing_ok=True)
+
+    def free_bytes(self) -> int:
+        st = os.statvfs(self.path)
+        return st.f_bavail * st.f_frsize
+
+    def _fill_up(self) -> None:
         for chunk in (1 << 20, 4096, 512):
             while True:
                 path = self.path / f"filler-{len(self._fillers)}"

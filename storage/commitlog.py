@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import bisect
 import logging
-import mmap
 import os
 import struct
 from collections.abc import Callable, Iterator
@@ -62,6 +61,7 @@ _HEADER_CRC_END = ENTRY_HEADER_SIZE + 17  # through the batch's magic byte
 _MIN_ENTRY = ENTRY_HEADER_SIZE + record_batch.HEADER_SIZE
 _SUFFIX = ".log"
 _MAGIC_BYTES = struct.pack(">i", ENTRY_MAGIC)
+_RESYNC_CHUNK = 1 << 20  # bytes read at a time while looking for the next entry
 
 
 def _segment_name(base_position: int) -> str:
@@ -311,18 +311,23 @@ class CommitLog:
     def _resync(self, segment: Segment, local: int) -> int | None:
         """The first position at or after ``local`` in ``segment`` where a valid entry
         starts, or None: candidates are found by the entry magic (fast, in C), then checked
-        in full."""
+        in full. The segment is read with pread, a chunk at a time, never mapped: a damaged
+        disk then fails the read with EIO (an OSError), where a mapping would end the
+        process with SIGBUS."""
         if local + _MIN_ENTRY > segment.size:
             return None
-        with mmap.mmap(segment.fd, segment.size, access=mmap.ACCESS_READ) as view:
-            at = local + 4
-            while True:
-                found = view.find(_MAGIC_BYTES, at)
-                if found < 0:
-                    return None
-                if self._read_entry(segment, found - 4) is not None:
-                    return found - 4
-                at = found + 1
+        at = local + 4  # where the magic of an entry at ``local + 1`` or later can start
+        while at < segment.size:
+            chunk = os.pread(segment.fd, min(_RESYNC_CHUNK, segment.size - at), at)
+            found = chunk.find(_MAGIC_BYTES)
+            while found >= 0:
+                if self._read_entry(segment, at + found - 4) is not None:
+                    return at + found - 4
+                found = chunk.find(_MAGIC_BYTES, found + 1)
+            if len(chunk) < _RESYNC_CHUNK:
+                return None
+            at += len(chunk) - (len(_MAGIC_BYTES) - 1)  # a magic across the chunk's end is found next
+        return None
 
     def _read_entry(self, segment: Segment, local: int) -> Entry | None:
         remaining = segment.size - local

@@ -37,8 +37,9 @@ class StorageConfig:
     # be refused (INVALID_PARTITIONS), not exhaust file handles for everyone.
     max_partitions_per_topic: int = 1000
     max_partitions: int = 10_000
-    # MessageStore.append_async: a request with a compressed batch at least this big is
-    # decompressed and checked in a worker thread instead of on the event loop.
+    # MessageStore.append_async: a request with a batch that may expand to at least this
+    # much (records count x 7 bytes, or a compressed batch this big) is decompressed and
+    # checked in a worker thread instead of on the event loop.
     inflate_in_thread_bytes: int = 16 * 1024
     # storage.disk_reserve: space kept so that a recovery can write index entries on a full
     # disk; appends are accepted only while it exists. 0 turns it off.

@@ -32,55 +32,80 @@ _BLOCK_LENGTH = struct.Struct(">i")
 _STEP = 1 << 20  # bytes of output asked for at a time where a codec allocates them up front
 
 
-def inflate(codec: int, data: Buffer, limit: int) -> bytes:
-    """The records region ``data`` compressed with ``codec``, decompressed; RecordTooLargeError
-    past ``limit`` bytes, CorruptRecordError when it does not decompress."""
+def inflate(codec: int, data: Buffer, limit: int, prefix: Buffer = b"") -> bytearray:
+    """The records region ``data`` compressed with ``codec``, decompressed after ``prefix``
+    (a batch header, so that the batch is whole without another copy of its records);
+    RecordTooLargeError past ``limit`` bytes (``prefix`` not counted), CorruptRecordError
+    when it does not decompress."""
+    out = bytearray(prefix)
+    _inflate_into(codec, data, out, len(out) + limit)
+    return out
+
+
+def inflate_head(codec: int, data: Buffer, size: int, prefix: Buffer = b"") -> tuple[bytearray, bool]:
+    """The first ``size`` bytes ``data`` inflates to, after ``prefix``, and whether that is
+    all of it: a look at a batch's first records before paying for the rest (snappy, whose
+    blocks are not read part-way, gives nothing unless it is all within ``size``)."""
+    out = bytearray(prefix)
+    cap = len(out) + size
+    try:
+        _inflate_into(codec, data, out, cap)
+    except RecordTooLargeError:
+        del out[cap:]
+        return out, False
+    return out, True
+
+
+def _inflate_into(codec: int, data: Buffer, out: bytearray, cap: int) -> None:
+    limit = cap - len(out)
     try:
         if codec == GZIP:
-            out = _gunzip(data, limit)
+            _gunzip(data, out, cap)
         elif codec == SNAPPY:
-            out = _unsnappy(data, limit)
+            _unsnappy(data, out, cap)
         elif codec == LZ4:
-            out = _unlz4(data, limit)
+            _unlz4(data, out, cap)
         elif codec == ZSTD:
-            out = _unzstd(data, limit)
+            _unzstd(data, out, cap)
         else:
             raise CorruptRecordError(f"unknown compression codec {codec}")
     except (RecordTooLargeError, CorruptRecordError):
         raise
     except Exception as exc:  # every codec raises its own
         raise CorruptRecordError(f"record batch does not decompress: {exc!r}") from exc
-    if len(out) > limit:
+    if len(out) > cap:
         raise _too_large(limit)
-    return out
 
 
 def _too_large(limit: int) -> RecordTooLargeError:
     return RecordTooLargeError(f"the batch's records inflate to more than {limit} bytes")
 
 
-def _gunzip(data: Buffer, limit: int) -> bytes:
-    out = bytearray()
+def _check(out: bytearray, cap: int, start: int) -> None:
+    if len(out) > cap:
+        raise _too_large(cap - start)
+
+
+def _gunzip(data: Buffer, out: bytearray, cap: int) -> None:
+    start = len(out)
     rest = bytes(data)
     while rest:
         decompressor = zlib.decompressobj(zlib.MAX_WBITS | 16)
         chunk = rest
         while True:
-            step = min(_STEP, limit + 1 - len(out))
+            step = min(_STEP, cap + 1 - len(out))
             got = decompressor.decompress(chunk, step)
             out += got
-            if len(out) > limit:
-                raise _too_large(limit)
+            _check(out, cap, start)
             chunk = decompressor.unconsumed_tail
             if not chunk and (decompressor.eof or len(got) < step):
                 break  # (a full step may leave output pending in zlib: ask again)
         if not decompressor.eof:
             raise CorruptRecordError("gzip data ends in the middle of a member")
         rest = decompressor.unused_data
-    return bytes(out)
 
 
-def _unsnappy(data: Buffer, limit: int) -> bytes:
+def _unsnappy(data: Buffer, out: bytearray, cap: int) -> None:
     import cramjam
 
     view = memoryview(data)
@@ -96,9 +121,10 @@ def _unsnappy(data: Buffer, limit: int) -> bytes:
             cursor += size
     else:
         blocks = [view]
-    if sum(_snappy_length(block) for block in blocks) > limit:
-        raise _too_large(limit)
-    return b"".join(bytes(cramjam.snappy.decompress_raw(block)) for block in blocks)
+    if len(out) + sum(_snappy_length(block) for block in blocks) > cap:
+        raise _too_large(cap - len(out))
+    for block in blocks:
+        out += cramjam.snappy.decompress_raw(block)
 
 
 def _snappy_length(block: memoryview) -> int:
@@ -113,35 +139,33 @@ def _snappy_length(block: memoryview) -> int:
     raise CorruptRecordError("snappy block without a length")
 
 
-def _unlz4(data: Buffer, limit: int) -> bytes:
+def _unlz4(data: Buffer, out: bytearray, cap: int) -> None:
     import lz4.frame
 
-    out = bytearray()
+    start = len(out)
     rest = bytes(data)
     while rest:
         decompressor = lz4.frame.LZ4FrameDecompressor()
         chunk = rest
         while True:  # in steps: lz4 allocates max_length up front
-            out += decompressor.decompress(chunk, max_length=min(_STEP, limit + 1 - len(out)))
+            out += decompressor.decompress(chunk, max_length=min(_STEP, cap + 1 - len(out)))
             chunk = b""
-            if len(out) > limit:
-                raise _too_large(limit)
+            _check(out, cap, start)
             if decompressor.eof or decompressor.needs_input:
                 break
         if not decompressor.eof:
             raise CorruptRecordError("lz4 data ends in the middle of a frame")
         rest = decompressor.unused_data
-    return bytes(out)
 
 
-def _unzstd(data: Buffer, limit: int) -> bytes:
+def _unzstd(data: Buffer, out: bytearray, cap: int) -> None:
     import zstandard
 
+    start = len(out)
     reader = zstandard.ZstdDecompressor().stream_reader(bytes(data), read_across_frames=True)
-    out = bytearray()
-    while len(out) <= limit:
-        chunk = reader.read(min(_STEP, limit + 1 - len(out)))
+    while len(out) <= cap:
+        chunk = reader.read(min(_STEP, cap + 1 - len(out)))
         if not chunk:
-            return bytes(out)
+            return
         out += chunk
-    raise _too_large(limit)
+    raise _too_large(cap - start)

@@ -9,6 +9,8 @@ codec is storage/recompress.py's. Records are parsed with aiokafka's C-backed ba
 from __future__ import annotations
 
 import functools
+import itertools
+import operator
 import re
 import struct
 
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 
 from crc32c import crc32c
 
-from .errors import CorruptRecordError, InvalidRecordError
+from .errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
 
 Buffer = bytes | bytearray | memoryview
 
@@ -55,6 +57,15 @@ CONTROL_BIT = 0x20
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 NO_TIMESTAMP = -1
+# The smallest v2 record: its length and six one-byte fields (attributes, timestamp delta,
+# offset delta, key length -1, value length -1, header count 0).
+MIN_RECORD_BYTES = 7
+_RECORDS_AT_A_TIME = 1024  # read_produced_records checks the offset deltas of this many at once
+_HEAD_BYTES = 16 << 10  # of a compressed batch's records, read before the rest is inflated
+_OFFSET_OF = operator.attrgetter("offset")
+# Kafka's words (DefaultRecordBatch) for a records count the body does not hold.
+_REMAINING = "Incorrect declared batch size, records still remaining in file"
+_PREMATURE_EOF = "Incorrect declared batch size, premature EOF reached"
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,16 +159,6 @@ def validate(batch: memoryview) -> BatchInfo:
     return info
 
 
-def check_offset_deltas(batch: Buffer, records: list) -> None:
-    """Kafka's rule for a produced batch: its records' offset deltas are 0, 1, ..., n-1
-    (``validate`` has checked that n - 1 is the header's lastOffsetDelta). Raises
-    CorruptRecordError otherwise."""
-    base = base_offset_of(batch)
-    for i, record in enumerate(records):
-        if record.offset - base != i:
-            raise CorruptRecordError(f"record {i} of the batch has offset delta {record.offset - base}, not {i}")
-
-
 def crc_ok(batch: bytes | memoryview) -> bool:
     (stored_crc,) = struct.unpack_from(">I", batch, 17)
     return crc32c(memoryview(batch)[CRC_START:]) == stored_crc
@@ -214,26 +215,157 @@ def read_records(batch: Buffer, max_inflated: int | None = None) -> list:
     The CRC only proves the bytes are what the producer sent, not that they parse: a body
     that does not decode, or holds more or fewer records than ``recordsCount`` says, raises
     CorruptRecordError (never the decoder's own exception); one that inflates past the bound
-    raises RecordTooLargeError.
+    raises RecordTooLargeError. A batch a producer sent is read with ``read_produced_records``.
     """
-    view = memoryview(batch)
-    codec = view[22] & COMPRESSION_MASK
-    if codec:
-        from .inflate import MAX_INFLATED, inflate
-
-        body = inflate(codec, view[HEADER_SIZE:], MAX_INFLATED if max_inflated is None else max_inflated)
-        plain = bytearray(view[:HEADER_SIZE])
-        plain[22] &= ~COMPRESSION_MASK  # the reader sees the records as if never compressed
-        plain += body
-        batch = plain
+    plain = _uncompressed(batch, max_inflated)
     try:
-        records = list(_batch_reader()(batch if isinstance(batch, (bytes, bytearray)) else bytes(batch)))
+        records = list(_batch_reader()(plain))
     except Exception as exc:  # aiokafka raises its own
         raise CorruptRecordError(f"record batch does not parse: {exc!r}") from exc
-    (count,) = _LENGTH.unpack_from(batch, 57)
+    (count,) = _LENGTH.unpack_from(plain, 57)
     if len(records) != count:
         raise CorruptRecordError(f"batch declares {count} records but holds {len(records)}")
     return records
+
+
+def read_produced_records(batch: Buffer, max_inflated: int) -> list:
+    """Records of a batch as a producer sent it, checked as they are read (Kafka's
+    DefaultRecordBatch and LogValidator), so that what a bad batch costs is bounded by what
+    it declares, never by what it holds:
+
+    * a count whose smallest records (MIN_RECORD_BYTES) could not fit is refused before
+      anything is inflated or parsed: RecordTooLargeError when compressed (more than
+      ``max_inflated``), InvalidRecordError when not (more than the batch holds);
+    * record i must have offset delta i: the first one that does not raises
+      CorruptRecordError and nothing after it is read;
+    * no more than ``recordsCount`` records are read: a body with more, or fewer, raises
+      InvalidRecordError with Kafka's message (INVALID_RECORD);
+    * a record that does not parse raises CorruptRecordError;
+    * a compressed batch's first _HEAD_BYTES of records are checked before the rest is
+      inflated (``_checked_head``).
+
+    The records are read a slice at a time, so the interpreter can hand the GIL to the event
+    loop's thread between slices while a large batch is read in a worker thread (one C loop
+    over all of them would hold it throughout).
+    """
+    view = memoryview(batch)
+    (count,) = _LENGTH.unpack_from(view, 57)
+    least = count * MIN_RECORD_BYTES
+    if view[22] & COMPRESSION_MASK:
+        if least > max_inflated:
+            raise RecordTooLargeError(
+                f"the batch declares {count} records: at least {least} bytes once inflated, "
+                f"more than the {max_inflated} it may inflate to")
+    elif least > len(view) - HEADER_SIZE:
+        raise InvalidRecordError(_PREMATURE_EOF)
+    base = base_offset_of(view)
+    plain = _checked_head(view, count, base, max_inflated) if view[22] & COMPRESSION_MASK else None
+    if plain is None:
+        plain = _uncompressed(view, max_inflated)
+    reader = iter(_batch_reader()(plain))
+    # Iterating aiokafka's batch a second time asserts: the slices after the first come from
+    # an iterator over its ``__next__`` (which a StopIteration ends).
+    take = reader
+    records: list = []
+    try:
+        while len(records) < count:
+            # A slice at a time in C (a record at a time in Python costs twice as much);
+            # a batch of wrong deltas costs at most one slice past the first.
+            chunk = list(itertools.islice(take, min(_RECORDS_AT_A_TIME, count - len(records))))
+            if not chunk:
+                break
+            first = base + len(records)
+            offsets = list(map(_OFFSET_OF, chunk))
+            if offsets != list(range(first, first + len(chunk))):
+                wrong = next(i for i, offset in enumerate(offsets) if offset != first + i)
+                raise _wrong_delta(len(records) + wrong, offsets[wrong] - base)
+            records += chunk
+            take = iter(reader.__next__, None) if take is reader else take
+        if next(reader, None) is not None:  # aiokafka's reader raises here if bytes are left
+            raise InvalidRecordError(_REMAINING)
+    except (CorruptRecordError, InvalidRecordError):
+        raise
+    except Exception as exc:  # aiokafka raises its own
+        if len(records) == count:
+            raise InvalidRecordError(_REMAINING) from exc
+        whole = _whole_records(plain, len(records) + _RECORDS_AT_A_TIME)
+        if whole is not None and whole < count:
+            raise InvalidRecordError(_PREMATURE_EOF) from exc
+        raise CorruptRecordError(f"record batch does not parse: {exc!r}") from exc
+    if len(records) != count:
+        raise InvalidRecordError(_PREMATURE_EOF)
+    return records
+
+
+def _checked_head(view: memoryview, count: int, base: int, max_inflated: int) -> bytearray | None:
+    """Read a compressed batch's first _HEAD_BYTES of records, one at a time, before the rest
+    is paid for, so that a few KB of zstd holding millions of records is refused having cost
+    a few KB: a wrong offset delta among them raises CorruptRecordError; all the declared
+    records there while the body goes on past the head raises InvalidRecordError. Returns
+    the whole batch, uncompressed, when its records fit in the head; None when the rest must
+    be inflated and read."""
+    from .inflate import inflate_head
+
+    head, whole = inflate_head(view[22] & COMPRESSION_MASK, view[HEADER_SIZE:], min(_HEAD_BYTES, max_inflated),
+                               view[:HEADER_SIZE])
+    head[22] &= ~COMPRESSION_MASK
+    if whole:
+        return head
+    reader = iter(_batch_reader()(head))
+    for delta in range(min(count, _RECORDS_AT_A_TIME)):
+        try:
+            record = next(reader)
+        except Exception:  # noqa: BLE001 - the head ends inside a record: the whole body decides
+            return None
+        if record.offset - base != delta:
+            raise _wrong_delta(delta, record.offset - base)
+    if count <= _RECORDS_AT_A_TIME:  # every declared record was in the head, and the body goes on
+        raise InvalidRecordError(_REMAINING)
+    return None
+
+
+def _wrong_delta(index: int, delta: int) -> CorruptRecordError:
+    return CorruptRecordError(f"record {index} of the batch has offset delta {delta}, not {index}")
+
+
+def _uncompressed(batch: Buffer, max_inflated: int | None) -> bytes | bytearray:
+    """The batch as aiokafka's reader takes it: its records decompressed right after its
+    header (one buffer, no copy of the records), the codec bits cleared."""
+    view = memoryview(batch)
+    codec = view[22] & COMPRESSION_MASK
+    if not codec:
+        return batch if isinstance(batch, (bytes, bytearray)) else bytes(batch)
+    from .inflate import MAX_INFLATED, inflate
+
+    limit = MAX_INFLATED if max_inflated is None else max_inflated
+    plain = inflate(codec, view[HEADER_SIZE:], limit, view[:HEADER_SIZE])
+    plain[22] &= ~COMPRESSION_MASK  # the reader sees the records as if never compressed
+    return plain
+
+
+def _whole_records(plain: Buffer, most: int) -> int | None:
+    """How many records an uncompressed batch holds when they end exactly where it ends (each
+    starts with its length, a zigzag varint), None when they do not or there are more than
+    ``most``; only called on a batch that did not parse."""
+    pos, end = HEADER_SIZE, len(plain)
+    for whole in range(most + 1):
+        if pos == end:
+            return whole
+        value = shift = 0
+        while True:
+            if pos >= end:
+                return None
+            byte = plain[pos]
+            pos += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        length = (value >> 1) ^ -(value & 1)
+        if length < 0:
+            return None
+        pos += length
+    return None
 
 
 def iter_records(batch: Buffer):

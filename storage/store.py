@@ -879,7 +879,9 @@ class MessageStore:
         stored, as in Kafka). ``timestamp_range``: without ``log_append_time``, a batch with
         a record timestamp outside [low, high] is refused (InvalidTimestampError). A batch
         whose records inflate past INFLATE_FACTOR x ``max_batch_bytes`` is refused
-        (RecordTooLargeError) before more than that is decompressed (storage.inflate).
+        (RecordTooLargeError) before more than that is decompressed (storage.inflate), and
+        records are checked as they are read (record_batch.read_produced_records): the first
+        wrong offset delta or a records count the body does not hold ends the parse.
         ``require_keys`` (a compacted topic): a record without a key refuses the request
         (KeylessRecordError).
         """
@@ -903,13 +905,15 @@ class MessageStore:
         diverter: Diverter | None = None,
         require_keys: bool = False,
     ) -> AppendResult:
-        """``append`` for callers on the event loop: a request with a compressed batch of at
-        least ``inflate_in_thread_bytes`` (or one to recompress) is decompressed, parsed and
-        checked in the store's worker thread, so other clients are served meanwhile; smaller
-        ones inline (the thread handoff would cost more). The write itself happens on the
-        loop, and calls for one partition write in the order they were made (an idempotent
-        producer's pipelined requests keep their sequence order), whichever finished its
-        checks first. A caller must not mix it with ``append`` for the same partition."""
+        """``append`` for callers on the event loop: a request with a batch that may expand
+        to at least ``inflate_in_thread_bytes`` (records count x the smallest record, or a
+        compressed batch that large; see _parses_heavily), or one that large to recompress,
+        is decompressed, parsed and checked in the store's worker thread, so other clients
+        are served meanwhile; smaller ones inline (the thread handoff would cost more). The
+        write itself happens on the loop, and calls for one partition write in the order they
+        were made (an idempotent producer's pipelined requests keep their sequence order),
+        whichever finished its checks first. A caller must not mix it with ``append`` for the
+        same partition."""
         self._check_appendable()
         self.partition(name, p)  # an unknown topic or partition is refused before any work
         key = (name, p)
@@ -918,7 +922,7 @@ class MessageStore:
         turn = self._append_turns[key] = loop.create_future()
         try:
             args = (records, max_batch_bytes, log_append_time, compression, timestamp_range)
-            if self._inflates_heavily(records, compression):
+            if self._parses_heavily(records, compression):
                 prepared = await loop.run_in_executor(self._inflater(), self._prepare, *args)
             else:
                 prepared = self._prepare(*args)
@@ -933,20 +937,22 @@ class MessageStore:
             if self._append_turns.get(key) is turn:
                 del self._append_turns[key]
 
-    def _inflates_heavily(self, records: Buffer, compression: Compression | None) -> bool:
-        """Whether checking ``records`` is worth a thread: a compressed batch of at least
-        ``inflate_in_thread_bytes`` (measured: 16 KiB of zstd can hold 1 MB of records, 1-5
-        ms to inflate and parse; the handoff costs about 0.14 ms), or as much to recompress."""
+    def _parses_heavily(self, records: Buffer, compression: Compression | None) -> bool:
+        """Whether checking ``records`` is worth a thread: what a batch may cost is what it
+        may expand to, not its size. A batch holds at least its records count x the smallest
+        record (5 KB of zstd can declare, and hold, 9 million records), and a compressed one
+        inflates to more than its own size (16 KiB of zstd can hold 1 MB of records, 1-5 ms
+        to inflate and parse; the handoff costs about 0.14 ms). A batch expanding to at least
+        ``inflate_in_thread_bytes`` goes to the thread, as does a request that large to
+        recompress."""
         threshold = self.config.inflate_in_thread_bytes
-        if len(records) < threshold:
-            return False
-        if compression is not None:
+        if compression is not None and len(records) >= threshold:
             return True
         try:
             batches = record_batch.split_batches(records)
         except StorageError:
             return False  # refused by _prepare, inline
-        return any(len(b) >= threshold and b[22] & record_batch.COMPRESSION_MASK for b in batches)
+        return any(_least_expanded(b) >= threshold for b in batches)
 
     def _inflater(self) -> ThreadPoolExecutor:
         """The store's own worker threads for decompression (not the loop's default executor,
@@ -965,15 +971,15 @@ class MessageStore:
         infos = [record_batch.read_info(b) for b in batches]
         _check_sizes(infos, max_batch_bytes, "")
         inflated = max_batch_bytes * INFLATE_FACTOR  # what a produced batch may inflate to
+        # Parsed before any recompression: a batch whose records are refused costs no more
+        # than reading them up to the first wrong one (recompression keeps them as they are).
+        parsed = [record_batch.read_produced_records(b, inflated) for b in batches]
         if compression is not None:
             when = f" after recompression to {CODEC_NAMES[compression.codec]}"
             batches = [recompress(b, compression, inflated) for b in batches]
             infos = [record_batch.read_info(b) for b in batches]
             self._check_fits_a_segment(sum(info.length for info in infos), when)
             _check_sizes(infos, max_batch_bytes, when)
-        parsed = [record_batch.read_records(b, inflated) for b in batches]
-        for b, recs in zip(batches, parsed):
-            record_batch.check_offset_deltas(b, recs)
         if timestamp_range is not None and not log_append_time:
             for recs in parsed:
                 errors = record_batch.timestamp_errors(recs, *timestamp_range)
@@ -1443,6 +1449,13 @@ def _check_keys(name: str, p: int, parsed: list[list]) -> None:
         raise KeylessRecordError(
             f"One or more records have been rejected due to {len(errors)} record errors in total, "
             f"and only showing the first three errors at most: [{shown}]", errors)
+
+
+def _least_expanded(batch: memoryview) -> int:
+    """Bytes of records ``batch`` holds at the least once decompressed (see _parses_heavily)."""
+    info = record_batch.read_info(batch)
+    least = info.records_count * record_batch.MIN_RECORD_BYTES
+    return max(least, info.length) if info.compression else least
 
 
 def _check_sizes(infos: list[record_batch.BatchInfo], max_batch_bytes: int, when: str) -> None:

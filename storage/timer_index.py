@@ -20,7 +20,11 @@ Directory ``directory`` holding:
 
     A slot whose ``second`` is not the one asked for belongs to another lap of the wheel and
     is empty for the second asked for. The file is created sparse (ftruncate), so slots never
-    written cost neither disk nor page cache.
+    written cost neither disk nor page cache. Slots are read and written with pread/pwrite,
+    never through a memory mapping: on a full disk a page fault on a hole (a read on tmpfs,
+    a write on ext4) can only fail with SIGBUS, which kills the process; a pread of a hole
+    reads zeros, and a slot's blocks are allocated (posix_fallocate) before anything of an
+    ``add`` is written, so a full disk refuses the add whole with ENOSPC.
 
 ``log/<first position, 20 digits>.tl``
     The timer log: append-only segments of ``segment_units`` units of 32 bytes::
@@ -39,6 +43,12 @@ Invariants (when every ``add`` passes a ``read_slot`` that never decreases, R be
 fit the wheel at once and never contend for a slot. Every unit of a list has the list's
 ``unit_slot``, and ``prev_position`` points backwards, so a list never reaches past a
 truncation point nor into a segment whose units were all processed.
+
+Full disk
+---------
+An ``add`` that finds no room raises OSError (ENOSPC) and leaves the index as it was: the
+wheel blocks it needs are allocated first, then the units are appended to the log (cut back
+to where it ended if that fails), and only then are the slots written.
 
 Crash behaviour
 ---------------
@@ -64,7 +74,6 @@ per unit of that second.
 from __future__ import annotations
 
 import errno
-import mmap
 import functools
 import os
 import shutil
@@ -87,16 +96,22 @@ _SUFFIX = ".tl"
 _NO_SECOND = -(1 << 63)  # max unit_slot of an empty segment
 _SCAN_UNITS = 1 << 15  # units per pread while scanning the log (1 MiB)
 _WALK_BLOCK = 4096  # bytes per pread while walking a list (a multiple of UNIT_SIZE)
+_PAGE = 4096  # the wheel is allocated a page at a time
 
 
 class TimerIndexLostError(Exception):
     """The files cannot be trusted; the caller must rebuild the index from its source."""
 
 
-def _pwrite(fd: int, data: bytes, offset: int) -> None:
-    written = os.pwrite(fd, data, offset)
-    if written != len(data):
-        raise OSError(errno.EIO, f"short write: {written} of {len(data)} bytes at {offset}")
+def _pwrite(fd: int, data: bytes | memoryview, offset: int) -> None:
+    """Write all of ``data``; a short write is continued, so that a full disk raises its own
+    error (ENOSPC) from the next call."""
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        if written <= 0:
+            raise OSError(errno.EIO, f"short write: {len(data) - len(view)} of {len(data)} bytes")
+        view, offset = view[written:], offset + written
 
 
 def _pread(fd: int, size: int, offset: int) -> bytes:
@@ -193,9 +208,9 @@ class TimerIndex:
         self._slots = wheel_slots
         self._segment_bytes = segment_units * UNIT_SIZE
         self._wheel_fd = -1
-        # The wheel is mapped: a slot is read and written in memory, without a system call
-        # (the pages touched count in the RSS until the next take_dirty_fds unmaps them).
-        self._wheel: mmap.mmap | None = None
+        # Wheel pages known to have their blocks (one flag a page: 10 KB for 41 MB of wheel),
+        # so that posix_fallocate runs once a page, not once an add.
+        self._allocated = bytearray()
         self._log_dir_fd = -1
         # Segment base -> fd and -> max unit_slot, in ascending base order (dicts keep
         # insertion order; segments are only appended at the end and deleted at the front).
@@ -229,7 +244,6 @@ class TimerIndex:
                 fsync_path(self._dir)
             rebuild = log_length is not None or not wheel_fresh
             self._scan(read_slot if rebuild else None)
-            self._wheel = mmap.mmap(self._wheel_fd, self._slots * SLOT_SIZE)
         except BaseException:
             self.close()
             raise
@@ -303,6 +317,7 @@ class TimerIndex:
         shutdown unless it is missing or sized for another ``wheel_slots``)."""
         path = self._dir / WHEEL_FILE
         self._wheel_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._allocated = bytearray(-(-self._slots * SLOT_SIZE // _PAGE))
         size = os.fstat(self._wheel_fd).st_size
         if size == self._slots * SLOT_SIZE:
             return True
@@ -342,6 +357,7 @@ class TimerIndex:
         # Zero the whole wheel, keeping it sparse, then write only the blocks that hold slots.
         os.ftruncate(self._wheel_fd, 0)
         os.ftruncate(self._wheel_fd, self._slots * SLOT_SIZE)
+        self._allocated = bytearray(-(-self._slots * SLOT_SIZE // _PAGE))
         self._wheel_dirty = True
         if image is not None:
             for at, data in image.blocks():
@@ -352,25 +368,7 @@ class TimerIndex:
         """Index ``ref`` as due at ``due_ms``. Its slot is ``max(due_ms // precision_ms, read_slot)``
         capped at ``read_slot + N - 1``: a unit due later rolls (keeps its ``due_ms``; the
         caller re-adds it when that slot is processed)."""
-        n = self._slots
-        second = min(max(due_ms // self._precision, read_slot), read_slot + n - 1)
-        at = (second % n) * SLOT_SIZE
-        held, last, count = SLOT.unpack_from(self._wheel, at)
-        if count > 0 and held == second:
-            prev, count = last, count + 1
-        elif count > 0 and held > second:
-            # Only a decreasing read_slot gets here; overwriting would lose that list.
-            raise ValueError(f"slot of second {second} holds later second {held}")
-        else:
-            prev, count = NO_POSITION, 1
-        position = self._end
-        base = position - position % self._segment_bytes
-        _pwrite(self._segment_fd(base), UNIT.pack(prev, due_ms, ref, second), position - base)
-        SLOT.pack_into(self._wheel, at, second, position, count)
-        self._end = position + UNIT_SIZE
-        self._max_slot[base] = max(self._max_slot[base], second)
-        self._dirty.add(base)
-        self._wheel_dirty = True
+        self.add_many([(due_ms, ref)], read_slot=read_slot)
 
     def slot_for(self, due_ms: int, *, read_slot: int) -> int:
         """The slot ``add`` puts a unit due at ``due_ms`` in, while ``read_slot`` is read."""
@@ -384,23 +382,61 @@ class TimerIndex:
         heads: dict[int, tuple[int, int]] = {}  # slot -> (last position, count) as updated
         units = bytearray()
         position = self._end
-        precision, window_end, wheel = self._precision, read_slot + n - 1, self._wheel
+        precision, window_end = self._precision, read_slot + n - 1
         for due_ms, ref in items:
             second = min(max(due_ms // precision, read_slot), window_end)  # slot_for, inline
             head = heads.get(second)
             if head is None:
-                held, last, count = SLOT.unpack_from(wheel, (second % n) * SLOT_SIZE)
+                held, last, count = self._read_slot(second)
                 if count > 0 and held > second:
                     raise ValueError(f"slot of second {second} holds later second {held}")
                 head = (last, count) if count > 0 and held == second else (NO_POSITION, 0)
             units += UNIT.pack(head[0], due_ms, ref, second)
             heads[second] = (position, head[1] + 1)
             position += UNIT_SIZE
-        self._write_units(bytes(units), max(heads) if heads else None)
+        if not heads:
+            return
+        for second in heads:  # before anything is written: a full disk refuses the add whole
+            self._allocate_slot(second)
+        start = self._end
+        try:
+            self._write_units(bytes(units), max(heads))
+        except OSError:
+            self._cut_log_back(start)
+            raise
         for second, (last, count) in heads.items():
-            SLOT.pack_into(wheel, (second % n) * SLOT_SIZE, second, last, count)
-        if heads:
-            self._wheel_dirty = True
+            _pwrite(self._wheel_fd, SLOT.pack(second, last, count), (second % n) * SLOT_SIZE)
+        self._wheel_dirty = True
+
+    def _read_slot(self, second: int) -> tuple[int, int, int]:
+        """(second held, last position, count) of the wheel slot of ``second``."""
+        return SLOT.unpack(_pread(self._wheel_fd, SLOT_SIZE, (second % self._slots) * SLOT_SIZE))
+
+    def _allocate_slot(self, second: int) -> None:
+        """Give the wheel slot of ``second`` its blocks (ENOSPC if the disk has none), so that
+        writing the slot cannot fail for room."""
+        at = (second % self._slots) * SLOT_SIZE
+        first, last = at // _PAGE, (at + SLOT_SIZE - 1) // _PAGE
+        if self._allocated[first] and self._allocated[last]:
+            return
+        try:
+            end = min((last + 1) * _PAGE, self._slots * SLOT_SIZE)  # never past the wheel's end
+            os.posix_fallocate(self._wheel_fd, first * _PAGE, end - first * _PAGE)
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                raise
+            return  # a file system without fallocate: a write may still find no room (ENOSPC)
+        self._allocated[first] = self._allocated[last] = 1
+
+    def _cut_log_back(self, end: int) -> None:
+        """Take back the units an add wrote before it failed (the log ends at ``end`` again)."""
+        for base in reversed(list(self._segments)):
+            if base > end or (base == end and base > self._start):
+                self._delete_segment(base)
+            elif base <= end:
+                os.ftruncate(self._segments[base], end - base)
+                break
+        self._end = end
 
     def _write_units(self, data: bytes, high: int | None) -> None:
         """Append ``data`` (whole units) at the log end, split at segment boundaries."""
@@ -429,8 +465,7 @@ class TimerIndex:
     # -- reading ---------------------------------------------------------------------------
     def _slot(self, second: int) -> tuple[int, int]:
         """(newest position, count) of ``second``'s list; count 0 if the slot holds another."""
-        at = (second % self._slots) * SLOT_SIZE
-        held, last, count = SLOT.unpack_from(self._wheel, at)
+        held, last, count = self._read_slot(second)
         if count <= 0 or held != second:
             return NO_POSITION, 0
         return last, count
@@ -516,11 +551,6 @@ class TimerIndex:
         if self._wheel_dirty:
             fds.append(self._wheel_fd)
             self._wheel_dirty = False
-            if self._wheel is not None:
-                # Unmap the pages touched since (they stay in the page cache, dirty ones
-                # included, and are written back with the fdatasync): the broker's RSS keeps
-                # only the slots in use between two checkpoints, not the whole wheel.
-                self._wheel.madvise(mmap.MADV_DONTNEED)
         if self._log_dir_dirty:
             fds.append(self._log_dir_fd)
             self._log_dir_dirty = False
@@ -534,9 +564,6 @@ class TimerIndex:
                 os.fdatasync(fd)
 
     def close(self) -> None:
-        if self._wheel is not None:
-            self._wheel.close()
-            self._wheel = None
         for fd in self._segments.values():
             os.close(fd)
         self._segments.clear()

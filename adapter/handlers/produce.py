@@ -41,7 +41,12 @@ import struct
 
 from kio.schema.errors import ErrorCode
 from rmqkafka.rmqsemantics.semantics import SystemTopicError, ViewReadOnlyError
-from rmqkafka.storage.errors import InvalidRecordError, InvalidTimestampError, KeylessRecordError
+from rmqkafka.storage.errors import (
+    InvalidRecordError,
+    InvalidTimestampError,
+    KeylessRecordError,
+    StorageFailedError,
+)
 from rmqkafka.storage.record_batch import CONTROL_BIT, HEADER_SIZE as _HEADER_SIZE, TRANSACTIONAL_BIT
 from rmqkafka.storage.recompress import GZIP, LZ4, NONE, SNAPPY, ZSTD, Compression
 
@@ -219,6 +224,19 @@ async def handle(ctx: BrokerContext, request: Request):
             raise CloseConnection(f"acks=0 produce failed: {failed[0]['error_code'].name}")
         return None
     if ctx.storage_config.flush == "sync" and durable_at:
-        await store.wait_durable(durable_at)
+        try:
+            await store.wait_durable(durable_at)
+        except StorageFailedError as exc:
+            _none_acknowledged(responses, exc)
     return Encoded(encode_produce_response(request.api_version, responses))
+
+
+def _none_acknowledged(responses: list[dict], failure: StorageFailedError) -> None:
+    """The fsync these appends waited for failed: no partition of the request is
+    acknowledged (the failure's KAFKA_STORAGE_ERROR replaces the offsets)."""
+    for topic in responses:
+        for result in topic["partition_responses"]:
+            if result["error_code"] is ErrorCode.none:
+                result.update(error_code=error_code_for(failure), error_message=str(failure),
+                              base_offset=-1, log_append_time=None, log_start_offset=-1)
 

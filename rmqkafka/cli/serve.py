@@ -20,12 +20,14 @@ unreadable config file, data directory not writable or in use by another broker,
 in use), reported as one line ``rmqk: error: ...`` without a traceback; 1 for an unexpected
 failure (logged with its traceback); 74 when an fsync failed while serving (the store
 refused every write from then on; the broker stops without a clean-shutdown marker, so the
-next start recovers from what is really on disk).
+next start recovers from what is really on disk). A fatal signal (SIGSEGV, SIGBUS, SIGABRT)
+leaves "Fatal Python error" and every thread's Python stack on stderr (faulthandler).
 """
 
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import fcntl
 import logging
 import os
@@ -45,6 +47,7 @@ READY_PREFIX = "rmqk broker started on "
 METRICS_PREFIX = "rmqk metrics on http://"  # the second line, only with a metrics port
 LOCK_NAME = "broker.lock"  # in the data directory; holds the owner's pid
 EXIT_STORAGE_FAILED = 74  # EX_IOERR: an fsync failed (see storage.store)
+ANSWER_AFTER_FAILURE_S = 1.0  # for the produces that waited for the failed fsync (KAFKA_STORAGE_ERROR)
 LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 
 
@@ -86,6 +89,9 @@ def serve(
 ) -> None:
     """Run the broker in the foreground until SIGTERM or SIGINT."""
     _configure_logging(log_level.upper())
+    # A fatal signal (SIGSEGV, SIGBUS, SIGABRT, from a C extension or a mapped file) would
+    # end the process without a word; this writes every thread's stack to stderr first.
+    faulthandler.enable(file=sys.stderr, all_threads=True)
     try:
         server_config = load_config(
             config, host=host, port=port, data_dir=data_dir, flush=flush.lower() if flush else None,
@@ -212,7 +218,7 @@ async def _serve(server_config: ServerConfig) -> int:
     await asyncio.wait((stopping, storage_failed), return_when=asyncio.FIRST_COMPLETED)
     for task in (stopping, storage_failed):
         task.cancel()
-    await broker.stop()
+    await broker.stop(answer_within=ANSWER_AFTER_FAILURE_S if broker.store.failure is not None else 0.0)
     if broker.store.failure is not None:
         # No clean-shutdown marker was written: the next start recovers from what is on disk.
         logger.critical("stopped after a storage failure: %s", broker.store.failure)

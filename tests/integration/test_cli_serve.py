@@ -243,3 +243,17 @@ def test_port_in_use(tmp_path: Path):
     line = one_error_line(result.stderr)
     assert str(port) in line
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGSEGV, signal.SIGBUS])
+def test_a_fatal_signal_leaves_a_traceback_in_the_log(tmp_path: Path, signum: signal.Signals) -> None:
+    """A broker killed by SIGSEGV or SIGBUS (a mapped page that cannot be backed) says so in
+    its log, with the Python stack of every thread (faulthandler), instead of vanishing."""
+    proc = spawn("serve", "--port", "0", "--data-dir", str(tmp_path / "data"))
+    wait_ready(proc)
+    os.kill(proc.pid, signum)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == -signum
+    assert "Fatal Python error" in err, err
+    assert "Current thread" in err or "Thread 0x" in err, err
+    assert 'File "' in err, err

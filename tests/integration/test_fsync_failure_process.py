@@ -89,3 +89,33 @@ def test_acknowledged_records_survive_a_failing_fsync(broker_factory, tmp_path):
     missing = [v for v in acked if v not in set(stored)]
     assert not missing, f"{len(missing)} acknowledged records lost, first {missing[:5]}"
     assert len(stored) == len(set(stored))
+
+
+def test_a_produce_waiting_for_a_failing_fsync_is_answered_kafka_storage_error(broker_factory, tmp_path):
+    """The produce that waits for the fsync that fails gets KAFKA_STORAGE_ERROR (56) on its
+    own connection, not a closed connection and a handler traceback in the log."""
+    from kio.schema.errors import ErrorCode
+
+    from tests.integration.rawkafka import KafkaRaw, make_batch
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    trigger = tmp_path / "fail-fsync"
+    broker = broker_factory(flush="sync", env={"PYTHONPATH": str(site), "RMQK_TEST_FSYNC_FAILS_WHILE": str(trigger)})
+    with KafkaRaw.connect(broker.bootstrap_servers) as client:
+        client.create_topic("durable", partitions=2)
+        assert client.produce_ok("durable", 0, make_batch(3)) == 0
+        trigger.touch()
+        response = client.produce_request({("durable", 0): make_batch(2), ("durable", 1): make_batch(1)},
+                                          timeout=15)
+        answers = [p for t in response.responses for p in t.partition_responses]
+        assert [p.error_code for p in answers] == [ErrorCode.kafka_storage_error] * 2
+        assert all(p.base_offset == -1 for p in answers)
+        assert all("fsync failed" in (p.error_message or "") for p in answers)
+    deadline = time.monotonic() + 15
+    while broker.running:
+        assert time.monotonic() < deadline, "the broker kept running after its fsync failed"
+        time.sleep(0.1)
+    assert broker.returncode == 74
+    assert "handler for api 0" not in broker.stderr and "Traceback" not in broker.stderr.split("CRITICAL", 1)[0]

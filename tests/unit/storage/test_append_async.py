@@ -20,13 +20,13 @@ BIG = [b"%06d" % i * 40 for i in range(20_000)]  # compresses to well over 16 Ki
 
 def threads_of_read_records(monkeypatch) -> list[str]:
     seen: list[str] = []
-    real = record_batch.read_records
+    real = record_batch.read_produced_records
 
     def spy(batch, *args):
         seen.append(threading.current_thread().name)
         return real(batch, *args)
 
-    monkeypatch.setattr(record_batch, "read_records", spy)
+    monkeypatch.setattr(record_batch, "read_produced_records", spy)
     return seen
 
 
@@ -39,10 +39,12 @@ async def test_a_large_compressed_batch_is_inflated_in_a_worker_thread(stores, m
     small = make_batch([b"a", b"b"], codec=ZSTD)
     await store.append_async("t", 0, big, max_batch_bytes=MAX_BATCH)
     await store.append_async("t", 0, small, max_batch_bytes=MAX_BATCH)
+    await store.append_async("t", 0, make_batch([b"plain"] * 1000), max_batch_bytes=MAX_BATCH)
     await store.append_async("t", 0, make_batch([b"plain"] * 5000), max_batch_bytes=MAX_BATCH)
     assert seen[0].startswith("rmqk-inflate")
-    assert seen[1:] == [threading.current_thread().name] * 2  # small or uncompressed: inline
-    assert len(values_of(read_all(store, "t", 0))) == len(BIG) + 2 + 5000
+    assert seen[1:3] == [threading.current_thread().name] * 2  # few records: inline
+    assert seen[3].startswith("rmqk-inflate")  # 5000 records, compressed or not: a thread
+    assert len(values_of(read_all(store, "t", 0))) == len(BIG) + 2 + 6000
 
 
 async def test_the_loop_answers_others_while_a_large_batch_is_checked(stores, monkeypatch):
@@ -50,14 +52,14 @@ async def test_the_loop_answers_others_while_a_large_batch_is_checked(stores, mo
     store.create_topic("t", 1, {})
     store.create_topic("u", 1, {})
     release = threading.Event()
-    real = record_batch.read_records
+    real = record_batch.read_produced_records
 
     def slow(batch, *args):
         if len(batch) > 10_000:
             assert release.wait(5), "the loop was blocked while the batch was checked"
         return real(batch, *args)
 
-    monkeypatch.setattr(record_batch, "read_records", slow)
+    monkeypatch.setattr(record_batch, "read_produced_records", slow)
     big = asyncio.ensure_future(store.append_async("t", 0, make_batch(BIG, codec=ZSTD), max_batch_bytes=MAX_BATCH))
     await asyncio.sleep(0)
     other = await store.append_async("u", 0, make_batch([b"other"]), max_batch_bytes=MAX_BATCH)

@@ -157,3 +157,14 @@ def test_damage_inside_the_last_segment_is_skipped_not_cut(stores, caplog):
         assert kept == seen
         assert max(seen) == max(o for (wp, o) in written if wp == p)  # the last batch survived
     assert "damaged" in caplog.text
+
+
+@pytest.mark.parametrize("chunk", [5, 37, 4096])
+def test_the_resync_reads_the_segment_in_chunks(stores, caplog, monkeypatch, chunk):
+    """The next entry after a damaged range is looked for with pread, a chunk at a time (a
+    mapping would turn a disk's EIO into SIGBUS): an entry whose magic lies across two
+    chunks is found as well."""
+    from rmqkafka.storage import commitlog
+
+    monkeypatch.setattr(commitlog, "_RESYNC_CHUNK", chunk)
+    test_a_damaged_middle_segment_loses_only_its_damaged_range(stores, caplog, "random", False)

@@ -231,9 +231,9 @@ def test_unparseable_batch_with_valid_crc_is_rejected_before_writing(stores, cod
     end = store.commitlog.end_position
     batch = make_batch(3, codec=codec, tags=["a", "b", "c"])
     lying = with_field(with_field(batch, 57, ">i", 4), 23, ">i", 3)
-    with pytest.raises(CorruptRecordError):
+    with pytest.raises(InvalidRecordError, match="premature EOF"):  # Kafka's INVALID_RECORD
         append(store, "t", 0, lying)
-    with pytest.raises(CorruptRecordError):
+    with pytest.raises(InvalidRecordError, match="premature EOF"):
         append(store, "t", 0, make_batch(1), lying)
     assert store.commitlog.end_position == end
     assert store.partition("t", 0).next_offset == 2

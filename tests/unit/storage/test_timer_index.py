@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import errno
 import gc
 import os
 import random
@@ -405,8 +406,9 @@ def test_rebuild_of_200k_units_is_fast(tmp_path):
     wheel_slots = 7 * 86400
     index = opened(tmp_path, wheel_slots=wheel_slots, segment_units=1 << 16)
     rng = random.Random(10)
-    for ref in range(200_000):
-        index.add(ms(RS) + rng.randrange(30 * 86400 * 1000), ref, read_slot=RS)
+    for first in range(0, 200_000, 1000):  # as the broker adds them: a produced batch at a time
+        index.add_many([(ms(RS) + rng.randrange(30 * 86400 * 1000), ref) for ref in range(first, first + 1000)],
+                       read_slot=RS)
     length = index.log_length
     probe = [(s, index.slot_count(s)) for s in range(RS, RS + 1000)]
     last = index.entries(RS + wheel_slots - 1)
@@ -428,9 +430,10 @@ def test_memory_does_not_grow_with_pending_timers(tmp_path):
     index = opened(tmp_path, wheel_slots=3600)
     gc.collect()
     before = process.memory_info().rss
-    for ref in range(1_000_000):
+    for first in range(0, 1_000_000, 1000):  # as the broker adds them: a produced batch at a time
         # 30 days of dues, most of them rolls into the last slot of the hour-long wheel
-        index.add(ms(RS) + (ref * 2_592_001) % (30 * 86400 * 1000), ref, read_slot=RS)
+        index.add_many([(ms(RS) + (ref * 2_592_001) % (30 * 86400 * 1000), ref) for ref in range(first, first + 1000)],
+                       read_slot=RS)
     grown = process.memory_info().rss - before
     length = index.log_length
     index.close()
@@ -489,4 +492,34 @@ def test_add_many_with_epoch_times_and_a_precision(tmp_path):
     for ref, d in enumerate(dues):
         expected.setdefault(min(read + d // 100, read + 49), []).append((t0 + d, ref))
     assert {s: index.entries(s) for s in range(read, read + 50) if index.entries(s)} == expected
+    index.close()
+
+
+def test_a_refused_add_leaves_the_index_as_it_was(tmp_path, monkeypatch):
+    """A full disk met half-way through an add (the units' second segment): the units it
+    wrote are taken back, the new segment is gone, no slot was written, and the next add
+    and a reopen find the index as it was (storage.timer_index, "Full disk")."""
+    index = opened(tmp_path, segment_units=2)
+    index.add(ms(RS + 1), 1, read_slot=RS)
+    length, files = index.log_length, segments(tmp_path)
+    real = os.pwrite
+
+    def full_after_one(fd, data, offset, calls=[]):  # noqa: B006 - counts the calls
+        calls.append(fd)
+        if len(calls) > 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd, data, offset)
+
+    monkeypatch.setattr(timer_index.os, "pwrite", full_after_one)
+    with pytest.raises(OSError) as refused:
+        index.add_many([(ms(RS + 2), 2), (ms(RS + 3), 3), (ms(RS + 3), 4)], read_slot=RS)
+    monkeypatch.undo()
+    assert refused.value.errno == errno.ENOSPC
+    assert (index.log_length, segments(tmp_path)) == (length, files)
+    assert [index.slot_count(RS + s) for s in (1, 2, 3)] == [1, 0, 0]
+    index.add(ms(RS + 2), 5, read_slot=RS)
+    assert index.entries(RS + 2) == [(ms(RS + 2), 5)]
+    index.close()
+    index = opened(tmp_path, segment_units=2, log_length=length + UNIT_SIZE)  # as after a crash
+    assert [index.entries(RS + s) for s in (1, 2, 3)] == [[(ms(RS + 1), 1)], [(ms(RS + 2), 5)], []]
     index.close()
