@@ -65,7 +65,7 @@ async def handle(ctx: BrokerContext, request: Request):
                 name=name,
                 value=effective(name, configs, ctx.config, ctx.storage_config),
                 read_only=False,
-                config_source=source_of(name, configs, ctx.config, ctx.storage_config),
+                config_source=source_of(name, configs, ctx.config, ctx.storage_config, ctx.broker_configs),
                 is_sensitive=False,
             )
             for name in specs_for(topic.name)

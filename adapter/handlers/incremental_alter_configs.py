@@ -1,12 +1,13 @@
 """IncrementalAlterConfigs (44, v0-1): SET / DELETE / APPEND / SUBTRACT topic configs.
 
-Resource handling (topics, static broker settings, errors, validate_only, persistence) is
+Resource handling (topics, dynamic broker configs, errors, validate_only, persistence) is
 AlterConfigs' (see alter_configs.py); only how the new overrides are computed differs.
 
 Choices (following Kafka's ConfigurationControlManager.incrementalAlterConfigResource)
 -------
 - Operations apply in request order to the current overrides; the result is validated as a
-  whole (adapter/topic_configs.py) and stored only if every operation is valid.
+  whole (adapter/topic_configs.py, adapter/broker_configs.py) and stored only if every
+  operation is valid.
 - SET: the new override. DELETE: back to the default; deleting a name that has no override
   changes nothing and is not an error, even for a name this broker does not know (Kafka
   never validates a deletion).
@@ -23,15 +24,15 @@ from kio.schema.errors import ErrorCode
 
 from ..codec import Request
 from ..context import BrokerContext
-from ..topic_configs import SPECS, InvalidConfig, effective, validate_topic_configs
-from .alter_configs import ConfigRefused, alter_resources
+from ..topic_configs import InvalidConfig
+from .alter_configs import ConfigRefused, ResourceKind, alter_resources
 
 API_KEY = 44
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
 
-def apply_operations(ctx: BrokerContext, resource, current: dict[str, str]) -> dict[str, str]:
+def apply_operations(ctx: BrokerContext, resource, current: dict[str, str], kind: ResourceKind) -> dict[str, str]:
     configs = dict(current)
     for op in resource.configs:
         if op.config_operation not in _NAMES:
@@ -43,19 +44,19 @@ def apply_operations(ctx: BrokerContext, resource, current: dict[str, str]) -> d
         elif op.config_operation == DELETE:
             configs.pop(op.name, None)
         else:
-            spec = SPECS.get(op.name)
-            if spec is None or spec.kind != "LIST":
+            value = kind.list_value(ctx, op.name, configs)
+            if value is None:
                 raise InvalidConfig(
                     f"can't {_NAMES[op.config_operation]} to key {op.name} because its type is not LIST"
                 )
-            items = _split(effective(op.name, configs, ctx.config, ctx.storage_config))
+            items = _split(value)
             values = _split(op.value)
             if op.config_operation == APPEND:
                 items += [v for v in dict.fromkeys(values) if v not in items]
             else:
                 items = [v for v in items if v not in values]
             configs[op.name] = ",".join(items)
-    return validate_topic_configs(configs, resource.resource_name)
+    return configs
 
 
 def _split(value: str) -> list[str]:
