@@ -289,3 +289,45 @@ def test_rocketmq_transaction_settings_change_live(broker_factory, tmp_path):
         assert described(conn)["maxReconsumeTimes"][:2] == ("2", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
         assert incremental(conn, "0", ("messageDelayLevel", SET, "1s 2s")) == (
             ErrorCode.invalid_request, "Cannot update these configs dynamically: Set(messageDelayLevel)")
+
+
+def rmqk(*args: str):
+    from click.testing import CliRunner
+
+    from rmqkafka.cli import main
+
+    return CliRunner().invoke(main, list(args), catch_exceptions=False, prog_name="rmqk")
+
+
+def test_rmqk_configs_sets_describes_and_deletes_at_both_levels(broker_factory, tmp_path):
+    import json
+
+    broker = start(broker_factory, tmp_path, "message.max.bytes=50000\n")
+    bootstrap = ["-b", broker.bootstrap_servers]
+    result = rmqk("configs", "alter", "--broker-defaults", "--add-config",
+                  "log.retention.ms=60000,sasl.enabled.mechanisms=[PLAIN,SCRAM-SHA-256]", *bootstrap)
+    assert (result.exit_code, result.stderr) == (1, (  # a per-broker key
+        "rmqk: error: cannot alter configs of the cluster-wide defaults: Cannot update these configs at default "
+        "cluster level, broker id must be specified: Set(sasl.enabled.mechanisms) (INVALID_REQUEST)\n"))
+    result = rmqk("configs", "alter", "--broker-defaults", "--add-config", "log.retention.ms=60000", *bootstrap)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == "altered the cluster-wide defaults: set log.retention.ms=60000\n"
+    result = rmqk("configs", "alter", "--add-config", "message.max.bytes=4000",
+                  "--add-config", "sasl.enabled.mechanisms=[PLAIN,SCRAM-SHA-256]", *bootstrap)
+    assert result.exit_code == 0, result.stderr
+    result = rmqk("configs", "describe", "--json", *bootstrap)
+    shown = {c["name"]: (c["value"], c["source"]) for c in json.loads(result.stdout)["configs"]}
+    assert shown == {"log.retention.ms": ("60000", "DYNAMIC_DEFAULT_BROKER_CONFIG"),
+                     "message.max.bytes": ("4000", "DYNAMIC_BROKER_CONFIG"),
+                     "sasl.enabled.mechanisms": ("PLAIN,SCRAM-SHA-256", "DYNAMIC_BROKER_CONFIG")}
+    result = rmqk("configs", "describe", "--broker-defaults", "--json", *bootstrap)
+    assert [(c["name"], c["value"]) for c in json.loads(result.stdout)["configs"]] == [("log.retention.ms", "60000")]
+    result = rmqk("configs", "alter", "--broker", "0", "--delete-config", "message.max.bytes", *bootstrap)
+    assert result.exit_code == 0, result.stderr
+    result = rmqk("configs", "describe", "--broker", "0", "--all", *bootstrap)
+    row = next(line.split() for line in result.stdout.splitlines() if line.startswith("message.max.bytes "))
+    assert row[1:] == ["50000", "STATIC_BROKER_CONFIG", "false"]
+    result = rmqk("configs", "alter", "--add-config", "log.dirs=/x", *bootstrap)
+    assert result.exit_code == 1
+    assert result.stderr == ("rmqk: error: cannot alter configs of broker 0: Cannot update these configs "
+                             "dynamically: Set(log.dirs) (INVALID_REQUEST)\n")
