@@ -73,8 +73,12 @@ LISTENER_ONLY = frozenset({
     "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password", "ssl.keystore.key",
     "ssl.keystore.certificate.chain", "ssl.truststore.certificates",
 })
-# what listener.name.L.<key> may change (L's own value of the key)
-_LISTENER_DYNAMIC = (LISTENER_ONLY | PER_BROKER) - {"sasl.jaas.config"}
+# what listener.name.L.<key> may change (L's own value of the key): Kafka's dynamic listener
+# keys that this broker reads (properties._LISTENER_KEYS)
+_LISTENER_DYNAMIC = frozenset({
+    "ssl.keystore.location", "ssl.keystore.type", "ssl.key.password", "ssl.truststore.location",
+    "ssl.truststore.type", "ssl.client.auth", "ssl.enabled.protocols", "sasl.enabled.mechanisms",
+})
 _LISTENER_KEY = re.compile(r"listener\.name\.([^.]+)\.(.+)")
 _MECHANISMS = ("plain", "scram-sha-256", "scram-sha-512")
 _LIST_KEYS = frozenset({"sasl.enabled.mechanisms", "ssl.enabled.protocols"})
