@@ -77,7 +77,9 @@ class Broker:
         return the function that swaps it all in. Values read per request or per loop turn
         (message.max.bytes, retention, max.connections, ...) need nothing more: they are read
         from ``configs.current``; the store, the semantics layer and security are told."""
-        security = self.security.reconfigured(new.adapter.security) if self.security is not None else None
+        security = None
+        if self.security is not None and new.adapter.security != self.security.config:
+            security = self.security.reconfigured(new.adapter.security)
 
         def swap() -> None:
             self.store.reconfigure(new.storage)

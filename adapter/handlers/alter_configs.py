@@ -34,12 +34,12 @@ from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
 
+from ..broker_configs import ConfigRefused, check_resource_name, is_list
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
 from ..errors import error_code_for
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
-from ..broker_configs import ConfigRefused, check_resource_name, is_list
 from ..topic_configs import SPECS, effective, validate_topic_configs
 from ..topic_names import invalid_reason
 
