@@ -43,13 +43,20 @@ from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..topic_configs import SPECS, effective, validate_topic_configs
 from ..topic_names import invalid_reason
 
+NewConfigs = Callable[[BrokerContext, object, dict[str, str], "ResourceKind"], dict[str, str | None]]
+
 API_KEY = 33
 TOPIC = 2
 BROKER = 4
+BROKER_LOGGER = 8
 
 
 class ResourceKind:
     """How one resource type's configs are read, checked and stored by either API."""
+
+    def alter(self, ctx: BrokerContext, resource, new_configs: NewConfigs, validate_only: bool) -> None:
+        configs = new_configs(ctx, resource, self.current(ctx, resource.resource_name), self)
+        self.store(ctx, resource.resource_name, configs, validate_only)
 
     def current(self, ctx: BrokerContext, name: str) -> dict[str, str]:
         raise NotImplementedError
@@ -63,10 +70,8 @@ class ResourceKind:
         raise NotImplementedError
 
 
-NewConfigs = Callable[[BrokerContext, object, dict[str, str], ResourceKind], dict[str, str | None]]
-
-
-def alter_resources(ctx: BrokerContext, request: Request, new_configs: NewConfigs) -> object:
+def alter_resources(ctx: BrokerContext, request: Request, new_configs: NewConfigs,
+                    kinds: dict[int, ResourceKind] | None = None) -> object:
     """Apply ``new_configs(ctx, resource, current overrides, kind) -> new overrides`` (which
     raises InvalidConfig or ConfigRefused) to every resource and store them with its
     ALTERERS entry; the response for either API."""
@@ -84,14 +89,12 @@ def alter_resources(ctx: BrokerContext, request: Request, new_configs: NewConfig
         try:
             _check_unique(resource, seen)
             _authorize(ctx, AclOperation.ALTER_CONFIGS, resource)
-            kind = ALTERERS.get(resource.resource_type)
+            kind = (ALTERERS if kinds is None else kinds).get(resource.resource_type)
             if kind is None:
                 raise ConfigRefused(
                     ErrorCode.invalid_request, f"resource type {resource.resource_type} cannot be altered"
                 )
-            name = resource.resource_name
-            configs = new_configs(ctx, resource, kind.current(ctx, name), kind)
-            kind.store(ctx, name, configs, body.validate_only)
+            kind.alter(ctx, resource, new_configs, body.validate_only)
         except ConfigRefused as exc:
             result["error_code"], result["error_message"] = exc.code, str(exc)
         except Exception as exc:
@@ -100,11 +103,13 @@ def alter_resources(ctx: BrokerContext, request: Request, new_configs: NewConfig
 
 
 def _authorize(ctx: BrokerContext, operation: AclOperation, resource) -> None:
-    """ALTER_CONFIGS / DESCRIBE_CONFIGS on the topic, or on the cluster for a broker."""
+    """ALTER_CONFIGS / DESCRIBE_CONFIGS on the topic, or on the cluster for a broker or its
+    loggers."""
     if resource.resource_type == TOPIC:
         if not ctx.allowed(operation, ResourceType.TOPIC, resource.resource_name):
             raise ConfigRefused(ErrorCode.topic_authorization_failed, "Topic authorization failed.")
-    elif resource.resource_type == BROKER and not ctx.allowed(operation, ResourceType.CLUSTER, CLUSTER_NAME):
+    elif resource.resource_type in (BROKER, BROKER_LOGGER) and not ctx.allowed(
+            operation, ResourceType.CLUSTER, CLUSTER_NAME):
         raise ConfigRefused(ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
 
 

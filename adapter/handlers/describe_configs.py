@@ -28,7 +28,8 @@ from kio.schema.errors import ErrorCode
 from rmqkafka.rmqsemantics.half_records import HALF_TOPIC
 from rmqkafka.rmqsemantics.scheduler import SYSTEM_TOPICS
 
-from ..broker_configs import ConfigRefused
+from .. import broker_loggers
+from ..broker_configs import ConfigRefused, check_resource_name
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
@@ -59,6 +60,7 @@ _HALF_DOC = (
 )
 TOPIC = 2
 BROKER = 4
+BROKER_LOGGER = 8
 CONFIG_TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6, "LIST": 7, "PASSWORD": 9}
 
 
@@ -90,7 +92,7 @@ def _refusal(ctx: BrokerContext, resource) -> tuple[ErrorCode, str] | None:
     if resource.resource_type == TOPIC:
         if not ctx.allowed(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, resource.resource_name):
             return ErrorCode.topic_authorization_failed, "Topic authorization failed."
-    elif resource.resource_type == BROKER:
+    elif resource.resource_type in (BROKER, BROKER_LOGGER):
         if not ctx.allowed(AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME):
             return ErrorCode.cluster_authorization_failed, "Cluster authorization failed."
     return None
@@ -184,7 +186,16 @@ def _broker(ctx: BrokerContext, name: str, keys: set[str] | None, synonyms: bool
     ]
 
 
-DESCRIBERS = {TOPIC: _topic, BROKER: _broker}
+def _loggers(ctx: BrokerContext, name: str, keys: set[str] | None, synonyms: bool, docs: bool) -> list[dict]:
+    if name == "":  # this node's id only (Kafka's ConfigHelper)
+        raise ConfigRefused(ErrorCode.invalid_request, "Broker id must not be empty")
+    check_resource_name(name, ctx.config.node_id)
+    source = broker_loggers.DYNAMIC_BROKER_LOGGER_CONFIG
+    return [_entry(logger, level, source, "STRING", None, False, [(logger, level, source)] if synonyms else [])
+            for logger, level in broker_loggers.loggers().items() if keys is None or logger in keys]
+
+
+DESCRIBERS = {TOPIC: _topic, BROKER: _broker, BROKER_LOGGER: _loggers}
 
 
 def _read_only(name: str, value: str, doc: str, docs: bool, synonyms: bool) -> dict:

@@ -16,16 +16,19 @@ Choices (following Kafka's ConfigurationControlManager.incrementalAlterConfigRes
   the values not present yet, SUBTRACT removes them; the result becomes the override and
   is validated like a SET (an empty list is valid for ``cleanup.policy``, as in Kafka).
 - A null value for anything but DELETE, or an unknown operation, is INVALID_REQUEST.
+- BROKER_LOGGER (8), this API's only: the broker's log levels (adapter/broker_loggers.py).
 """
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from .. import broker_loggers
+from ..broker_configs import check_resource_name
 from ..codec import Request
 from ..context import BrokerContext
 from ..topic_configs import InvalidConfig
-from .alter_configs import ConfigRefused, ResourceKind, alter_resources
+from .alter_configs import ALTERERS, BROKER_LOGGER, ConfigRefused, NewConfigs, ResourceKind, alter_resources
 
 API_KEY = 44
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -63,5 +66,16 @@ def _split(value: str) -> list[str]:
     return [part.strip() for part in value.split(",") if part.strip()]
 
 
+class _Loggers(ResourceKind):
+    def alter(self, ctx: BrokerContext, resource, new_configs: NewConfigs, validate_only: bool) -> None:
+        if resource.resource_name == "":  # Kafka's RuntimeLoggerManager: this node's id only
+            raise ConfigRefused(ErrorCode.invalid_request, "Node id must be an integer, but it is: ")
+        check_resource_name(resource.resource_name, ctx.config.node_id)
+        broker_loggers.alter([(c.name, c.config_operation, c.value) for c in resource.configs], validate_only)
+
+
+_KINDS = {**ALTERERS, BROKER_LOGGER: _Loggers()}
+
+
 async def handle(ctx: BrokerContext, request: Request):
-    return alter_resources(ctx, request, apply_operations)
+    return alter_resources(ctx, request, apply_operations, _KINDS)

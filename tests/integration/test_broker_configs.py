@@ -22,7 +22,7 @@ from rawkafka import EARLIEST, ErrorCode, KafkaRaw, make_batch, wait_until
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 33, 32, 44
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 SET, DELETE, APPEND = 0, 1, 2
 WAIT = 15
 
@@ -331,3 +331,45 @@ def test_rmqk_configs_sets_describes_and_deletes_at_both_levels(broker_factory, 
     assert result.exit_code == 1
     assert result.stderr == ("rmqk: error: cannot alter configs of broker 0: Cannot update these configs "
                              "dynamically: Set(log.dirs) (INVALID_REQUEST)\n")
+
+
+def test_broker_logger_levels_change_at_run_time_and_not_for_good(broker_factory, tmp_path):
+    broker = start(broker_factory, tmp_path)
+    logger = "rmqkafka.adapter.broker"
+
+    def alter_loggers(conn, *ops, resource="0"):
+        response = conn.request(INCREMENTAL_ALTER_CONFIGS, 1, validate_only=False, resources=[dict(
+            resource_type=BROKER_LOGGER, resource_name=resource,
+            configs=[dict(name=k, config_operation=op, value=v) for k, op, v in ops])])
+        return response.responses[0].error_code, response.responses[0].error_message
+
+    with KafkaRaw(broker.host, broker.port) as conn:
+        levels = described(conn, "0", BROKER_LOGGER)
+        assert levels["root"][:3] == ("INFO", 6, False) and levels[logger][0] == "INFO"  # DYNAMIC_BROKER_LOGGER_CONFIG
+        assert alter_loggers(conn, (logger, SET, "DEBUG")) == (ErrorCode.none, None)
+        assert described(conn, "0", BROKER_LOGGER)[logger][0] == "DEBUG"
+        # a logger set to WARN drops its INFO lines, at once
+        quiet = "rmqkafka.adapter.broker_configs"
+        assert alter_loggers(conn, (quiet, SET, "WARN")) == (ErrorCode.none, None)
+        assert incremental(conn, "0", ("max.connections", SET, "100")) == (ErrorCode.none, None)
+        assert alter_loggers(conn, (quiet, SET, "INFO")) == (ErrorCode.none, None)
+        assert incremental(conn, "0", ("max.connections", SET, "200")) == (ErrorCode.none, None)
+        wait_until(lambda: "max.connections=200" in broker.stderr, message="the INFO line")
+        assert "max.connections=100" not in broker.stderr
+        assert alter_loggers(conn, (logger, DELETE, None)) == (ErrorCode.none, None)
+        assert described(conn, "0", BROKER_LOGGER)[logger][0] == "INFO"  # root's again
+        assert alter_loggers(conn, (logger, SET, "VERBOSE")) == (
+            ErrorCode.invalid_config, f"Cannot set the log level of {logger} to VERBOSE as it is not a supported "
+            "log level. Valid log levels are DEBUG,ERROR,FATAL,INFO,TRACE,WARN")
+        assert alter_loggers(conn, ("no.such.logger", SET, "DEBUG")) == (
+            ErrorCode.invalid_config, "Logger no.such.logger does not exist!")
+        assert alter_loggers(conn, ("root", DELETE, None)) == (
+            ErrorCode.invalid_request, "Removing the log level of the root logger is not allowed")
+        assert alter_loggers(conn, (logger, APPEND, "DEBUG")) == (
+            ErrorCode.invalid_request, "APPEND operation is not allowed for the BROKER_LOGGER resource")
+        assert alter_loggers(conn, (logger, SET, "DEBUG"), resource="3") == (
+            ErrorCode.invalid_request, "Unexpected broker id, expected 0, but received 3")
+        assert alter_loggers(conn, ("root", SET, "WARN")) == (ErrorCode.none, None)
+    broker.restart()  # not persisted, as in Kafka
+    with KafkaRaw(broker.host, broker.port) as conn:
+        assert described(conn, "0", BROKER_LOGGER)["root"][0] == "INFO"
