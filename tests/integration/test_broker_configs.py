@@ -118,6 +118,12 @@ def test_cluster_default_lower_retention_deletes_segments_at_the_next_check(brok
             assert result == {"broker": {"0": "OK"}}
         finally:
             client.close()
+        # by time: every segment but the one being written is older than 1 ms
+        before = conn.list_offsets("kept", 0, EARLIEST).offset
+        assert incremental(conn, "0", ("log.retention.bytes", SET, "-1"), ("log.retention.ms", SET, "1")) == (
+            ErrorCode.none, None)
+        wait_until(lambda: conn.list_offsets("kept", 0, EARLIEST).offset > before, timeout=30,
+                   message="retention by time to delete old segments")
         assert described(conn)["log.retention.bytes"][4][:2] == [
             ("log.retention.bytes", "-1", ConfigSource.DYNAMIC_BROKER_CONFIG.value),
             ("log.retention.bytes", "8192", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)]
