@@ -241,6 +241,15 @@ def test_jaas_users_change_per_listener_and_only_the_cluster_may_alter(broker_fa
         assert sasl_login(carol, "carol", "c").error_code == ErrorCode.none
     with KafkaRaw(broker.host, broker.port) as alice:
         assert sasl_login(alice, "alice", "a").error_code == ErrorCode.sasl_authentication_failed
+    # the listener's mechanisms change too (the broker-wide JAAS users cover SCRAM)
+    with KafkaRaw(broker.host, broker.port) as conn:
+        assert conn.request(17, 1, mechanism="SCRAM-SHA-256").error_code == ErrorCode.unsupported_sasl_mechanism
+    with KafkaRaw(broker.host, broker.port) as admin:
+        assert sasl_login(admin, "admin", "admin-secret").error_code == ErrorCode.none
+        assert incremental(admin, "0", ("listener.name.sasl_plaintext.sasl.enabled.mechanisms", SET,
+                                        "PLAIN,SCRAM-SHA-256")) == (ErrorCode.none, None)
+    with KafkaRaw(broker.host, broker.port) as conn:
+        assert conn.request(17, 1, mechanism="SCRAM-SHA-256").error_code == ErrorCode.none
 
 
 trustme = pytest.importorskip("trustme")
