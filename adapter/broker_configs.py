@@ -299,8 +299,7 @@ class BrokerConfigs:
             for name in [n for n in level if not is_dynamic(n)]:
                 log.error("dynamic broker config %s is not dynamic: ignored", name)
                 del level[name]
-        _drop_per_broker = [n for n in self.defaults if update_mode(n) == BROKER]
-        for name in _drop_per_broker:
+        for name in [n for n in self.defaults if update_mode(n) == BROKER]:
             log.error("per-broker config %s at the cluster default level: ignored", name)
             del self.defaults[name]
         while True:

@@ -1,6 +1,7 @@
-"""AlterConfigs (33, v0-2): replace a topic's whole set of config overrides.
+"""AlterConfigs (33, v0-2): replace a topic's or a broker's whole set of config overrides.
 
-Shared with IncrementalAlterConfigs (44), which imports ``alter_resources`` from here.
+Shared with IncrementalAlterConfigs (44), which imports ``alter_resources`` and the
+resource kinds (``ALTERERS``) from here.
 
 Choices
 -------
