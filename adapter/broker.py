@@ -15,14 +15,16 @@ from rmqkafka.storage.clock import Clock, SystemClock
 from rmqkafka.storage.config import StorageConfig
 from rmqkafka.storage.store import MessageStore
 
+from .broker_configs import BrokerConfigs
 from .config import AdapterConfig
 from .connection import KafkaConnection
-from .context import BrokerContext
+from .context import BrokerContext, Live
 from .groups.consumer_coordinator import ConsumerGroupSettings
 from .groups.coordinator import GroupCoordinator, GroupSettings
 from .groups.topic_catalog import SemanticsCatalog
 from .long_poll import FetchWaiters
 from .mutation_quota import MutationQuota
+from .properties import ServerConfig
 from .request_stats import RequestStats
 from .response_budget import ResponseBudget
 from .security.service import Security
@@ -34,16 +36,11 @@ log = logging.getLogger(__name__)
 
 
 class Broker:
-    def __init__(
-        self,
-        adapter_config: AdapterConfig,
-        storage_config: StorageConfig,
-        semantics_config: SemanticsConfig | None = None,
-        clock: Clock | None = None,
-    ) -> None:
-        self.adapter_config = adapter_config
-        self.storage_config = storage_config
-        self.semantics_config = semantics_config or SemanticsConfig()
+    def __init__(self, server_config: ServerConfig, clock: Clock | None = None) -> None:
+        """``server_config``: the static configs (file and command line); the dynamic broker
+        configs stored in its data directory go on top (adapter.broker_configs)."""
+        self.configs = BrokerConfigs(server_config, self._prepare)
+        adapter_config, storage_config = self.adapter_config, self.storage_config
         self.clock = clock or SystemClock()
         self.store = MessageStore(storage_config, self.clock)
         self.context: BrokerContext | None = None
@@ -62,6 +59,40 @@ class Broker:
         self._watch = None
         self.metrics_address: tuple[str, int] | None = None
         self.serving = False
+        self._live: Live | None = None
+
+    # The configs in force: replaced wholesale by a dynamic broker config change.
+    @property
+    def adapter_config(self) -> AdapterConfig:
+        return self.configs.current.adapter
+
+    @property
+    def storage_config(self) -> StorageConfig:
+        return self.configs.current.storage
+
+    @property
+    def semantics_config(self) -> SemanticsConfig:
+        return self.configs.current.semantics
+
+    def _prepare(self, new: ServerConfig):
+        """What BrokerConfigs.alter calls before it stores a change: build what the new
+        configs need (a listener's new TLS keys load here, or the change is refused) and
+        return the function that swaps it all in. Values read per request or per loop turn
+        (message.max.bytes, retention, max.connections, ...) need nothing more: they are read
+        from ``configs.current``; the store, the semantics layer and security are told."""
+        security = None
+        if self.security is not None and new.adapter.security != self.security.config:
+            security = self.security.reconfigured(new.adapter.security)
+
+        def swap() -> None:
+            self.store.reconfigure(new.storage)
+            if self.semantics is not None:
+                self.semantics.reconfigure(new.semantics)
+            if security is not None and self._live is not None:
+                security.credentials.configure(new.adapter.security.users)
+                self.security = self._live.security = security
+
+        return swap
 
     async def start(self) -> tuple[str, int]:
         """Bind the listeners, recover the store, start serving; returns the primary
@@ -127,13 +158,13 @@ class Broker:
         mutation_quota = MutationQuota(cfg.controller_mutation_rate,
                                        cfg.controller_quota_window_num * cfg.controller_quota_window_size_seconds,
                                        self.clock.now_ms)
+        self._live = live = Live(self.configs, security)
         for server, (_, _, advertised_host, advertised_port, protocol, name) in zip(self._servers, endpoints):
             host, port = server.sockets[0].getsockname()[:2]
             bound.append((host, port))
             self._contexts.append(
                 BrokerContext(
-                    config=cfg,
-                    storage_config=self.storage_config,
+                    live=live,
                     store=self.store,
                     semantics=semantics,
                     clock=self.clock,
@@ -142,7 +173,6 @@ class Broker:
                     transactions=self.transactions,
                     advertised_host=advertised_host or (host if host not in ("0.0.0.0", "::") else "127.0.0.1"),
                     advertised_port=advertised_port or port,
-                    security=security,
                     listener_protocol=protocol,
                     listener_name=name,
                     mutation_quota=mutation_quota,

@@ -114,6 +114,11 @@ class AdapterConfig:
     # A connection with no request in flight and no bytes either way for this long is closed
     # (Kafka's connections.max.idle.ms, default 10 minutes).
     connections_max_idle_ms: int = 600_000  # connections.max.idle.ms
+    # Connections of all listeners together, and from one client address; a connection
+    # above either is closed as it is accepted (Kafka's max.connections and
+    # max.connections.per.ip, both Int.MaxValue by default).
+    max_connections: int = 2**31 - 1  # max.connections
+    max_connections_per_ip: int = 2**31 - 1  # max.connections.per.ip
     # A request frame must arrive whole within this time of its first byte: a client sending
     # one byte a second cannot hold its buffer and connection forever.
     request_read_timeout_ms: int = 60_000  # request.read.timeout.ms (ours)

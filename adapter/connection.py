@@ -10,6 +10,12 @@ pipelines large fetches and never reads holds at most about two of them in memor
 Across connections, a ResponseBudget (adapter.response_budget) bounds the Fetch bytes handed to
 sockets that have not sent them yet.
 
+A connection above ``max.connections`` (all listeners together) or ``max.connections.per.ip``
+(from its client's address) is closed as it is accepted, before it costs a buffer or a TLS
+handshake. Both are read per connection, so a dynamic change counts for the next one.
+(Kafka leaves connections above max.connections waiting in the accept queue; asyncio cannot
+stop accepting, and a closed connection makes the client retry with its backoff.)
+
 ``stalled`` tells the broker's sweep (adapter.broker) when to close a connection: idle for
 ``connections.max.idle.ms`` (nothing in flight, no bytes either way), its client not reading
 the responses for that long, or a request frame still incomplete ``request.read.timeout.ms``
@@ -109,6 +115,12 @@ class KafkaConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self._client_host = peer[0] if peer else ""
+        refusal = self._over_limit()
+        if refusal is not None:
+            log.info("closing %s: %s", self.peer, refusal)
+            self._closed = True
+            transport.abort()
+            return
         self._connections.add(self)
         if self._stats is not None:
             self._stats.connections_accepted += 1
@@ -117,6 +129,16 @@ class KafkaConnection(asyncio.Protocol):
             self._authenticate_with(listener, None)
         else:
             self._handshake = asyncio.ensure_future(self._start_tls(listener))
+
+    def _over_limit(self) -> str | None:
+        cfg = self._ctx.config
+        if len(self._connections) >= cfg.max_connections:
+            return f"max.connections ({cfg.max_connections}) reached"
+        if cfg.max_connections_per_ip < len(self._connections) + 1:  # counted only when it can matter
+            same = sum(1 for c in self._connections if c._client_host == self._client_host)
+            if same >= cfg.max_connections_per_ip:
+                return f"max.connections.per.ip ({cfg.max_connections_per_ip}) reached for {self._client_host}"
+        return None
 
     async def _start_tls(self, listener: ListenerAuth) -> None:
         """The TLS handshake; a failed one is logged and counted, and closes the connection."""

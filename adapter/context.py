@@ -14,6 +14,7 @@ from rmqkafka.storage.clock import Clock
 from rmqkafka.storage.config import StorageConfig
 from rmqkafka.storage.store import MessageStore
 
+from .broker_configs import BrokerConfigs
 from .config import AdapterConfig
 from .groups.coordinator import GroupCoordinator
 from .long_poll import FetchWaiters
@@ -32,10 +33,19 @@ AUTHENTICATION: contextvars.ContextVar[Authentication | None] = contextvars.Cont
     "authentication", default=None)
 
 
+@dataclass(slots=True)
+class Live:
+    """What a dynamic broker config change replaces: the configs in force (``configs.current``)
+    and the security built from them. Every listener's context shares one, so a change reaches
+    every connection, open ones included, at its next request."""
+
+    configs: BrokerConfigs
+    security: Security
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerContext:
-    config: AdapterConfig
-    storage_config: StorageConfig
+    live: Live
     store: MessageStore
     semantics: Semantics
     clock: Clock
@@ -44,12 +54,27 @@ class BrokerContext:
     transactions: TransactionService
     advertised_host: str
     advertised_port: int
-    security: Security
     listener_protocol: str = "PLAINTEXT"
     listener_name: str = "PLAINTEXT"
     # partitions CreateTopics/CreatePartitions/DeleteTopics may change per second, all
     # listeners together (adapter.mutation_quota)
     mutation_quota: MutationQuota = field(default_factory=lambda: MutationQuota(None, 11, lambda: 0))
+
+    @property
+    def config(self) -> AdapterConfig:
+        return self.live.configs.current.adapter
+
+    @property
+    def storage_config(self) -> StorageConfig:
+        return self.live.configs.current.storage
+
+    @property
+    def security(self) -> Security:
+        return self.live.security
+
+    @property
+    def broker_configs(self) -> BrokerConfigs:
+        return self.live.configs
 
     def allowed(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         """Whether the current request's principal may do ``operation`` on the resource; on a

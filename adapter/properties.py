@@ -59,6 +59,9 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
                                     producer, uncompressed, gzip, snappy, lz4 or zstd
 ``socket.request.max.bytes``        largest request frame accepted (> 0)
 ``connections.max.idle.ms``         close a connection idle this long (default 600000)
+``max.connections``                 connections of all listeners together; one more is
+                                    closed as it is accepted (default 2147483647; dynamic)
+``max.connections.per.ip``          the same per client address (default 2147483647; dynamic)
 ``request.read.timeout.ms``         close a connection whose request frame has not arrived
                                     whole this long after its first byte (default 60000)
 ``fetch.max.bytes``                 the most record bytes one Fetch response carries
@@ -128,9 +131,10 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
 =================================== ==========================================================
 
 Precedence, highest first: command-line overrides (host, port, data_dir, flush, metrics
-port), the file, then built-in defaults. Without a listener the broker binds 127.0.0.1:9092
-(not Kafka's all-interfaces default: a development broker should not be reachable from the
-network by accident).
+port), dynamic broker configs (set at run time with IncrementalAlterConfigs, kept in the data
+directory: adapter/broker_configs.py), the file, then built-in defaults. Without a listener
+the broker binds 127.0.0.1:9092 (not Kafka's all-interfaces default: a development broker
+should not be reachable from the network by accident).
 
 Default data directory: ``~/.rmqkafka/data`` (``~`` expanded), or the value of the
 environment variable ``RMQK_DATA_DIR`` when it is set and non-empty. A data directory from
@@ -146,7 +150,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from rmqkafka.adapter.config import (
@@ -200,6 +204,8 @@ KNOWN_KEYS = frozenset(
         "compression.type",
         "socket.request.max.bytes",
         "connections.max.idle.ms",
+        "max.connections",
+        "max.connections.per.ip",
         "request.read.timeout.ms",
         "fetch.max.bytes",
         "response.buffer.max.bytes",
@@ -258,7 +264,15 @@ _MS_PER_HOUR = 3_600_000
 
 
 class ConfigError(ValueError):
-    """A configuration value the broker cannot use; the message names the key and value."""
+    """A configuration value the broker cannot use; the message names the key and value.
+
+    ``key``, ``value`` and ``reason`` are set when one key's value is at fault (the dynamic
+    broker configs answer those in Kafka's words, adapter/broker_configs.py)."""
+
+    def __init__(self, message: str, key: str | None = None, value: str | None = None,
+                 reason: str | None = None) -> None:
+        super().__init__(message)
+        self.key, self.value, self.reason = key, value, reason
 
 
 # --------------------------------------------------------------------------- integer ranges
@@ -294,6 +308,8 @@ INTEGER_RANGES: dict[str, IntRange] = {
     "message.max.bytes": IntRange(0, INT_MAX, _KAFKA),
     "socket.request.max.bytes": IntRange(1, INT_MAX, _KAFKA),
     "connections.max.idle.ms": IntRange(1, LONG_MAX, _KAFKA_TYPE),
+    "max.connections": IntRange(0, INT_MAX, _KAFKA),
+    "max.connections.per.ip": IntRange(0, INT_MAX, _KAFKA),
     "request.read.timeout.ms": IntRange(1, LONG_MAX, "ours"),
     "fetch.max.bytes": IntRange(1024, INT_MAX, _KAFKA),
     "response.buffer.max.bytes": IntRange(1, LONG_MAX, "ours"),
@@ -362,6 +378,10 @@ class ServerConfig:
     semantics: SemanticsConfig = SemanticsConfig()
     unknown_keys: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    # what the configs were built from (the file's keys and the command-line overrides), so
+    # that :func:`rebuild` can build them again with dynamic broker configs on top
+    static_props: Mapping[str, str] = field(default_factory=dict, repr=False)
+    build_args: Mapping[str, object] = field(default_factory=dict, repr=False)
 
 
 # --------------------------------------------------------------------------- properties format
@@ -546,7 +566,8 @@ class _Props:
         return self._source
 
     def error(self, key: str, value: str, reason: str) -> ConfigError:
-        return ConfigError(f"{self._source}: invalid value {value!r} for {self.names.get(key, key)}: {reason}")
+        name = self.names.get(key, key)
+        return ConfigError(f"{self._source}: invalid value {value!r} for {name}: {reason}", name, value, reason)
 
     def get(self, key: str) -> str | None:
         value = self._props.get(key)
@@ -687,6 +708,8 @@ def build_config(
         "compression_type": p.choice("compression.type", _COMPRESSION_TYPES),
         "socket_request_max_bytes": p.integer("socket.request.max.bytes"),
         "connections_max_idle_ms": p.integer("connections.max.idle.ms"),
+        "max_connections": p.integer("max.connections"),
+        "max_connections_per_ip": p.integer("max.connections.per.ip"),
         "request_read_timeout_ms": p.integer("request.read.timeout.ms"),
         "fetch_max_bytes": p.integer("fetch.max.bytes"),
         "response_buffer_max_bytes": p.integer("response.buffer.max.bytes"),
@@ -752,7 +775,19 @@ def build_config(
         semantics=SemanticsConfig(**{k: v for k, v in semantics_kwargs.items() if v is not None}),
         unknown_keys=unknown,
         warnings=tuple(warnings),
+        static_props=dict(props),
+        # the data directory as resolved now: a rebuild must not look at the environment again
+        build_args=dict(host=host, port=port, data_dir=storage_kwargs["data_dir"], flush=flush,
+                        metrics_port=metrics_port, source=source),
     )
+
+
+def rebuild(static: ServerConfig, dynamic: Mapping[str, str], source: str = "dynamic config") -> ServerConfig:
+    """``static``'s configs built again with ``dynamic`` keys over its file's (Kafka's
+    precedence: a dynamic broker config beats server.properties); every value is checked
+    exactly as at start. Errors name ``source``."""
+    args = {**static.build_args, "source": source}
+    return build_config({**static.static_props, **dynamic}, **args)  # type: ignore[arg-type]
 
 
 def load_config(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from rmqkafka.rmqsemantics.scheduler import MAX_RECONSUME_CONFIG, RETRY_PREFIX
 from rmqkafka.storage.config import StorageConfig
@@ -460,26 +461,39 @@ def effective(name: str, overrides: dict[str, str], a: AdapterConfig, s: Storage
     return value if value is not None else spec_of(name).default(a, s)
 
 
-def source_of(name: str, overrides: dict[str, str], a: AdapterConfig, s: StorageConfig) -> int:
-    """Kafka's config source: the topic override, else the broker setting it inherits, else
-    the default. The broker's settings do not record where they came from; one that differs
-    from the built-in default was set (file or command line), so it counts as static."""
+class BrokerLevels(Protocol):
+    """Where a broker setting's value comes from (adapter.broker_configs.BrokerConfigs)."""
+
+    def synonyms(self, name: str) -> list[tuple[str, str | None, int]]: ...
+
+
+def source_of(name: str, overrides: dict[str, str], a: AdapterConfig, s: StorageConfig,
+              broker: BrokerLevels | None = None) -> int:
+    """Kafka's config source: the topic override, else the source of the broker setting it
+    inherits (``broker`` knows: dynamic, static or default), else the default. Without
+    ``broker``, a broker setting that differs from the built-in default counts as static."""
     if name in overrides:
         return DYNAMIC_TOPIC_CONFIG
     spec = spec_of(name)
+    if spec.synonym and broker is not None:
+        levels = broker.synonyms(spec.synonym)
+        return levels[0][2] if levels else DEFAULT_CONFIG
     if spec.synonym and spec.default(a, s) != spec.default(AdapterConfig(), StorageConfig(s.data_dir)):
         return STATIC_BROKER_CONFIG
     return DEFAULT_CONFIG
 
 
 def synonyms_of(
-    name: str, overrides: dict[str, str], a: AdapterConfig, s: StorageConfig
-) -> list[tuple[str, str, int]]:
-    """(name, value, source) in Kafka's order: the topic override, then the broker setting."""
-    out = []
+    name: str, overrides: dict[str, str], a: AdapterConfig, s: StorageConfig, broker: BrokerLevels | None = None
+) -> list[tuple[str, str | None, int]]:
+    """(name, value, source) in Kafka's order: the topic override, then the broker setting
+    (with ``broker``: every level that sets it, highest first)."""
+    out: list[tuple[str, str | None, int]] = []
     if name in overrides:
         out.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG))
     spec = spec_of(name)
-    if spec.synonym:
+    if spec.synonym and broker is not None:
+        out += broker.synonyms(spec.synonym)
+    elif spec.synonym:
         out.append((spec.synonym, spec.default(a, s), source_of(name, {}, a, s)))
     return out

@@ -529,6 +529,14 @@ class Scheduler:
         if self._wakeup is not None:
             self._wakeup.set()
 
+    def reconfigure(self, config: SemanticsConfig) -> None:
+        """New settings (Semantics.reconfigure); the delivery loop wakes to use a new check
+        interval at once. transactionTimeOut applies to half messages stored from now on
+        (each one's first check time is set when it is stored)."""
+        self.config = self.halves.config = config
+        if self._wakeup is not None:
+            self._wakeup.set()
+
     def start(self) -> None:
         self._wakeup = asyncio.Event()
         self._task = asyncio.create_task(self._run(), name="scheduler")

@@ -70,6 +70,12 @@ class Semantics:
     def start(self) -> None:
         self.scheduler.start()
 
+    def reconfigure(self, config: SemanticsConfig) -> None:
+        """Swap in new settings (dynamic broker configs: the RocketMQ keys that may change
+        live; the delay levels and the timing wheel's geometry never differ)."""
+        self.config = config
+        self.scheduler.reconfigure(config)
+
     async def stop(self) -> None:
         await self.scheduler.stop()
 

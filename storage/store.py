@@ -1203,12 +1203,22 @@ class MessageStore:
                 still.append((position, fut))
         self._durable_waiters = still
 
+    def reconfigure(self, config: StorageConfig) -> None:
+        """Use ``config`` from now on: the broker's settings changed at run time (retention
+        and the flush interval; what fixes the files' layout never differs). Retention reads
+        it at its next check; the checkpoint loop checkpoints at once and then keeps the new
+        interval (a shorter one must not wait out the old)."""
+        shorter = config.flush_interval_ms < self.config.flush_interval_ms
+        self.config = config
+        if shorter and self._checkpoint_soon is not None:
+            self._checkpoint_soon.set()
+
     async def _checkpoint_loop(self) -> None:
-        interval = self.config.flush_interval_ms / 1000
         assert self._checkpoint_soon is not None
         failing_since: int | None = None
         last_logged = 0
         while True:
+            interval = self.config.flush_interval_ms / 1000  # read each turn: it may change
             try:  # every interval, or at once when half the disk reserve is spoken for
                 await asyncio.wait_for(self._checkpoint_soon.wait(), interval)
             except TimeoutError:

@@ -1,6 +1,7 @@
-"""AlterConfigs (33, v0-2): replace a topic's whole set of config overrides.
+"""AlterConfigs (33, v0-2): replace a topic's or a broker's whole set of config overrides.
 
-Shared with IncrementalAlterConfigs (44), which imports ``alter_resources`` from here.
+Shared with IncrementalAlterConfigs (44), which imports ``alter_resources`` and the
+resource kinds (``ALTERERS``) from here.
 
 Choices
 -------
@@ -19,14 +20,12 @@ Choices
   is understood; the resource cannot change at run time). A view's definition is its
   identity: consumers' committed offsets on it would mean something else under a new
   expression.
-- Broker resources (name "" or this node's id): every broker setting here is static
-  (command line / config file, read at start), so a change is refused with INVALID_REQUEST
-  and a message saying so. That is the code a Kafka broker gives for broker configs that are
-  not dynamically updatable ("Cannot update these configs dynamically", an
-  InvalidRequestException in ConfigAdminManager); POLICY_VIOLATION would claim an
-  operator-configured alter policy, and INVALID_CONFIG a bad value, neither of which is the
-  case. An empty change list is a no-op and succeeds. Other resource types (broker loggers,
-  groups, client metrics) -> INVALID_REQUEST.
+- Broker resources (name "" for the cluster-wide defaults, or this node's id): dynamic broker
+  configs (adapter/broker_configs.py: which keys, Kafka's refusals and messages, persistence).
+  The request's configs become the resource's whole set of overrides, as for a topic; a null
+  value is INVALID_REQUEST ("Null value not supported for : NAME"), as in Kafka.
+- Other resource types (broker loggers, groups, client metrics) -> INVALID_REQUEST. A type is
+  one entry of ``ALTERERS`` (how to read its current overrides, check and store new ones).
 """
 
 from __future__ import annotations
@@ -36,31 +35,47 @@ from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
 
+from ..broker_configs import ConfigRefused, check_resource_name, is_list
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
 from ..errors import error_code_for
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
-from ..topic_configs import validate_topic_configs
+from ..topic_configs import SPECS, effective, validate_topic_configs
 from ..topic_names import invalid_reason
+
+NewConfigs = Callable[[BrokerContext, object, dict[str, str], "ResourceKind"], dict[str, str | None]]
 
 API_KEY = 33
 TOPIC = 2
 BROKER = 4
+BROKER_LOGGER = 8
 
 
-class ConfigRefused(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
+class ResourceKind:
+    """How one resource type's configs are read, checked and stored by either API."""
+
+    def alter(self, ctx: BrokerContext, resource, new_configs: NewConfigs, validate_only: bool) -> None:
+        configs = new_configs(ctx, resource, self.current(ctx, resource.resource_name), self)
+        self.store(ctx, resource.resource_name, configs, validate_only)
+
+    def current(self, ctx: BrokerContext, name: str) -> dict[str, str]:
+        raise NotImplementedError
+
+    def list_value(self, ctx: BrokerContext, name: str, configs: dict[str, str]) -> str | None:
+        """The value of LIST config ``name`` under ``configs`` (APPEND / SUBTRACT start from
+        it); None when ``name`` is not a LIST config."""
+        raise NotImplementedError
+
+    def store(self, ctx: BrokerContext, name: str, configs: dict[str, str | None], validate_only: bool) -> None:
+        raise NotImplementedError
 
 
-NewConfigs = Callable[[BrokerContext, object, dict[str, str]], dict[str, str]]
-
-
-def alter_resources(ctx: BrokerContext, request: Request, new_configs: NewConfigs) -> object:
-    """Apply ``new_configs(ctx, resource, current overrides) -> new overrides`` (which raises
-    InvalidConfig or ConfigRefused) to every topic resource; the response for either API."""
+def alter_resources(ctx: BrokerContext, request: Request, new_configs: NewConfigs,
+                    kinds: dict[int, ResourceKind] | None = None) -> object:
+    """Apply ``new_configs(ctx, resource, current overrides, kind) -> new overrides`` (which
+    raises InvalidConfig or ConfigRefused) to every resource and store them with its
+    ALTERERS entry; the response for either API."""
     body = request.body
     seen = Counter((r.resource_type, r.resource_name) for r in body.resources)
     responses = []
@@ -75,14 +90,12 @@ def alter_resources(ctx: BrokerContext, request: Request, new_configs: NewConfig
         try:
             _check_unique(resource, seen)
             _authorize(ctx, AclOperation.ALTER_CONFIGS, resource)
-            if resource.resource_type == TOPIC:
-                _alter_topic(ctx, resource, body.validate_only, new_configs)
-            elif resource.resource_type == BROKER:
-                _refuse_broker(ctx, resource)
-            else:
+            kind = (ALTERERS if kinds is None else kinds).get(resource.resource_type)
+            if kind is None:
                 raise ConfigRefused(
                     ErrorCode.invalid_request, f"resource type {resource.resource_type} cannot be altered"
                 )
+            kind.alter(ctx, resource, new_configs, body.validate_only)
         except ConfigRefused as exc:
             result["error_code"], result["error_message"] = exc.code, str(exc)
         except Exception as exc:
@@ -91,11 +104,13 @@ def alter_resources(ctx: BrokerContext, request: Request, new_configs: NewConfig
 
 
 def _authorize(ctx: BrokerContext, operation: AclOperation, resource) -> None:
-    """ALTER_CONFIGS / DESCRIBE_CONFIGS on the topic, or on the cluster for a broker."""
+    """ALTER_CONFIGS / DESCRIBE_CONFIGS on the topic, or on the cluster for a broker or its
+    loggers."""
     if resource.resource_type == TOPIC:
         if not ctx.allowed(operation, ResourceType.TOPIC, resource.resource_name):
             raise ConfigRefused(ErrorCode.topic_authorization_failed, "Topic authorization failed.")
-    elif resource.resource_type == BROKER and not ctx.allowed(operation, ResourceType.CLUSTER, CLUSTER_NAME):
+    elif resource.resource_type in (BROKER, BROKER_LOGGER) and not ctx.allowed(
+            operation, ResourceType.CLUSTER, CLUSTER_NAME):
         raise ConfigRefused(ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
 
 
@@ -107,10 +122,11 @@ def _check_unique(resource, seen: Counter) -> None:
         raise ConfigRefused(ErrorCode.invalid_request, f"duplicate config keys: {', '.join(duplicates)}")
 
 
-def _alter_topic(ctx: BrokerContext, resource, validate_only: bool, new_configs: NewConfigs) -> None:
-    name = resource.resource_name
-    meta = ctx.store.topics.get(name)
-    if meta is None:
+class _Topics(ResourceKind):
+    def current(self, ctx: BrokerContext, name: str) -> dict[str, str]:
+        meta = ctx.store.topics.get(name)
+        if meta is not None:
+            return dict(meta.configs)
         view = ctx.semantics.views.get(name)
         if view is not None:
             over = f" over topic {view.source!r}" if ctx.may_see_source(view) else ""
@@ -122,28 +138,44 @@ def _alter_topic(ctx: BrokerContext, resource, validate_only: bool, new_configs:
         if invalid_reason(name):
             raise ConfigRefused(ErrorCode.invalid_topic_exception, invalid_reason(name))
         raise ConfigRefused(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
-    configs = new_configs(ctx, resource, dict(meta.configs))
-    if not validate_only and configs != meta.configs:
-        ctx.store.topics.set_configs(name, configs)
+
+    def list_value(self, ctx: BrokerContext, name: str, configs: dict[str, str]) -> str | None:
+        spec = SPECS.get(name)
+        if spec is None or spec.kind != "LIST":
+            return None
+        return effective(name, configs, ctx.config, ctx.storage_config)
+
+    def store(self, ctx: BrokerContext, name: str, configs: dict[str, str | None], validate_only: bool) -> None:
+        valid = validate_topic_configs(configs, name)
+        if not validate_only and valid != ctx.store.topics.get(name).configs:
+            ctx.store.topics.set_configs(name, valid)
 
 
-def _refuse_broker(ctx: BrokerContext, resource) -> None:
-    if resource.resource_name not in ("", str(ctx.config.node_id)):
-        raise ConfigRefused(
-            ErrorCode.invalid_request,
-            f"unknown broker {resource.resource_name!r}: this is node {ctx.config.node_id}",
-        )
-    if resource.configs:
-        names = ", ".join(sorted(c.name for c in resource.configs))
-        raise ConfigRefused(
-            ErrorCode.invalid_request,
-            f"cannot update broker configs dynamically ({names}): this broker's settings are "
-            "static; change them on the rmqk command line or in its config file and restart",
-        )
+class _Broker(ResourceKind):
+    def current(self, ctx: BrokerContext, name: str) -> dict[str, str]:
+        check_resource_name(name, ctx.config.node_id)
+        return ctx.broker_configs.overrides(name)
+
+    def list_value(self, ctx: BrokerContext, name: str, configs: dict[str, str]) -> str | None:
+        if not is_list(name):
+            return None
+        if name in configs:
+            return configs[name]
+        described = {d.name: d.value for d in ctx.broker_configs.describe(str(ctx.config.node_id), {})}
+        return described.get(name) or ""
+
+    def store(self, ctx: BrokerContext, name: str, configs: dict[str, str | None], validate_only: bool) -> None:
+        nulls = [k for k, v in configs.items() if v is None]
+        if nulls:
+            raise ConfigRefused(ErrorCode.invalid_request, "Null value not supported for : " + ", ".join(nulls))
+        ctx.broker_configs.alter(name, configs, validate_only)  # type: ignore[arg-type]
 
 
-def _replace(ctx: BrokerContext, resource, current: dict[str, str]) -> dict[str, str]:
-    return validate_topic_configs({c.name: c.value for c in resource.configs}, resource.resource_name)
+ALTERERS: dict[int, ResourceKind] = {TOPIC: _Topics(), BROKER: _Broker()}
+
+
+def _replace(ctx: BrokerContext, resource, current: dict[str, str], kind: ResourceKind) -> dict[str, str | None]:
+    return {c.name: c.value for c in resource.configs}
 
 
 async def handle(ctx: BrokerContext, request: Request):

@@ -127,7 +127,7 @@ def _describe_created(ctx: BrokerContext, result: dict, name: str, partitions: i
                 name=config,
                 value=effective(config, configs, ctx.config, ctx.storage_config),
                 read_only=False,
-                config_source=source_of(config, configs, ctx.config, ctx.storage_config),
+                config_source=source_of(config, configs, ctx.config, ctx.storage_config, ctx.broker_configs),
                 is_sensitive=False,
             )
             for config in specs

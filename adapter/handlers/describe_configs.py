@@ -1,5 +1,12 @@
 """DescribeConfigs (32): topic configs (overrides and defaults) and the broker's own settings.
 
+Broker resources (adapter/broker_configs.py, as Kafka's ConfigHelper): this node's id lists
+every setting with its source (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
+STATIC_BROKER_CONFIG or DEFAULT_CONFIG), the synonyms in that order, ``read_only`` for what
+cannot change at run time, and passwords as sensitive with a null value; the resource ""
+lists the cluster-wide dynamic defaults only. A topic's config inherited from a broker setting
+shows that setting's source and synonyms. Each resource type is one entry of ``DESCRIBERS``.
+
 The system topics SCHEDULE_TOPIC_XXXX and rmq_sys_wheel_timer also answer a read-only
 ``rmq.scheduler.status``: the delay scheduler's state as JSON (``rmqk delays`` reads it).
 RMQ_SYS_TRANS_HALF_TOPIC answers ``rmq.transaction.half.status`` (counters, the pending count
@@ -21,6 +28,8 @@ from kio.schema.errors import ErrorCode
 from rmqkafka.rmqsemantics.half_records import HALF_TOPIC
 from rmqkafka.rmqsemantics.scheduler import SYSTEM_TOPICS
 
+from .. import broker_loggers
+from ..broker_configs import ConfigRefused, check_resource_name
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
@@ -28,7 +37,6 @@ from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..topic_configs import (
     DEFAULT_CONFIG,
     DYNAMIC_TOPIC_CONFIG,
-    STATIC_BROKER_CONFIG,
     effective,
     source_of,
     specs_for,
@@ -52,17 +60,19 @@ _HALF_DOC = (
 )
 TOPIC = 2
 BROKER = 4
-CONFIG_TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6, "LIST": 7}
+BROKER_LOGGER = 8
+CONFIG_TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6, "LIST": 7, "PASSWORD": 9}
 
 
 def _entry(
     name: str,
-    value: str,
+    value: str | None,
     source: int,
     kind: str,
     doc: str | None,
     read_only: bool,
-    synonyms: list[tuple[str, str, int]],
+    synonyms: list[tuple[str, str | None, int]],
+    sensitive: bool = False,  # only broker passwords are secrets (their value is null)
 ) -> dict:
     return dict(
         name=name,
@@ -70,34 +80,11 @@ def _entry(
         read_only=read_only,
         config_source=source,
         is_default=source == DEFAULT_CONFIG,
-        is_sensitive=False,  # no topic or broker setting here is a secret
+        is_sensitive=sensitive,
         synonyms=[dict(name=n, value=v, source=src) for n, v, src in synonyms],
         config_type=CONFIG_TYPES[kind],
         documentation=doc,
     )
-
-
-def broker_configs(ctx: BrokerContext) -> list[tuple[str, str, str, str]]:
-    """(name, value, type, documentation) of the broker's settings, in server.properties names."""
-    a, s = ctx.config, ctx.storage_config
-    advertised = f"PLAINTEXT://{ctx.advertised_host}:{ctx.advertised_port}"
-    return [
-        ("node.id", str(a.node_id), "INT", "This broker's id."),
-        ("listeners", f"PLAINTEXT://{a.host}:{a.port}", "LIST", "Where the broker listens."),
-        ("advertised.listeners", advertised, "LIST", "What clients are told to connect to."),
-        ("log.dirs", str(s.data_dir), "LIST", "The data directory."),
-        ("num.partitions", str(a.num_partitions), "INT", "Partitions of auto-created topics."),
-        ("auto.create.topics.enable", str(a.auto_create_topics).lower(), "BOOLEAN", "Metadata requests create missing topics."),
-        ("message.max.bytes", str(a.message_max_bytes), "INT", "Largest record batch accepted."),
-        ("compression.type", a.compression_type, "STRING", "Default codec of stored batches (topic config compression.type)."),
-        ("socket.request.max.bytes", str(a.socket_request_max_bytes), "INT", "Largest request frame accepted."),
-        ("log.segment.bytes", str(s.segment_bytes), "INT", "Commitlog segment size."),
-        ("log.retention.ms", str(-1 if s.retention_ms is None else s.retention_ms), "LONG", "Segments older than this are deleted."),
-        ("log.retention.bytes", str(-1 if s.retention_bytes is None else s.retention_bytes), "LONG", "Oldest segments are deleted above this size."),
-        ("log.retention.check.interval.ms", str(s.retention_check_interval_ms), "LONG", "How often retention runs."),
-        ("flush.policy", s.flush, "STRING", "async: periodic fsync; sync: acks wait for fsync (group commit)."),
-        ("log.flush.interval.ms", str(s.flush_interval_ms), "LONG", "Period of the async fsync and of checkpoints."),
-    ]
 
 
 def _refusal(ctx: BrokerContext, resource) -> tuple[ErrorCode, str] | None:
@@ -105,7 +92,7 @@ def _refusal(ctx: BrokerContext, resource) -> tuple[ErrorCode, str] | None:
     if resource.resource_type == TOPIC:
         if not ctx.allowed(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, resource.resource_name):
             return ErrorCode.topic_authorization_failed, "Topic authorization failed."
-    elif resource.resource_type == BROKER:
+    elif resource.resource_type in (BROKER, BROKER_LOGGER):
         if not ctx.allowed(AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME):
             return ErrorCode.cluster_authorization_failed, "Cluster authorization failed."
     return None
@@ -130,73 +117,85 @@ async def handle(ctx: BrokerContext, request: Request):
         if refusal is not None:
             result["error_code"], result["error_message"] = refusal
             continue
-        if resource.resource_type == TOPIC:
-            meta = ctx.store.topics.get(resource.resource_name)
-            view = ctx.semantics.views.get(resource.resource_name) if meta is None else None
-            if view is not None:
-                result["configs"] = []
-                for name, value, derived, doc in view_configs(view):
-                    if keys is not None and name not in keys:
-                        continue
-                    source = DEFAULT_CONFIG if derived else DYNAMIC_TOPIC_CONFIG
-                    result["configs"].append(
-                        _entry(name, value, source, "STRING", doc if docs else None, True,
-                               [(name, value, source)] if synonyms else [])
-                    )
-                continue
-            if meta is None:
-                result["error_code"] = ErrorCode.unknown_topic_or_partition
-                result["error_message"] = f"topic {resource.resource_name!r} does not exist"
-                continue
-            a, s, overrides = ctx.config, ctx.storage_config, meta.configs
-            result["configs"] = [
-                _entry(
-                    name,
-                    effective(name, overrides, a, s),
-                    source_of(name, overrides, a, s),
-                    spec.kind,
-                    spec.doc if docs else None,
-                    False,
-                    synonyms_of(name, overrides, a, s) if synonyms else [],
-                )
-                for name, spec in specs_for(meta.name).items()
-                if keys is None or name in keys
-            ]
-            if meta.name in SYSTEM_TOPICS and (keys is None or STATUS in keys):
-                value = json.dumps(ctx.semantics.scheduler.status(), sort_keys=True)
-                result["configs"].append(_read_only(STATUS, value, _STATUS_DOC, docs, synonyms))
-            if meta.name == HALF_TOPIC:
-                halves = ctx.semantics.scheduler.halves
-                if keys is None or HALF_STATUS in keys:
-                    value = json.dumps(halves.status(), sort_keys=True)
-                    result["configs"].append(_read_only(HALF_STATUS, value, _HALF_DOC, docs, synonyms))
-                for key in keys or ():
-                    if key.startswith(HALF_ONE) and key != HALF_STATUS and "/" in key:
-                        group, uniq_key = key[len(HALF_ONE):].split("/", 1)
-                        value = json.dumps(halves.find(group, uniq_key), sort_keys=True)
-                        result["configs"].append(_read_only(key, value, _HALF_DOC, docs, synonyms))
-        elif resource.resource_type == BROKER:
-            if resource.resource_name not in ("", str(ctx.config.node_id)):
-                result["error_code"] = ErrorCode.invalid_request
-                result["error_message"] = f"unknown broker {resource.resource_name!r}"
-                continue
-            result["configs"] = [
-                _entry(
-                    name,
-                    value,
-                    STATIC_BROKER_CONFIG,
-                    kind,
-                    doc if docs else None,
-                    True,
-                    [(name, value, STATIC_BROKER_CONFIG)] if synonyms else [],
-                )
-                for name, value, kind, doc in broker_configs(ctx)
-                if keys is None or name in keys
-            ]
-        else:
+        describe = DESCRIBERS.get(resource.resource_type)
+        if describe is None:
             result["error_code"] = ErrorCode.invalid_request
             result["error_message"] = f"resource type {resource.resource_type} is not supported"
+            continue
+        try:
+            result["configs"] = describe(ctx, resource.resource_name, keys, synonyms, docs)
+        except ConfigRefused as exc:
+            result["error_code"], result["error_message"] = exc.code, str(exc)
     return make(response_type(request), throttle_time=0, results=results)
+
+
+def _topic(ctx: BrokerContext, name: str, keys: set[str] | None, synonyms: bool, docs: bool) -> list[dict]:
+    meta = ctx.store.topics.get(name)
+    view = ctx.semantics.views.get(name) if meta is None else None
+    if view is not None:
+        configs = []
+        for config, value, derived, doc in view_configs(view):
+            if keys is not None and config not in keys:
+                continue
+            source = DEFAULT_CONFIG if derived else DYNAMIC_TOPIC_CONFIG
+            configs.append(_entry(config, value, source, "STRING", doc if docs else None, True,
+                                  [(config, value, source)] if synonyms else []))
+        return configs
+    if meta is None:
+        raise ConfigRefused(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
+    a, s, overrides, broker = ctx.config, ctx.storage_config, meta.configs, ctx.broker_configs
+    configs = [
+        _entry(
+            config,
+            effective(config, overrides, a, s),
+            source_of(config, overrides, a, s, broker),
+            spec.kind,
+            spec.doc if docs else None,
+            False,
+            synonyms_of(config, overrides, a, s, broker) if synonyms else [],
+        )
+        for config, spec in specs_for(meta.name).items()
+        if keys is None or config in keys
+    ]
+    if meta.name in SYSTEM_TOPICS and (keys is None or STATUS in keys):
+        value = json.dumps(ctx.semantics.scheduler.status(), sort_keys=True)
+        configs.append(_read_only(STATUS, value, _STATUS_DOC, docs, synonyms))
+    if meta.name == HALF_TOPIC:
+        halves = ctx.semantics.scheduler.halves
+        if keys is None or HALF_STATUS in keys:
+            value = json.dumps(halves.status(), sort_keys=True)
+            configs.append(_read_only(HALF_STATUS, value, _HALF_DOC, docs, synonyms))
+        for key in keys or ():
+            if key.startswith(HALF_ONE) and key != HALF_STATUS and "/" in key:
+                group, uniq_key = key[len(HALF_ONE):].split("/", 1)
+                value = json.dumps(halves.find(group, uniq_key), sort_keys=True)
+                configs.append(_read_only(key, value, _HALF_DOC, docs, synonyms))
+    return configs
+
+
+def _broker(ctx: BrokerContext, name: str, keys: set[str] | None, synonyms: bool, docs: bool) -> list[dict]:
+    if name not in ("", str(ctx.config.node_id)):  # Kafka's ConfigHelper
+        raise ConfigRefused(ErrorCode.invalid_request, f"Unexpected broker id, expected {ctx.config.node_id} "
+                            f"or empty string, but received {name}")
+    runtime = {"advertised.listeners": f"{ctx.listener_name}://{ctx.advertised_host}:{ctx.advertised_port}"}
+    return [
+        _entry(d.name, d.value, d.source, d.kind, d.doc if docs else None, d.read_only,
+               d.synonyms if synonyms else [], d.sensitive)
+        for d in ctx.broker_configs.describe(name, runtime)
+        if keys is None or d.name in keys
+    ]
+
+
+def _loggers(ctx: BrokerContext, name: str, keys: set[str] | None, synonyms: bool, docs: bool) -> list[dict]:
+    if name == "":  # this node's id only (Kafka's ConfigHelper)
+        raise ConfigRefused(ErrorCode.invalid_request, "Broker id must not be empty")
+    check_resource_name(name, ctx.config.node_id)
+    source = broker_loggers.DYNAMIC_BROKER_LOGGER_CONFIG
+    return [_entry(logger, level, source, "STRING", None, False, [(logger, level, source)] if synonyms else [])
+            for logger, level in broker_loggers.loggers().items() if keys is None or logger in keys]
+
+
+DESCRIBERS = {TOPIC: _topic, BROKER: _broker, BROKER_LOGGER: _loggers}
 
 
 def _read_only(name: str, value: str, doc: str, docs: bool, synonyms: bool) -> dict:

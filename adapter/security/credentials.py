@@ -62,6 +62,10 @@ class Credentials:
         self._stored: dict[str, dict[str, ScramCredential]] = read_json_with_fallback(
             self._path, _parse) or {}
 
+    def configure(self, configured: Mapping[str, str]) -> None:
+        """The JAAS-configured users after a dynamic broker config change."""
+        self._configured = dict(configured)
+
     def plain_password(self, user: str) -> str | None:
         return self._configured.get(user)
 

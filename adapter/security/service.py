@@ -5,7 +5,7 @@ from __future__ import annotations
 import ssl
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..config import ListenerSecurity, SecurityConfig
@@ -46,6 +46,16 @@ class Security:
                                   allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found),
             events=AuthenticationEvents(monotonic),
         )
+        for listener in config.listeners:
+            security.listener(listener.name, listener.protocol)
+        return security
+
+    def reconfigured(self, config: SecurityConfig) -> Security:
+        """A Security for new security settings (dynamic broker configs), sharing this one's
+        credential store, ACLs and counters; every configured listener's TLS keys load now
+        (TlsConfigError when one cannot be used). Connections already open keep the
+        listener settings they were accepted with, as in Kafka."""
+        security = replace(self, config=config, _listeners={})
         for listener in config.listeners:
             security.listener(listener.name, listener.protocol)
         return security

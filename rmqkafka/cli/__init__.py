@@ -1,7 +1,7 @@
 """The ``rmqk`` command line: one click group that gathers the sub-commands.
 
 This module only assembles the group; each command lives in its own module of this package:
-``serve``, and the Kafka-client commands ``topics``, ``produce``, ``consume``, ``groups``,
+``serve``, and the Kafka-client commands ``topics``, ``configs``, ``produce``, ``consume``, ``groups``,
 ``views``, ``delays``, ``dlq`` and ``transactions`` (all registered lazily, see ``_Lazy``; the client commands' conventions are in ``common``). The command line is a
 Kafka admin client and the broker's launcher, not protocol code, hence a package of its own. Plain click rather than typer: typer now imports pydantic,
 which alone would add ~0.1 s to every broker start, and start-up time is a feature here.
@@ -73,6 +73,7 @@ main.add_command(_Lazy("topics", "rmqkafka.cli.topics:topics", "Create, list, de
 main.add_command(_Lazy("produce", "rmqkafka.cli.produce:produce", "Send lines of stdin (or a file) as records."))
 main.add_command(_Lazy("consume", "rmqkafka.cli.consume:consume", "Print records of a topic."))
 main.add_command(_Lazy("groups", "rmqkafka.cli.groups:groups", "List, describe, reset offsets of and delete consumer groups."))
+main.add_command(_Lazy("configs", "rmqkafka.cli.configs:configs", "Describe and change broker configs at run time."))
 main.add_command(_Lazy("views", "rmqkafka.cli.views:views", "Create, list, describe and delete subscription views."))
 main.add_command(_Lazy("delays", "rmqkafka.cli.delays:delays", "Show delay levels and pending timers of the broker's scheduler."))
 main.add_command(_Lazy("dlq", "rmqkafka.cli.dlq:dlq", "List and re-send a consumer group's dead letters."))

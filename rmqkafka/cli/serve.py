@@ -204,7 +204,7 @@ async def _serve(server_config: ServerConfig) -> int:
         adapter_config.host,
         adapter_config.port,
     )
-    broker = Broker(adapter_config, storage_config, server_config.semantics)
+    broker = Broker(server_config)
     host, port = await broker.start()
     lines = f"{READY_PREFIX}{_shown(host)}:{port}\n"
     if broker.metrics_address is not None:

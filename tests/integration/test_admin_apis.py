@@ -689,10 +689,14 @@ def test_alter_configs_errors(conn, admin, incremental):
         one(TOPIC_RESOURCE, topic, cfg("retention.ms", "1") + cfg("retention.ms", "2"))
         == ErrorCode.invalid_request
     )
-    assert one(BROKER_RESOURCE, "", cfg("log.retention.ms", "1")) == ErrorCode.invalid_request
-    assert one(BROKER_RESOURCE, "0", cfg("message.max.bytes", "1")) == ErrorCode.invalid_request
+    # broker configs: a read-only key, a bad value, another broker's id (test_broker_configs.py
+    # has the rest)
+    assert one(BROKER_RESOURCE, "", cfg("log.dirs", "/x")) == ErrorCode.invalid_request
+    assert one(BROKER_RESOURCE, "0", cfg("message.max.bytes", "many")) == ErrorCode.invalid_request
     assert one(BROKER_RESOURCE, "7", cfg("message.max.bytes", "1")) == ErrorCode.invalid_request
-    assert one(BROKER_LOGGER_RESOURCE, "0", cfg("kafka", "DEBUG")) == ErrorCode.invalid_request
+    # broker loggers: IncrementalAlterConfigs only, and only loggers the broker has
+    assert one(BROKER_LOGGER_RESOURCE, "0", cfg("kafka", "DEBUG")) == (
+        ErrorCode.invalid_config if incremental else ErrorCode.invalid_request)
     if incremental:
         assert (
             one(TOPIC_RESOURCE, topic, ops(("retention.ms", 9, "1"))) == ErrorCode.invalid_request
@@ -720,7 +724,7 @@ def test_alter_configs_errors(conn, admin, incremental):
         conn, [(TOPIC_RESOURCE, topic, cfg("retention.ms", "5"))] * 2, incremental=incremental
     )
     assert [r[2] for r in results] == [ErrorCode.invalid_request] * 2
-    # Broker settings are static, but an empty change list is a no-op.
+    # An empty change list of a broker with no dynamic configs is a no-op.
     (result,) = alter(conn, [(BROKER_RESOURCE, "0", [])], incremental=incremental)
     assert result[2] == ErrorCode.none
 
@@ -762,10 +766,10 @@ def test_alter_configs_confluent(conn, admin):
         "broker",
         "0",
         incremental_configs=[
-            ConfigEntry("log.retention.ms", "5", incremental_operation=AlterConfigOpType.SET)
+            ConfigEntry("log.segment.bytes", "5", incremental_operation=AlterConfigOpType.SET)
         ],
     )
-    assert (
+    assert (  # read-only (test_broker_configs.py has the dynamic ones)
         kafka_error(admin.incremental_alter_configs([broker])[broker]) == KafkaError.INVALID_REQUEST
     )
     missing = ConfigResource("topic", "no-such-topic", set_config={"retention.ms": "1"})

@@ -476,6 +476,14 @@ def test_broker_compression_type_is_the_topic_default(broker_factory, tmp_path):
         assert codecs_stored(c, producer_topic) == [GZIP]
     entry = described(AdminClient({"bootstrap.servers": b.bootstrap_servers}), topic)["compression.type"]
     assert (entry.value, entry.source) == ("snappy", ConfigSource.STATIC_BROKER_CONFIG.value)
+    with KafkaRaw(b.host, b.port) as c:  # a dynamic broker config changes the default at once (issue 21)
+        response = c.request(44, 1, validate_only=False, resources=[dict(
+            resource_type=4, resource_name="0", configs=[dict(name="compression.type", config_operation=0, value="lz4")])])
+        assert response.responses[0].error_code == ErrorCode.none
+        c.produce_ok(topic, 0, make_batch(3, compression=GZIP))
+        assert codecs_stored(c, topic) == [SNAPPY, LZ4]
+    entry = described(AdminClient({"bootstrap.servers": b.bootstrap_servers}), topic)["compression.type"]
+    assert (entry.value, entry.source) == ("lz4", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
 
 
 # --- timestamps ------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from kio.static.primitive import i32
 from rmqkafka.adapter.codec import Request
 from rmqkafka.adapter.config import AdapterConfig
 from rmqkafka.adapter.handlers import describe_log_dirs, describe_topic_partitions
-from rmqkafka.adapter.handlers.alter_configs import ConfigRefused
+from rmqkafka.adapter.handlers.alter_configs import ALTERERS, ConfigRefused
 from rmqkafka.adapter.handlers.incremental_alter_configs import (
     APPEND,
     DELETE,
@@ -34,7 +34,7 @@ from rmqkafka.adapter.handlers.incremental_alter_configs import (
     apply_operations,
 )
 from rmqkafka.adapter.handlers.offset_for_leader_epoch import end_offset_for, fencing_error
-from rmqkafka.adapter.topic_configs import InvalidConfig
+from rmqkafka.adapter.topic_configs import InvalidConfig, validate_topic_configs
 from rmqkafka.rmqsemantics.config import SemanticsConfig
 from rmqkafka.rmqsemantics.semantics import Semantics
 from rmqkafka.storage.config import StorageConfig
@@ -110,7 +110,8 @@ def run_ops(store, current: dict[str, str], *items):
         resource_name="t",
         configs=[types.SimpleNamespace(name=n, config_operation=o, value=v) for n, o, v in items],
     )
-    return apply_operations(context(store), resource, current)
+    # the operations, then the topic's validation, as IncrementalAlterConfigs does before storing
+    return validate_topic_configs(apply_operations(context(store), resource, current, ALTERERS[2]), "t")
 
 
 def test_operations_apply_in_order(store):

@@ -25,6 +25,8 @@ RANGES = {
     "message.max.bytes": (0, INT_MAX),
     "socket.request.max.bytes": (1, INT_MAX),
     "connections.max.idle.ms": (1, LONG_MAX),
+    "max.connections": (0, INT_MAX),
+    "max.connections.per.ip": (0, INT_MAX),
     "fetch.max.bytes": (1024, INT_MAX),
     "log.segment.bytes": (1024 * 1024, INT_MAX),
     "log.retention.ms": (-1, LONG_MAX),

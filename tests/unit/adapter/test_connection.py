@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from rmqkafka.adapter.config import SecurityConfig
+from rmqkafka.adapter.config import AdapterConfig, SecurityConfig
 from rmqkafka.adapter.connection import KafkaConnection
 from rmqkafka.adapter.response_budget import ResponseBudget
 from rmqkafka.adapter.security.service import Security
@@ -43,7 +43,7 @@ async def test_an_answer_that_outlives_its_closed_connection_is_dropped(caplog, 
     # A handler may swallow its cancellation (asyncio.wait_for in a long poll can, when data
     # arrives at the same moment) and finish after connection_lost cleared the queue; the
     # writer then resumes with a result for a connection that no longer exists.
-    ctx = SimpleNamespace(config=SimpleNamespace(socket_request_max_bytes=1 << 20), listener_protocol="PLAINTEXT", listener_name="PLAINTEXT",
+    ctx = SimpleNamespace(config=AdapterConfig(socket_request_max_bytes=1 << 20), listener_protocol="PLAINTEXT", listener_name="PLAINTEXT",
                           security=Security.open(SecurityConfig(), tmp_path))
     connection = KafkaConnection(ctx, set(), ResponseBudget(1 << 20))
     transport = FakeTransport()

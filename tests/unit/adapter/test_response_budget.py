@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from rmqkafka.adapter.config import SecurityConfig
+from rmqkafka.adapter.config import AdapterConfig, SecurityConfig
 from rmqkafka.adapter.connection import KafkaConnection, _FetchResponse
 from rmqkafka.adapter.response_budget import ResponseBudget
 from rmqkafka.adapter.security.service import Security
@@ -42,7 +42,7 @@ class SlowTransport(asyncio.Transport):
 
 async def connection_with_unsent_fetch(tmp_path, budget: ResponseBudget, size: int):
     """A connection that wrote a Fetch response of ``size`` bytes its client has not read."""
-    ctx = SimpleNamespace(config=SimpleNamespace(socket_request_max_bytes=1 << 20), listener_protocol="PLAINTEXT", listener_name="PLAINTEXT",
+    ctx = SimpleNamespace(config=AdapterConfig(socket_request_max_bytes=1 << 20), listener_protocol="PLAINTEXT", listener_name="PLAINTEXT",
                           security=Security.open(SecurityConfig(), tmp_path))
     connection = KafkaConnection(ctx, set(), budget)
     transport = SlowTransport()

@@ -424,3 +424,19 @@ async def test_the_ends_of_one_request_are_carried_out_in_a_few_appends(world):
     assert [k for k, _, _ in ops(b)] == [b"A3", b"A1", b"A0", b"B2", b"B4", b"B0"]
     status = halves(b)
     assert (status["pending"], status["committed"], status["rolled_back"]) == (4, 5, 1)
+
+
+async def test_settings_changed_at_run_time_apply_from_then_on(world):
+    """Dynamic broker configs (issue 21): transactionTimeOut for half messages stored after the
+    change, transactionCheckMax and maxReconsumeTimes at once."""
+    from dataclasses import replace
+
+    b = await opened(world)
+    b.produce("orders", 0, batch(half(b"before", "A")))
+    b.semantics.reconfigure(replace(CONFIG, transaction_timeout_ms=60_000, transaction_check_max=7,
+                                    max_reconsume_times=2))
+    b.produce("orders", 0, batch(half(b"after", "B")))
+    first_checks = {h["uniq_key"]: h["first_check_ms"] - h["stored_ms"] for h in halves(b)["oldest"]}
+    assert first_checks == {"A": TIMEOUT, "B": 60_000}
+    assert halves(b)["transaction_check_max"] == 7
+    assert b.scheduler.max_reconsume_times("any-group") == 2
