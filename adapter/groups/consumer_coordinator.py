@@ -90,6 +90,8 @@ class HeartbeatRequest:
     subscribed_regex: str | None = None
     server_assignor: str | None = None
     owned: TopicPartitions | None = None  # None: not sent (unchanged)
+    # Whether the sender may DESCRIBE a topic: a regular expression matches only those.
+    may_describe: Callable[[str], bool] = lambda name: True
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,6 +358,7 @@ class ConsumerGroupCoordinator:
                        client_host: str) -> bool:
         """Apply the request's non-null fields; whether the subscription changed."""
         member.client_id, member.client_host = client_id, client_host
+        member.may_describe = request.may_describe
         if request.rack_id is not None:
             member.rack_id = request.rack_id
         if request.rebalance_timeout_ms != -1:
@@ -378,7 +381,8 @@ class ConsumerGroupCoordinator:
     def _resolved(self, member: ConsumerMember, names: list[str] | None) -> set[str]:
         topics = set(member.subscribed_names)
         if member.subscribed_regex:
-            topics |= matching(member.subscribed_regex, names if names is not None else self._catalog.names())
+            matched = matching(member.subscribed_regex, names if names is not None else self._catalog.names())
+            topics.update(name for name in matched if member.may_describe(name))
         return topics
 
     def _subscription_metadata(self, group: ConsumerProtocolGroup) -> dict[str, tuple[uuid.UUID, int]]:

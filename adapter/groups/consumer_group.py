@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .reconciliation import MemberState, TopicPartitions
@@ -49,6 +50,9 @@ class ConsumerMember:
     pending_revocation: TopicPartitions = field(default_factory=dict)
     session_deadline: float = 0.0  # clock.monotonic() after which it is removed
     revocation_deadline: float | None = None  # set while it must revoke partitions
+    # Whether the member's principal may DESCRIBE a topic (or view): what its regular
+    # expression may match, decided whenever the group resolves it.
+    may_describe: Callable[[str], bool] = lambda name: True
 
     def owns(self) -> TopicPartitions:
         """Assigned and pending revocation: what nobody else may be given."""
