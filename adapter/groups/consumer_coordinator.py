@@ -207,9 +207,9 @@ class ConsumerGroupCoordinator:
             self.groups[group.group_id] = group
         bump = group.epoch == 0 or new
         bump |= self._update_member(member, request, client_id, client_host)
-        metadata = self._subscription_metadata(group)
-        if metadata != group.subscription_metadata:
-            group.subscription_metadata = metadata
+        metadata, matches = self._subscription_metadata(group), self._regex_matches(group)
+        if metadata != group.subscription_metadata or matches != group.regex_matches:
+            group.subscription_metadata, group.regex_matches = metadata, matches
             bump = True
         if bump:
             group.epoch += 1
@@ -396,6 +396,15 @@ class ConsumerGroupCoordinator:
                         metadata[name] = found
         return metadata
 
+    def _regex_matches(self, group: ConsumerProtocolGroup) -> dict[str, frozenset[str]]:
+        """Member id -> the topics its regular expression resolves to now: they change with
+        the topics and with the member's rights even when the group's topics do not."""
+        if not group.regexes():
+            return {}
+        names = self._catalog.names()
+        return {m.member_id: frozenset(self._resolved(m, names)) for m in group.members.values()
+                if m.subscribed_regex}
+
     def _assign(self, group: ConsumerProtocolGroup) -> None:
         metadata = group.subscription_metadata
         names = self._catalog.names() if group.regexes() else None
@@ -493,6 +502,7 @@ class ConsumerGroupCoordinator:
         group.target.pop(member.member_id, None)
         group.epoch += 1
         group.subscription_metadata = self._subscription_metadata(group)
+        group.regex_matches = self._regex_matches(group)
         self._timers.wakeup.set()
 
     # -- offsets ---------------------------------------------------------------------------

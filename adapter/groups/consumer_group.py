@@ -73,6 +73,9 @@ class ConsumerProtocolGroup:
     # Topic name -> (id, partition count) of every subscribed topic when the epoch was last
     # bumped: a difference on a later heartbeat (created, deleted, grown) bumps it again.
     subscription_metadata: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
+    # Member id -> what its regular expression resolved to then (topics and the member's
+    # rights may change it while the group's topics stay the same).
+    regex_matches: dict[str, frozenset[str]] = field(default_factory=dict)
     # (topic id, partition) -> epoch of the member owning it (assigned or being revoked).
     partition_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
     assignor_name: str = ""
