@@ -85,16 +85,38 @@ def group_offsets(ctx: BrokerContext) -> list[GroupOffset]:
 
 
 def group_members(ctx: BrokerContext, group: str) -> list[dict]:
-    """The group's members with the partitions assigned to them (consumer protocol only)."""
+    """The group's members with the partitions assigned to them: a classic group's decoded
+    from its "consumer" protocol assignments, a consumer-protocol (KIP-848) group's with
+    each member's epoch and target assignment besides (``member_epoch`` None: classic)."""
+    consumer_group = ctx.groups.consumer.groups.get(group)
+    if consumer_group is not None:
+        return [
+            {"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
+             "group_instance_id": m.instance_id, "member_epoch": m.epoch,
+             "assignment": _named(ctx, m.assigned),
+             "target_assignment": _named(ctx, consumer_group.target.get(m.member_id, {}))}
+            for m in consumer_group.members.values()
+        ]
     state = ctx.groups.groups.get(group)
     if state is None:
         return []
     return [
         {"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
-         "group_instance_id": m.group_instance_id,
+         "group_instance_id": m.group_instance_id, "member_epoch": None,
          "assignment": decode_assignment(m.assignment) if state.protocol_type == "consumer" else []}
         for m in state.members.values()
     ]
+
+
+def _named(ctx: BrokerContext, partitions: dict) -> list[dict]:
+    """A consumer-protocol assignment (topic id -> partitions) by topic name; a topic deleted
+    meanwhile is left out (it leaves the assignment at the members' next heartbeats)."""
+    out = []
+    for topic_id, numbers in partitions.items():
+        name = ctx.groups.consumer.topic_name(topic_id)
+        if name is not None and numbers:
+            out.append({"topic": name, "partitions": sorted(numbers)})
+    return sorted(out, key=lambda entry: entry["topic"])
 
 
 def decode_assignment(data: bytes) -> list[dict]:

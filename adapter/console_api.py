@@ -106,10 +106,16 @@ class ConsoleApi:
             state = ctx.groups.state_of(group_id)
             live = ctx.groups.groups.get(group_id)
             rows = offsets.get(group_id, [])
+            consumer = ctx.groups.consumer.groups.get(group_id)
+            if consumer is not None:  # KIP-848: the broker's assignor, a group epoch
+                protocol, generation = consumer.assignor_name or None, consumer.epoch
+            else:
+                protocol = live.protocol_name if live is not None else None
+                generation = live.generation_id if live is not None else None
             groups.append({
-                "group": group_id, "state": state.value if state is not None else None,
-                "protocol": live.protocol_name if live is not None else None,
-                "generation": live.generation_id if live is not None else None,
+                "group": group_id, "type": ctx.groups.group_type(group_id),
+                "state": state.value if state is not None else None,
+                "protocol": protocol, "generation": generation,
                 "members": group_members(ctx, group_id), "offsets": rows,
                 "lag": sum(r["lag"] or 0 for r in rows),
             })

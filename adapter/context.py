@@ -79,8 +79,13 @@ class BrokerContext:
     def allowed(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         """Whether the current request's principal may do ``operation`` on the resource; on a
         view, reading or describing also needs the matching right on its source."""
+        return self.allowed_to(SESSION.get(), operation, resource_type, name)
+
+    def allowed_to(self, session: Session, operation: AclOperation, resource_type: ResourceType,
+                   name: str) -> bool:
+        """``allowed`` for a given session: for decisions taken later on a client's behalf
+        (a consumer group resolving its member's regular expression at another heartbeat)."""
         authorizer = self.security.authorizer
-        session = SESSION.get()
         if not authorizer.allowed(session, operation, resource_type, name):
             return False
         if not authorizer.enabled or resource_type is not ResourceType.TOPIC:

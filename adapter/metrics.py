@@ -143,9 +143,16 @@ class BrokerCollector:
             lag_sum.add_metric([group, topic], total)
         members = GaugeMetricFamily("kafka_consumergroup_members", "Members of a consumer group",
                                     labels=["consumergroup"])
-        for group_id, group in sorted(ctx.groups.groups.items()):
-            members.add_metric([group_id], len(group.members))
-        yield from (group_current, lag, lag_sum, members)
+        counts = {group_id: len(group.members) for group_id, group in ctx.groups.groups.items()}
+        counts.update((group_id, len(group.members)) for group_id, group in ctx.groups.consumer.groups.items())
+        epochs = GaugeMetricFamily("rmqk_consumergroup_epoch",
+                                   "Group epoch of a consumer-protocol (KIP-848) group",
+                                   labels=["consumergroup"])
+        for group_id, count in sorted(counts.items()):
+            members.add_metric([group_id], count)
+        for group_id, group in sorted(ctx.groups.consumer.groups.items()):
+            epochs.add_metric([group_id], group.epoch)
+        yield from (group_current, lag, lag_sum, members, epochs)
 
     # -- authentication ----------------------------------------------------------------------
     def _authentication_metrics(self, ctx: BrokerContext) -> Iterator[Metric]:

@@ -68,6 +68,11 @@ function renderTopics(doc) {
   fill("topics", rows, 7, "no topics yet");
 }
 
+// A consumer-protocol (KIP-848) group says so, with its group epoch, beside classic ones.
+function groupState(g) {
+  return g.type === "consumer" ? `${g.state} (consumer protocol, epoch ${g.generation})` : g.state;
+}
+
 function renderGroups(doc) {
   const rows = [];
   for (const g of doc.groups) {
@@ -78,7 +83,7 @@ function renderGroups(doc) {
     offsets.forEach((o, i) => {
       const lag = o ? o.lag : null;
       rows.push(el("tr", { "data-group": g.group, "data-topic": o ? o.topic : null, "data-partition": o ? o.partition : null, class: i === 0 ? "first" : null },
-        el("td", {}, i === 0 ? g.group : ""), el("td", {}, i === 0 ? g.state : ""),
+        el("td", {}, i === 0 ? g.group : ""), el("td", {}, i === 0 ? groupState(g) : ""),
         el("td", { class: "members" }, i === 0 ? g.members.length : ""),
         el("td", {}, o ? o.topic : "no committed offsets"), el("td", {}, o ? o.partition : ""),
         el("td", { class: "num committed" }, o ? num(o.committed) : ""), el("td", { class: "num" }, o ? num(o.end) : ""),

@@ -90,6 +90,8 @@ class HeartbeatRequest:
     subscribed_regex: str | None = None
     server_assignor: str | None = None
     owned: TopicPartitions | None = None  # None: not sent (unchanged)
+    # Whether the sender may DESCRIBE a topic: a regular expression matches only those.
+    may_describe: Callable[[str], bool] = lambda name: True
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,9 +207,9 @@ class ConsumerGroupCoordinator:
             self.groups[group.group_id] = group
         bump = group.epoch == 0 or new
         bump |= self._update_member(member, request, client_id, client_host)
-        metadata = self._subscription_metadata(group)
-        if metadata != group.subscription_metadata:
-            group.subscription_metadata = metadata
+        metadata, matches = self._subscription_metadata(group), self._regex_matches(group)
+        if metadata != group.subscription_metadata or matches != group.regex_matches:
+            group.subscription_metadata, group.regex_matches = metadata, matches
             bump = True
         if bump:
             group.epoch += 1
@@ -356,6 +358,7 @@ class ConsumerGroupCoordinator:
                        client_host: str) -> bool:
         """Apply the request's non-null fields; whether the subscription changed."""
         member.client_id, member.client_host = client_id, client_host
+        member.may_describe = request.may_describe
         if request.rack_id is not None:
             member.rack_id = request.rack_id
         if request.rebalance_timeout_ms != -1:
@@ -378,7 +381,8 @@ class ConsumerGroupCoordinator:
     def _resolved(self, member: ConsumerMember, names: list[str] | None) -> set[str]:
         topics = set(member.subscribed_names)
         if member.subscribed_regex:
-            topics |= matching(member.subscribed_regex, names if names is not None else self._catalog.names())
+            matched = matching(member.subscribed_regex, names if names is not None else self._catalog.names())
+            topics.update(name for name in matched if member.may_describe(name))
         return topics
 
     def _subscription_metadata(self, group: ConsumerProtocolGroup) -> dict[str, tuple[uuid.UUID, int]]:
@@ -391,6 +395,15 @@ class ConsumerGroupCoordinator:
                     if found is not None:
                         metadata[name] = found
         return metadata
+
+    def _regex_matches(self, group: ConsumerProtocolGroup) -> dict[str, frozenset[str]]:
+        """Member id -> the topics its regular expression resolves to now: they change with
+        the topics and with the member's rights even when the group's topics do not."""
+        if not group.regexes():
+            return {}
+        names = self._catalog.names()
+        return {m.member_id: frozenset(self._resolved(m, names)) for m in group.members.values()
+                if m.subscribed_regex}
 
     def _assign(self, group: ConsumerProtocolGroup) -> None:
         metadata = group.subscription_metadata
@@ -489,6 +502,7 @@ class ConsumerGroupCoordinator:
         group.target.pop(member.member_id, None)
         group.epoch += 1
         group.subscription_metadata = self._subscription_metadata(group)
+        group.regex_matches = self._regex_matches(group)
         self._timers.wakeup.set()
 
     # -- offsets ---------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .reconciliation import MemberState, TopicPartitions
@@ -49,6 +50,9 @@ class ConsumerMember:
     pending_revocation: TopicPartitions = field(default_factory=dict)
     session_deadline: float = 0.0  # clock.monotonic() after which it is removed
     revocation_deadline: float | None = None  # set while it must revoke partitions
+    # Whether the member's principal may DESCRIBE a topic (or view): what its regular
+    # expression may match, decided whenever the group resolves it.
+    may_describe: Callable[[str], bool] = lambda name: True
 
     def owns(self) -> TopicPartitions:
         """Assigned and pending revocation: what nobody else may be given."""
@@ -69,6 +73,9 @@ class ConsumerProtocolGroup:
     # Topic name -> (id, partition count) of every subscribed topic when the epoch was last
     # bumped: a difference on a later heartbeat (created, deleted, grown) bumps it again.
     subscription_metadata: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
+    # Member id -> what its regular expression resolved to then (topics and the member's
+    # rights may change it while the group's topics stay the same).
+    regex_matches: dict[str, frozenset[str]] = field(default_factory=dict)
     # (topic id, partition) -> epoch of the member owning it (assigned or being revoked).
     partition_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
     assignor_name: str = ""

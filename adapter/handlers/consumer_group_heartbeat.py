@@ -1,8 +1,15 @@
 """ConsumerGroupHeartbeat (68): join, stay in, reconcile with and leave a consumer-protocol
-group (KIP-848; adapter/groups/consumer_coordinator.py). Needs READ on the group
-(GROUP_AUTHORIZATION_FAILED)."""
+group (KIP-848; adapter/groups/consumer_coordinator.py).
+
+Authorization as Kafka 4's KafkaApis: READ on the group (GROUP_AUTHORIZATION_FAILED), then
+DESCRIBE on every subscribed topic name (TOPIC_AUTHORIZATION_FAILED, before the group is
+touched). A regular expression only matches topics the member may DESCRIBE; on a
+subscription view both checks include its source (``BrokerContext.allowed``).
+"""
 
 from __future__ import annotations
+
+from functools import partial
 
 from kio.schema.errors import ErrorCode
 
@@ -19,6 +26,10 @@ async def handle(ctx: BrokerContext, request: Request):
     body = request.body
     if not ctx.allowed(AclOperation.READ, ResourceType.GROUP, body.group_id):
         return _error(request, ErrorCode.group_authorization_failed)
+    names = body.subscribed_topic_names
+    if names and not all(ctx.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, name) for name in set(names)):
+        return _error(request, ErrorCode.topic_authorization_failed)
+    session = SESSION.get()
     owned = None
     if body.topic_partitions is not None:
         owned = {}
@@ -37,9 +48,10 @@ async def handle(ctx: BrokerContext, request: Request):
             subscribed_regex=getattr(body, "subscribed_topic_regex", None),
             server_assignor=body.server_assignor,
             owned=owned,
+            may_describe=partial(ctx.allowed_to, session, AclOperation.DESCRIBE, ResourceType.TOPIC),
         ),
         client_id=request.client_id or "",
-        client_host=SESSION.get().client_host,
+        client_host=session.client_host,
         api_version=request.api_version,
     )
     if answer.error is not ErrorCode.none:

@@ -4,6 +4,11 @@ AdminClient calls: ListGroups, DescribeGroups, OffsetFetch (committed offsets), 
 (log end offsets, earliest, by timestamp), OffsetCommit (``reset-offsets --execute``) and
 DeleteGroups. LAG = log end offset - committed offset, per partition.
 
+Both group types are shown (TYPE: classic, or consumer for Kafka 4's KIP-848 protocol). The
+AdminClient does not report a consumer-protocol member's epoch, so ``describe`` asks the
+group's coordinator with ConsumerGroupDescribe (69) over plain TCP (kio, as ``rmqk
+transactions`` does); with TLS or SASL properties the epochs are left out ("-").
+
 ``reset-offsets`` is a dry run unless ``--execute`` is given (as in Kafka), and refuses
 groups that have active members: their consumers would overwrite the new offsets.
 """
@@ -88,7 +93,8 @@ def list_groups(as_json: bool, client: ClientOptions) -> None:
     if as_json:
         echo_json(rows)
     else:
-        echo_table(["GROUP", "STATE", "PROTOCOL-TYPE"], [(r["group"], r["state"], r["protocol_type"] or None) for r in rows])
+        echo_table(["GROUP", "TYPE", "STATE", "PROTOCOL-TYPE"],
+                   [(r["group"], r["type"], r["state"], r["protocol_type"] or None) for r in rows])
     if result.errors:
         raise click.exceptions.Exit(1)
 
@@ -184,9 +190,13 @@ def describe(names: tuple[str, ...], as_json: bool, client: ClientOptions) -> No
                 }
             )
         coordinator = getattr(desc, "coordinator", None)
+        group_type = getattr(getattr(desc, "type", None), "name", "UNKNOWN").lower() if desc is not None else "unknown"
+        epochs = _epochs(client, coordinator, group) if group_type == "consumer" else {}
         documents.append(
             {
                 "group": group,
+                "type": group_type,
+                "group_epoch": epochs.get(None),
                 "state": state,
                 "protocol_type": "" if desc is None or desc.is_simple_consumer_group else "consumer",
                 "assignor": (desc.partition_assignor or None) if desc is not None else None,
@@ -197,10 +207,9 @@ def describe(names: tuple[str, ...], as_json: bool, client: ClientOptions) -> No
                         "group_instance_id": m.group_instance_id,
                         "client_id": m.client_id,
                         "host": m.host,
-                        "assignment": [
-                            {"topic": tp.topic, "partition": tp.partition}
-                            for tp in sorted(m.assignment.topic_partitions if m.assignment else [], key=lambda t: (t.topic, t.partition))
-                        ],
+                        "member_epoch": epochs.get(m.member_id),
+                        "assignment": _partitions(m.assignment),
+                        "target_assignment": _partitions(getattr(m, "target_assignment", None)) if group_type == "consumer" else None,
                     }
                     for m in sorted(members, key=lambda m: m.member_id)
                 ],
@@ -222,13 +231,15 @@ def describe(names: tuple[str, ...], as_json: bool, client: ClientOptions) -> No
 def _print_group(doc: dict[str, Any]) -> None:
     coordinator = doc["coordinator"]
     echo_table(
-        ["GROUP", "STATE", "PROTOCOL-TYPE", "ASSIGNOR", "MEMBERS", "TOTAL-LAG", "COORDINATOR"],
+        ["GROUP", "TYPE", "STATE", "PROTOCOL-TYPE", "ASSIGNOR", "EPOCH", "MEMBERS", "TOTAL-LAG", "COORDINATOR"],
         [
             (
                 doc["group"],
+                doc["type"],
                 doc["state"],
                 doc["protocol_type"] or None,
                 doc["assignor"],
+                doc["group_epoch"],
                 len(doc["members"]),
                 doc["total_lag"],
                 f"{coordinator['id']} ({coordinator['host']}:{coordinator['port']})" if coordinator else None,
@@ -238,9 +249,10 @@ def _print_group(doc: dict[str, Any]) -> None:
     if doc["members"]:
         echo()
         echo_table(
-            ["CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"],
+            ["CONSUMER-ID", "HOST", "CLIENT-ID", "EPOCH", "#PARTITIONS", "ASSIGNMENT"],
             [
-                (m["consumer_id"], m["host"], m["client_id"], len(m["assignment"]), _assignment_text(m["assignment"]))
+                (m["consumer_id"], m["host"], m["client_id"], m["member_epoch"], len(m["assignment"]),
+                 _assignment_text(m["assignment"]))
                 for m in doc["members"]
             ],
         )
@@ -255,6 +267,31 @@ def _print_group(doc: dict[str, Any]) -> None:
         )
     else:
         echo(f"group {doc['group']} has no committed offsets and no assigned partitions")
+
+
+def _partitions(assignment: Any) -> list[dict[str, Any]]:
+    parts = assignment.topic_partitions if assignment is not None else []
+    return [{"topic": tp.topic, "partition": tp.partition} for tp in sorted(parts, key=lambda t: (t.topic, t.partition))]
+
+
+def _epochs(client: ClientOptions, coordinator: Any, group: str) -> dict[str | None, int]:
+    """Member id -> member epoch (None -> the group epoch) of a consumer-protocol group, by
+    ConsumerGroupDescribe at its coordinator; {} when that cannot be asked over plain TCP."""
+    from rmqkafka.cli.transactions import _Connection, check_plain_tcp
+
+    try:
+        check_plain_tcp(client)
+    except CliUsageError:
+        return {}
+    if coordinator is None:
+        return {}
+    with _Connection(coordinator.host, coordinator.port, client.timeout) as conn:
+        (described,) = conn.request(69, 0, group_ids=(group,), include_authorized_operations=False).groups
+    if described.error_code:
+        return {}
+    epochs: dict[str | None, int] = {m.member_id: m.member_epoch for m in described.members}
+    epochs[None] = described.group_epoch
+    return epochs
 
 
 def _assignment_text(assignment: list[dict[str, Any]]) -> str | None:

@@ -2,7 +2,7 @@
 
     python group_member.py --client {aiokafka,kafka-python,confluent} --bootstrap HOST:PORT
         --group G --topics T1[,T2] --client-id ID [--instance-id I] [--strategy range]
-        [--session-ms 6000] [--heartbeat-ms 1000] [--max-records 50]
+        [--session-ms 6000] [--heartbeat-ms 1000] [--max-records 50] [--protocol classic]
 
 It subscribes with a group id, auto-commit off, and after each batch it reports what it
 consumed and then commits exactly that batch synchronously (offset = last + 1 per
@@ -20,6 +20,9 @@ SIGKILL loses nothing already reported); ``ev`` is one of:
     recommitted {"offsets": [...]}               (confluent) failed commits retried in on_revoke
     nocommit                                 from here on it stops committing
     closed                                   close() returned (dynamic members: LeaveGroup)
+
+``--protocol consumer`` (confluent only) runs the KIP-848 protocol: the session timeout,
+heartbeat interval and assignor are then the broker's, so those options are not passed.
 
 Commands on stdin, one per line: ``nocommit`` (stop committing: what it consumes from then
 on is uncommitted, so a crash must re-deliver it) and ``close`` (close cleanly and exit).
@@ -287,12 +290,14 @@ def run_confluent(args, control: Control) -> None:
         "client.id": args.client_id,
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
-        "session.timeout.ms": args.session_ms,
-        "heartbeat.interval.ms": args.heartbeat_ms,
-        "partition.assignment.strategy": args.strategy,
         "fetch.wait.max.ms": 100,
         "topic.metadata.refresh.interval.ms": 2000,
     }
+    if args.protocol == "consumer":
+        conf["group.protocol"] = "consumer"  # librdkafka refuses the classic-only settings
+    else:
+        conf.update({"session.timeout.ms": args.session_ms, "heartbeat.interval.ms": args.heartbeat_ms,
+                     "partition.assignment.strategy": args.strategy})
     if args.instance_id:
         conf["group.instance.id"] = args.instance_id
     consumer = Consumer(conf)
@@ -381,11 +386,14 @@ def main() -> None:
     parser.add_argument("--session-ms", type=int, default=6000)
     parser.add_argument("--heartbeat-ms", type=int, default=1000)
     parser.add_argument("--max-records", type=int, default=50)
+    parser.add_argument("--protocol", choices=("classic", "consumer"), default="classic")
     args = parser.parse_args()
     if os.environ.get("GROUP_MEMBER_DEBUG"):
         import logging
 
         logging.basicConfig(level=logging.DEBUG, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if args.protocol == "consumer" and args.client != "confluent":
+        parser.error("--protocol consumer needs --client confluent")
     control = Control()
     try:
         RUNNERS[args.client](args, control)

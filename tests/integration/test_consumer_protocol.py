@@ -203,6 +203,56 @@ def test_members_join_and_leave_without_overlap_or_loss(bootstrap):
     assert all(not m.errors for m in members), [m.errors for m in members]
 
 
+def test_describe_a_group_of_several_members(bootstrap):
+    """ConsumerGroupDescribe (raw v1 and confluent-kafka's AdminClient) of a stable group of
+    three members: every member at the group's epoch, its assignment equal to its target and
+    to what its on_assign callbacks gave it, the assignments disjoint and complete."""
+    topic, group = unique("kip848-describe"), unique("g")
+    create_topic(bootstrap, topic, 6)
+    ownership, consumed = Ownership(), Counter()
+    config = consumer_config(bootstrap, group)
+    members = [Member(f"d{i}", {**config, "client.id": f"describer-{i}"}, [topic], ownership, consumed)
+               for i in range(3)]
+    for member in members:
+        member.start()
+    try:
+        wait_until(lambda: all(len(ownership.of(m.member)) == 2 for m in members), timeout=30,
+                   message="6 partitions, 2 per member")
+        with KafkaRaw.connect(bootstrap) as conn:
+            def described():
+                (g,) = conn.request(69, 1, group_ids=[group], include_authorized_operations=False).groups
+                return g
+
+            wait_until(lambda: described().group_state == "Stable", timeout=30, message="a stable group")
+            g = described()
+        assert g.error_code == ErrorCode.none and g.assignor_name == "uniform"
+        assert g.group_epoch == g.assignment_epoch and len(g.members) == 3
+        by_client = {}
+        for m in g.members:
+            assert m.member_epoch == g.assignment_epoch and m.member_type == 1 and m.instance_id is None
+            assert tuple(m.subscribed_topic_names) == (topic,) and m.client_host
+            parts = {(t.topic_name, p) for t in m.assignment.topic_partitions for p in t.partitions}
+            target = {(t.topic_name, p) for t in m.target_assignment.topic_partitions for p in t.partitions}
+            assert parts == target
+            by_client[m.client_id] = (m.member_id, parts)
+        assert sorted(by_client) == ["describer-0", "describer-1", "describer-2"]
+        for i, member in enumerate(members):
+            assert by_client[f"describer-{i}"][1] == ownership.of(member.member)
+        assert len({member_id for member_id, _ in by_client.values()}) == 3
+        everything = [tp for _, parts in by_client.values() for tp in parts]
+        assert sorted(everything) == [(topic, p) for p in range(6)]
+
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        seen = admin.describe_consumer_groups([group])[group].result(10)
+        assert str(seen.state).endswith("STABLE") and seen.partition_assignor == "uniform"
+        assert {m.client_id: {(tp.topic, tp.partition) for tp in m.assignment.topic_partitions}
+                for m in seen.members} == {client: parts for client, (_, parts) in by_client.items()}
+    finally:
+        for member in members:
+            member.leave()
+    assert ownership.overlaps == []
+
+
 def test_regex_subscription_picks_up_a_new_topic(bootstrap):
     prefix = unique("rx")
     create_topic(bootstrap, f"{prefix}-a", 2)

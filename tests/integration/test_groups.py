@@ -21,6 +21,16 @@
   LeaveGroup batches).
 * Error paths through the raw protocol client (every advertised version where it matters).
 
+Both group protocols (issue 22): the rebalancing test, the cooperative (incremental) test
+and the confluent admin test also run with confluent-kafka's ``group.protocol=consumer``
+(KIP-848; the broker runs it with the same 6 s session and 1 s heartbeat). The others cannot:
+the raw-protocol tests are the classic wire (JoinGroup/SyncGroup/Heartbeat), range and
+roundrobin are client-side assignors (KIP-848 assigns on the broker: test_consumer_protocol.py
+compares its range and uniform assignors), mixing client libraries needs a classic leader
+(mixing protocols is online migration), kafka-python and aiokafka do not speak KIP-848, and
+the static-membership and restart tests check generations and DescribeGroups answers that the
+consumer protocol does not have (test_consumer_protocol.py has their KIP-848 counterparts).
+
 Client quirks met on the way (not broker bugs, worked around here): confluent-kafka-python
 commits offset metadata with its C string's terminating NUL and reads committed metadata as a
 C string (garbage after metadata written by other clients); kafka-python 3.0.12 can lose a
@@ -62,6 +72,11 @@ WAIT = 30.0  # seconds: the longest any single wait may take
 
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT = 8, 9, 10, 11, 12
 LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 13, 14, 15, 16, 42, 47
+CONSUMER_GROUP_DESCRIBE = 69
+# The client libraries and group protocols a rebalancing test runs with: only librdkafka
+# speaks KIP-848 (group.protocol=consumer) of the three.
+CLIENT_PROTOCOLS = [pytest.param(c, "classic", id=c) for c in CLIENTS] + [
+    pytest.param("confluent", "consumer", id="confluent-consumer-protocol")]
 
 TP = tuple[str, int]
 Rec = tuple[str, int, int]  # topic, partition, offset
@@ -126,9 +141,16 @@ def describe(conn: KafkaRaw, group: str, version: int = 5):
 
 
 def broker_assignments(conn: KafkaRaw, group: str) -> tuple[str, dict[str, set[TP]]]:
-    """(state, {client id: assigned partitions}) as DescribeGroups reports them."""
+    """(state, {client id: assigned partitions}) as DescribeGroups reports them, or
+    ConsumerGroupDescribe for a consumer-protocol group (which DescribeGroups calls Dead)."""
     d = describe(conn, group)
-    return d.group_state, {m.client_id: decode_assignment(m.member_assignment) for m in d.members}
+    if d.group_state != "Dead":
+        return d.group_state, {m.client_id: decode_assignment(m.member_assignment) for m in d.members}
+    (c,) = conn.request(CONSUMER_GROUP_DESCRIBE, 0, group_ids=[group], include_authorized_operations=False).groups
+    if c.error_code != ErrorCode.none:
+        return "Dead", {}
+    return c.group_state, {m.client_id: {(t.topic_name, p) for t in m.assignment.topic_partitions for p in t.partitions}
+                           for m in c.members}
 
 
 def fetch_offsets(conn: KafkaRaw, group: str, tps: Iterable[TP] | None = None, version: int = 7):
@@ -280,13 +302,13 @@ class Member:
 
     def __init__(self, client: str, bootstrap: str, group: str, topics: Iterable[str], name: str,
                  log_dir: Path, *, instance_id: str | None = None, strategy: str = "range",
-                 session_ms: int = SESSION_MS, max_records: int = 50) -> None:
+                 session_ms: int = SESSION_MS, max_records: int = 50, protocol: str = "classic") -> None:
         self.client, self.name, self.group = client, name, group
         cmd = [
             sys.executable, str(MEMBER_SCRIPT), "--client", client, "--bootstrap", bootstrap,
             "--group", group, "--topics", ",".join(topics), "--client-id", name,
             "--strategy", strategy, "--session-ms", str(session_ms),
-            "--heartbeat-ms", str(HEARTBEAT_MS), "--max-records", str(max_records),
+            "--heartbeat-ms", str(HEARTBEAT_MS), "--max-records", str(max_records), "--protocol", protocol,
         ]
         if instance_id:
             cmd += ["--instance-id", instance_id]
@@ -498,9 +520,24 @@ def high_watermarks(conn: KafkaRaw, topic: str, partitions: int) -> dict[TP, int
 # --------------------------------------------------------------------------- fixtures
 
 
+# The consumer protocol's session timeout and heartbeat interval are the broker's: the same
+# as the classic members ask for (their minimums lowered to allow it).
+CONSUMER_PROTOCOL_CONFIG = {
+    "group.consumer.session.timeout.ms": SESSION_MS,
+    "group.consumer.min.session.timeout.ms": SESSION_MS,
+    "group.consumer.heartbeat.interval.ms": HEARTBEAT_MS,
+    "group.consumer.min.heartbeat.interval.ms": HEARTBEAT_MS,
+}
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    with start_broker(tmp_path_factory.mktemp("groups") / "data") as b:
+    from rmqkafka.adapter.embedded import EmbeddedBroker
+
+    root = tmp_path_factory.mktemp("groups")
+    config = root / "server.properties"
+    config.write_text("".join(f"{k}={v}\n" for k, v in CONSUMER_PROTOCOL_CONFIG.items()))
+    with EmbeddedBroker(data_dir=root / "data", config_file=config) as b:
         yield b
         sys.stderr.write(_broker_problems(b.stderr))
 
@@ -535,8 +572,8 @@ def no_broker_errors(broker, request):
 
 
 @pytest.mark.timeout(90)
-@pytest.mark.parametrize("client", CLIENTS)
-def test_members_leave_crash_and_join(broker, conn, client, tmp_path, no_broker_errors):
+@pytest.mark.parametrize(("client", "protocol"), CLIENT_PROTOCOLS)
+def test_members_leave_crash_and_join(broker, conn, client, protocol, tmp_path, no_broker_errors):
     """Three members; a clean leave, a SIGKILL, a join; records keep arriving throughout."""
     topic, group = unique(f"rebalance-{client}"), unique(f"g-{client}")
     conn.create_topic(topic, 6)
@@ -544,7 +581,8 @@ def test_members_leave_crash_and_join(broker, conn, client, tmp_path, no_broker_
     produce_round_robin(conn, topic, 6, 600)
     bootstrap = broker.bootstrap_servers
     with BackgroundProducer(bootstrap, topic, 6) as producer, member_pool(tmp_path) as start:
-        m1, m2, m3 = (start(client, bootstrap, group, [topic], f"{client}-m{i}") for i in (1, 2, 3))
+        m1, m2, m3 = (start(client, bootstrap, group, [topic], f"{client}-m{i}", protocol=protocol)
+                      for i in (1, 2, 3))
         took = wait_converged(conn, group, [m1, m2, m3], everything)
         print(f"\n[{client}] 3 members converged {took:.2f} s after the members were started")
         producer.start()
@@ -564,7 +602,7 @@ def test_members_leave_crash_and_join(broker, conn, client, tmp_path, no_broker_
         m2.wait_for(lambda ev: any(e["ev"] == "consumed" for e in ev[acked:]), "an uncommitted batch")
         crashed_at = time.monotonic()
         m2.kill()
-        m4 = start(client, bootstrap, group, [topic], f"{client}-m4")
+        m4 = start(client, bootstrap, group, [topic], f"{client}-m4", protocol=protocol)
         wait_converged(conn, group, [m3, m4], everything, timeout=WAIT)
         print(
             f"[{client}] after a SIGKILL (+1 join): converged {time.monotonic() - crashed_at:.2f} s "
@@ -1050,16 +1088,19 @@ def assignment_history(member: Member) -> list[set[TP]]:
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
-def test_cooperative_sticky_moves_only_what_changes_owner(broker, conn, client, tmp_path, no_broker_errors):
+@pytest.mark.parametrize(("client", "protocol"), [
+    pytest.param("confluent", "classic", id="confluent"), pytest.param("kafka-python", "classic", id="kafka-python"),
+    pytest.param("confluent", "consumer", id="confluent-consumer-protocol")])
+def test_cooperative_sticky_moves_only_what_changes_owner(broker, conn, client, protocol, tmp_path, no_broker_errors):
     """KIP-429 incremental rebalancing: when a second member joins, the first gives up only
     the partitions that move (on_revoke with exactly those), never holds an empty
-    assignment, and keeps consuming the partitions it retains; nothing is read twice."""
+    assignment, and keeps consuming the partitions it retains; nothing is read twice. The
+    consumer protocol (KIP-848) is incremental by design, with the broker's uniform assignor."""
     topic, group = unique(f"coop-{client}"), unique(f"coop-{client}")
     conn.create_topic(topic, 6)
     everything = {(topic, p) for p in range(6)}
     produce_round_robin(conn, topic, 6, 120)
-    kw = dict(strategy="cooperative-sticky")
+    kw = dict(strategy="cooperative-sticky", protocol=protocol)
     with BackgroundProducer(broker.bootstrap_servers, topic, 6) as producer, member_pool(tmp_path) as start:
         first = start(client, broker.bootstrap_servers, group, [topic], f"{client}-coop-1", **kw)
         wait_converged(conn, group, [first], everything)
@@ -1200,9 +1241,13 @@ def wait_committed(conn: KafkaRaw, group: str, want: dict[TP, int], timeout: flo
 
 
 @pytest.mark.timeout(60)
-def test_group_admin_confluent(broker, conn, tmp_path, no_broker_errors):
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_group_admin_confluent(broker, conn, protocol, tmp_path, no_broker_errors):
     """confluent-kafka's AdminClient: list (state filters), describe (members, assignments,
-    state, coordinator), list/alter offsets, delete (empty vs non-empty vs unknown)."""
+    state, coordinator), list/alter offsets, delete (empty vs non-empty vs unknown); the
+    active group's member uses either group protocol. Where the consumer protocol differs as
+    in Kafka 4: the assignor is the broker's (uniform), the member id is a Uuid made by the
+    client, and DescribeGroups calls the group Dead (ConsumerGroupDescribe describes it)."""
     from confluent_kafka import (
         ConsumerGroupState,
         ConsumerGroupTopicPartitions,
@@ -1228,7 +1273,7 @@ def test_group_admin_confluent(broker, conn, tmp_path, no_broker_errors):
         return info.value.args[0].code()
 
     with member_pool(tmp_path) as start:
-        member = start("confluent", broker.bootstrap_servers, active, [topic], "adm-c-member")
+        member = start("confluent", broker.bootstrap_servers, active, [topic], "adm-c-member", protocol=protocol)
         wait_converged(conn, active, [member], set(tps))
         wait_committed(conn, active, {tp: 10 for tp in tps})
 
@@ -1242,10 +1287,16 @@ def test_group_admin_confluent(broker, conn, tmp_path, no_broker_errors):
 
         described = {g: f.result(10) for g, f in admin.describe_consumer_groups([active, empty]).items()}
         d = described[active]
-        assert (d.state, d.partition_assignor, d.is_simple_consumer_group) == (ConsumerGroupState.STABLE, "range", False)
+        assignor = "range" if protocol == "classic" else "uniform"
+        assert (d.state, d.partition_assignor, d.is_simple_consumer_group) == (ConsumerGroupState.STABLE, assignor, False)
         assert (d.coordinator.id, d.coordinator.host, d.coordinator.port) == (0, broker.host, broker.port)
         (m,) = d.members
-        assert m.client_id == "adm-c-member" and m.member_id.startswith("adm-c-member-") and m.host == "127.0.0.1"
+        if protocol == "classic":
+            assert m.member_id.startswith("adm-c-member-")
+        else:
+            # the client's own Kafka Uuid (base64), not one made from its client id
+            assert m.member_id == member.member_id() and not m.member_id.startswith("adm-c-member")
+        assert m.client_id == "adm-c-member" and m.host == "127.0.0.1"
         assert m.group_instance_id is None
         assert sorted((tp.topic, tp.partition) for tp in m.assignment.topic_partitions) == tps
         d = described[empty]
@@ -1284,7 +1335,7 @@ def test_group_admin_confluent(broker, conn, tmp_path, no_broker_errors):
         member.close()
     # Once its last member has left, the group (now Empty, offsets kept) can be deleted.
     assert admin.list_consumer_groups(states={ConsumerGroupState.EMPTY}).result(10).valid
-    assert describe(conn, active).group_state == "Empty"
+    assert broker_assignments(conn, active) == ("Empty", {})
     assert admin.delete_consumer_groups([active])[active].result(10) is None
     assert fetch_offsets(conn, active, None) == {}
     assert active not in {g.group_id for g in admin.list_consumer_groups().result(10).valid}

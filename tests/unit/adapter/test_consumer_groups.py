@@ -276,6 +276,33 @@ def test_regex_subscription_picks_up_a_new_topic(coordinator, catalog):
     assert a.assignment[t3] == frozenset({0}) and len(a.assignment) == 3
 
 
+def test_a_regex_matches_only_what_each_member_may_describe(coordinator):
+    """Each member's own rights filter its regular expression, at whichever heartbeat the
+    group resolves it; a right granted later changes the member's subscription, which bumps
+    the group epoch (a new target) even though the group's topics stay the same."""
+    rights = {"a": {"t1"}, "b": {"t1", "t2"}}
+
+    def send(member_id, epoch, owned):
+        return coordinator.heartbeat(HeartbeatRequest(
+            "g", member_id, epoch, rebalance_timeout_ms=30_000 if epoch == 0 else -1,
+            subscribed_names=() if epoch == 0 else None, subscribed_regex="t.*" if epoch == 0 else None,
+            owned=owned, may_describe=lambda name: name in rights[member_id]),
+            "client", "/127.0.0.1", api_version=1)
+
+    a = send("a", 0, {})
+    assert a.assignment == {T1: frozenset(range(4))}
+    b = send("b", 0, {})
+    group = coordinator.groups["g"]
+    assert set(group.target["a"]) == {T1}  # b's heartbeat did not widen a's match
+    assert group.target["b"][T2] == frozenset({0, 1})
+    epoch = group.epoch
+    rights["a"].add("t2")  # the group's topics stay the same: t2 is b's already
+    send("a", a.member_epoch, a.assignment)
+    assert group.epoch == epoch + 1 and group.assignment_epoch == group.epoch
+    assert coordinator._resolved(group.members["a"], None) == {"t1", "t2"}
+    assert b.error is ErrorCode.none
+
+
 def test_partition_increase_and_topic_deletion_rebalance(coordinator, catalog):
     a = join(coordinator, "a", topics=("t1", "t2"))
     catalog.topics["t1"] = (T1, 6)
