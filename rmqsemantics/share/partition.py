@@ -198,7 +198,7 @@ class SharePartition:
 
     def snapshot(self) -> StateUpdate:
         """The whole durable state; acquisitions are written as available records."""
-        return StateUpdate(self._start, _batches(
+        return StateUpdate(self._start, state_batches(
             (offset, rec) for offset, rec in sorted(self._records.items())
             if rec.state != RecordState.AVAILABLE or rec.delivery_count or rec.due_ms
             or rec.state == RecordState.ACQUIRED))
@@ -386,7 +386,7 @@ class SharePartition:
             changed = sorted(o for o in self._undo if o in self._records)
             # done records are named too: replay must drop a retry record below SPSO
             final = {**self._gone, **{o: self._records[o] for o in changed}}
-            update = StateUpdate(self._start, _batches(sorted(final.items())))
+            update = StateUpdate(self._start, state_batches(sorted(final.items())))
             self._persist(update)
         except BaseException:
             for offset, old in self._undo.items():
@@ -424,7 +424,7 @@ class SharePartition:
             self._start += 1
 
 
-def _batches(items: Iterable[tuple[int, InFlight]]) -> tuple[StateBatch, ...]:
+def state_batches(items: Iterable[tuple[int, InFlight]]) -> tuple[StateBatch, ...]:
     """Runs of consecutive offsets with the same persisted state, as StateBatches."""
     out: list[StateBatch] = []
     for offset, rec in items:
