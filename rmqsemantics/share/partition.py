@@ -312,11 +312,13 @@ class SharePartition:
         """Make every record whose acquisition lock has expired available again (or archive
         it at the delivery limit). Returns how many expired."""
         now = self._clock.now_ms()
-        expired = []
+        expired: list[int] = []
         while self._locks and self._locks[0][0] <= now:
             deadline, offset = heapq.heappop(self._locks)
             rec = self._records.get(offset)
-            if rec is not None and rec.state == RecordState.ACQUIRED and rec.deadline_ms == deadline:
+            # an offset acquired again within one ms has several entries with one deadline
+            if rec is not None and rec.state == RecordState.ACQUIRED and rec.deadline_ms == deadline \
+                    and offset not in expired:
                 expired.append(offset)
         if expired:
             self._release(expired, now, backoff=True)

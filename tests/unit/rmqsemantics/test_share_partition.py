@@ -287,3 +287,14 @@ def test_auto_offset_reset():
     assert start("by_duration:PT10S") == 42 and lookups == [990_000]
     assert initial_start_offset(ShareGroupSettings(auto_offset_reset=AutoOffsetReset.parse("by_duration:PT1S")),
                                 10, 100, lambda ts: None, 0) == 100
+
+
+def test_a_record_acquired_three_times_in_one_ms_expires_once():
+    sp, clock, _, dead = make(record_lock_duration_ms=1000, delivery_count_limit=3)
+    for _ in range(2):
+        sp.acquire("a", 1, 1)
+        sp.release_member("a")
+    sp.acquire("a", 1, 1)
+    clock.advance(1000)
+    assert sp.expire_locks() == 1
+    assert dead == [(0, 3, "exhausted")]
