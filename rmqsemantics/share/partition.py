@@ -254,7 +254,18 @@ class SharePartition:
                 take(offset, rec)
         if archived_unseen:  # archived unseen, persisted so a restart does not deliver them
             self._write(lambda: [self._set(o, RecordState.ARCHIVED, 0) for o in archived_unseen])
+        self._trim_heaps()
         return _ranges(sorted(taken), self._records, batch_size)
+
+    def _trim_heaps(self) -> None:
+        """Acknowledged records leave stale heap entries until their deadline: rebuild the
+        heaps once they are twice the records, so memory follows the window, not the rate."""
+        if len(self._locks) + len(self._retries) > 2 * len(self._records) + 64:
+            self._locks = [(r.deadline_ms, o) for o, r in self._records.items() if r.state == RecordState.ACQUIRED]
+            self._retries = [(r.due_ms, o) for o, r in self._records.items()
+                             if o < self._start and r.state == RecordState.AVAILABLE]
+            heapq.heapify(self._locks)
+            heapq.heapify(self._retries)
 
     # -- acknowledgement -----------------------------------------------------------------------
     def acknowledge(self, member_id: str, batches: Sequence[AckBatch]) -> None:
