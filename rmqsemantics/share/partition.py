@@ -197,11 +197,11 @@ class SharePartition:
         return min(times, default=None)
 
     def snapshot(self) -> StateUpdate:
-        """The whole durable state; acquisitions are written as available records."""
+        """The state as a snapshot record would hold it; an acquired record appears as
+        available with the delivery count it has now (this acquisition counted)."""
         return StateUpdate(self._start, state_batches(
             (offset, rec) for offset, rec in sorted(self._records.items())
-            if rec.state != RecordState.AVAILABLE or rec.delivery_count or rec.due_ms
-            or rec.state == RecordState.ACQUIRED))
+            if rec.state != RecordState.AVAILABLE or rec.delivery_count or rec.due_ms))
 
     # -- acquisition ---------------------------------------------------------------------------
     def acquire(self, member_id: str, log_end: int, max_records: int, batch_size: int | None = None, *,
@@ -211,7 +211,9 @@ class SharePartition:
         then the window in offset order, then new records below ``log_end`` (the high
         watermark; with read_committed, ``last_stable_offset``). ``aborted`` ranges are
         archived unseen under read_committed, ``control`` ranges always; both are inclusive
-        offset ranges the caller read from the log."""
+        offset ranges the caller read from the log. If writing the archived unseen records
+        fails, the error propagates and this call's acquisitions come back when their locks
+        expire."""
         if not member_id:
             raise InvalidShareRequest("The member id must not be empty")
         now = self._clock.now_ms()
@@ -306,12 +308,14 @@ class SharePartition:
             raise InvalidShareRequest("Batch record not found. The first offset in request is past acquired records.")
         if last >= self._end:
             raise InvalidShareRequest("Batch record not found. The last offset in request is past acquired records.")
-        if last < self._start and not any(o in self._records for o in range(first, last + 1)):
+        # Below SPSO only retry records exist (a done one is skipped, as Kafka skips offsets
+        # below its start offset): walk the records, never the client's range, so a range
+        # from offset 0 costs the window and the retry schedule at most.
+        retried = sorted(o for o in self._records if first <= o <= last and o < self._start)
+        if last < self._start and not retried:
             raise InvalidRecordState("Batch record not found. The request batch offsets are not found in the cache.")
-        for offset in range(first, last + 1):
-            rec = self._records.get(offset)
-            if rec is None:  # below SPSO and done: Kafka skips it
-                continue
+        for offset in [*retried, *range(max(first, self._start), last + 1)]:
+            rec = self._records[offset]
             if rec.state != RecordState.ACQUIRED or offset in plan:
                 raise InvalidRecordState("The batch cannot be acknowledged. The offset is not acquired.")
             if rec.member_id != member_id:

@@ -36,6 +36,9 @@ TOPIC = "__share_group_state"
 VERSION = 1
 SNAPSHOT, UPDATE = "s", "u"
 _DONE = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+# Replay walks every offset a record names; what this code writes spans at most the window
+# (10,000) plus the retry schedule (1,000,000), so a record naming more is damaged.
+MAX_OFFSETS_PER_RECORD = 1_010_000
 
 SharePartitionKey = tuple[str, str, int]  # (group, topic, partition)
 
@@ -80,6 +83,8 @@ def decode_value(raw: bytes) -> tuple[str, StateUpdate]:
                  and 0 <= b.first_offset <= b.last_offset and 0 <= b.delivery_count <= 32_767)
             for b in batches):
         raise StateLogError(f"{TOPIC}: malformed record (kind {kind!r}, start {start!r})")
+    if sum(b.last_offset - b.first_offset + 1 for b in batches) > MAX_OFFSETS_PER_RECORD:
+        raise StateLogError(f"{TOPIC}: record names more than {MAX_OFFSETS_PER_RECORD} offsets: damaged")
     return kind, StateUpdate(start, batches)
 
 

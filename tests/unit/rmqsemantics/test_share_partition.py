@@ -298,3 +298,12 @@ def test_a_record_acquired_three_times_in_one_ms_expires_once():
     clock.advance(1000)
     assert sp.expire_locks() == 1
     assert dead == [(0, 3, "exhausted")]
+
+
+def test_an_ack_range_from_offset_zero_costs_only_the_window():
+    sp, _, _, _ = make(start=10**12)
+    sp.acquire("a", 10**12 + 3, 3)
+    ack(sp, "a", 0, 10**12 + 2, ACCEPT)  # the offsets below SPSO are done: skipped, not walked
+    assert sp.start_offset == 10**12 + 3
+    with pytest.raises(InvalidRecordState, match="not found in the cache"):
+        ack(sp, "a", 0, 10**12, ACCEPT)

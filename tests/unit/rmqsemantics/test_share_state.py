@@ -157,6 +157,8 @@ def test_codec_round_trip_and_refusals():
         decode_value(b'{"v":1,"t":"s","so":0,"b":[[1,4,3,0,0]]}')  # 3 is no RecordState
     with pytest.raises(StateLogError):
         replay([(b"not json", raw)])
+    with pytest.raises(StateLogError, match="more than 1010000 offsets"):
+        decode_value(b'{"v":1,"t":"s","so":0,"b":[[0,999999999999,2,1,0]]}')
 
 
 def test_replay_drops_done_records_below_spso_and_keeps_retries():
