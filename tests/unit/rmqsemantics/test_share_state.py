@@ -182,3 +182,42 @@ def test_a_torn_record_in_the_topic_refuses_the_start(tmp_path):
     with pytest.raises(StateLogError, match="torn or unreadable"):
         w.start()
     w.store.close_sync()
+
+
+CHILD = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+from test_share_state import World, AckBatch
+w = World(Path({data!r}))
+got = w.sp.acquire("m", 1000, 1000)
+offsets = [o for r in got for o in range(r.first_offset, r.last_offset + 1)]
+for o in offsets:
+    w.sp.acknowledge("m", [AckBatch(o, o, (1 if o % 7 else 2,))])
+    if o == 600:
+        print("acked", flush=True)
+        time.sleep(60)
+"""
+
+
+def test_kill_9_in_the_middle_of_acknowledging(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    data = tmp_path / "data"
+    child = subprocess.Popen([sys.executable, "-c", CHILD.format(tests=str(Path(__file__).parent), data=str(data))],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "acked"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(30)
+    w = World(data)
+    again = delivered(w.sp, 1000)
+    accepted = {o for o in range(601) if o % 7}
+    assert not accepted & set(again)  # an accepted record is never delivered again
+    assert set(again) == set(range(1000)) - accepted  # every other record is
+    assert all(again[o] == 2 for o in range(601) if o % 7 == 0)  # released once: count kept
+    assert all(again[o] == 1 for o in range(601, 1000))
+    w.store.close_sync()
