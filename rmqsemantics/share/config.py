@@ -22,7 +22,7 @@ _DURATION = re.compile(
 
 def parse_iso_duration_ms(text: str) -> int:
     """Milliseconds of an ISO-8601 duration as java.time.Duration.parse reads it."""
-    m = _DURATION.fullmatch(text)
+    m = _DURATION.fullmatch(text) if len(text) <= 64 else None  # bounded before int() runs
     if m is None or m.group(3) == "T" or not any(m.group(i) for i in (2, 4, 5, 6)):
         raise InvalidShareConfig(f"Invalid duration format: {text!r} is not an ISO-8601 duration")
     days, hours, minutes, seconds = (int(m.group(i) or 0) for i in (2, 4, 5, 6))
@@ -30,6 +30,8 @@ def parse_iso_duration_ms(text: str) -> int:
     if seconds < 0 or (m.group(6) or "").startswith("-"):
         nanos = -nanos
     ms = ((days * 24 + hours) * 60 + minutes) * 60_000 + seconds * 1000 + nanos // 1_000_000
+    if abs(ms) >= 2**63:  # a Java long of ms, as Kafka keeps it
+        raise InvalidShareConfig(f"Invalid duration format: {text!r} is too long")
     return -ms if m.group(1) == "-" else ms
 
 
