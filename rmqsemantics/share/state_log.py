@@ -97,15 +97,20 @@ class ReplayedState:
     updates_since_snapshot: int = 0
 
     def apply(self, update: StateUpdate) -> None:
-        self.start_offset = update.start_offset
+        moved_from, self.start_offset = self.start_offset, update.start_offset
         for b in update.batches:
             for offset in range(b.first_offset, b.last_offset + 1):
                 if b.state in _DONE and offset < update.start_offset:
                     self.records.pop(offset, None)
                 else:
                     self.records[offset] = (b.state, b.delivery_count, b.due_ms)
-        for offset in [o for o, (s, _, _) in self.records.items() if o < self.start_offset and s in _DONE]:
-            del self.records[offset]
+        # only offsets SPSO moved over can have become done below it: walk the smaller set
+        passed = range(moved_from, self.start_offset)
+        candidates = passed if len(passed) < len(self.records) else list(self.records)
+        for offset in candidates:
+            entry = self.records.get(offset)
+            if entry is not None and offset < self.start_offset and entry[0] in _DONE:
+                del self.records[offset]
 
     def as_update(self) -> StateUpdate:
         """The state as one snapshot (what SharePartition's ``restored`` takes)."""
