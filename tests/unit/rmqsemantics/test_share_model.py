@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from rmqkafka.rmqsemantics.share.config import ShareGroupSettings
 from rmqkafka.rmqsemantics.share.errors import InvalidRecordState, InvalidShareRequest

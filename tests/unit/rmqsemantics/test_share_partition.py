@@ -307,3 +307,13 @@ def test_an_ack_range_from_offset_zero_costs_only_the_window():
     assert sp.start_offset == 10**12 + 3
     with pytest.raises(InvalidRecordState, match="not found in the cache"):
         ack(sp, "a", 0, 10**12, ACCEPT)
+
+
+def test_next_wakeup_is_the_next_lock_expiry_or_due_retry():
+    sp, clock, _, _ = make(redelivery_backoff="levels", delay_levels_ms=LEVELS, record_lock_duration_ms=5000)
+    assert sp.next_wakeup_ms() is None
+    sp.acquire("a", 2, 2)
+    t0 = clock.now_ms()
+    assert sp.next_wakeup_ms() == t0 + 5000
+    ack(sp, "a", 0, 1, RELEASE, ACCEPT)
+    assert sp.next_wakeup_ms() == t0 + 10_000

@@ -9,7 +9,7 @@ import pytest
 from rmqkafka.rmqsemantics.parked_records import build_batch
 from rmqkafka.rmqsemantics.share.config import ShareGroupSettings
 from rmqkafka.rmqsemantics.share.errors import StateLogError
-from rmqkafka.rmqsemantics.share.partition import AckBatch, AcquiredRange, RecordState, SharePartition, StateBatch, StateUpdate
+from rmqkafka.rmqsemantics.share.partition import AckBatch, RecordState, SharePartition, StateBatch, StateUpdate
 from rmqkafka.rmqsemantics.share.state_log import (
     TOPIC,
     decode_value,
