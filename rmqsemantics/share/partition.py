@@ -339,14 +339,26 @@ class SharePartition:
             self._release(expired, now, backoff=True)
         return len(expired)
 
-    def release_member(self, member_id: str) -> int:
+    def release_member(self, member_id: str, *, undelivered: bool = False) -> int:
         """A member left or its session expired: its records are available again at once
-        (leaving is not a failed delivery, so no backoff); delivery counts are kept."""
+        (leaving is not a failed delivery, so no backoff); delivery counts are kept. With
+        ``undelivered`` (the member closed its share session normally: what it still held
+        was fetched but never handed to the application) each count is first lowered by
+        one, as Kafka does since KAFKA-17541."""
         self.expire_locks()
         mine = [o for o, rec in self._records.items()
                 if rec.state == RecordState.ACQUIRED and rec.member_id == member_id]
         if mine:
-            self._release(mine, self._clock.now_ms(), backoff=False)
+            if undelivered:
+                for offset in mine:  # undone with the rest if the write fails
+                    self._records[offset].delivery_count -= 1
+            try:
+                self._release(mine, self._clock.now_ms(), backoff=False)
+            except BaseException:
+                if undelivered:
+                    for offset in mine:
+                        self._records[offset].delivery_count += 1
+                raise
         return len(mine)
 
     def advance_log_start(self, log_start: int) -> None:

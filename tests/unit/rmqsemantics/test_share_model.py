@@ -126,12 +126,13 @@ class ShareModel(RuleBasedStateMachine):
     def advance(self, ms):
         self.clock.advance(ms)
 
-    @rule(member=st.sampled_from(MEMBERS))
-    def leave(self, member):
+    @rule(member=st.sampled_from(MEMBERS), undelivered=st.booleans())
+    def leave(self, member, undelivered):
         self._expire()
-        self.sp.release_member(member)
+        self.sp.release_member(member, undelivered=undelivered)
         for offset, rec in enumerate(self.model):
             if rec.state == ACQUIRED and rec.member == member:
+                rec.count -= undelivered
                 self._settle(offset, backoff=False)
 
     @rule()

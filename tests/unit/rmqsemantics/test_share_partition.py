@@ -317,3 +317,12 @@ def test_next_wakeup_is_the_next_lock_expiry_or_due_retry():
     assert sp.next_wakeup_ms() == t0 + 5000
     ack(sp, "a", 0, 1, RELEASE, ACCEPT)
     assert sp.next_wakeup_ms() == t0 + 10_000
+
+
+def test_a_normal_session_close_does_not_count_the_undelivered_records():
+    sp, _, _, _ = make()
+    sp.acquire("a", 2, 2)
+    ack(sp, "a", 0, 0, RELEASE)
+    assert sp.acquire("a", 2, 2) == [AcquiredRange(0, 0, 2)]
+    assert sp.release_member("a", undelivered=True) == 2
+    assert sp.acquire("b", 2, 2) == [AcquiredRange(0, 0, 2), AcquiredRange(1, 1, 1)]  # 2 again, not 3
