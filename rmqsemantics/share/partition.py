@@ -1,0 +1,496 @@
+"""One share-partition: which records of a topic-partition a share group has handed out,
+to whom, how often, and which are done (Kafka's ``SharePartition``, KIP-932).
+
+Offsets, not positions: every number here is a Kafka offset of the data partition.
+
+- ``start_offset`` (SPSO): every record below it is done (acknowledged or archived), except
+  the records of the retry schedule (below).
+- ``end_offset`` (SPEO + 1, exclusive): the next offset never acquired. The in-flight window
+  ``[start_offset, end_offset)`` holds at most ``max_record_locks`` records, each with a state
+  (available, acquired, acknowledged, archived) and a delivery count.
+- An acquisition raises the delivery count and locks the record for one member until
+  ``record_lock_duration_ms`` passes. ACCEPT acknowledges it, REJECT and GAP archive it,
+  RELEASE or lock expiry make it available again, or archive it when its delivery count has
+  reached the limit. SPSO moves over every done prefix of the window.
+
+RocketMQ's ``rmq.redelivery.backoff=levels``: a released or expired record becomes available
+only after its retry delay (``due_ms``). A waiting record does not hold SPSO: SPSO moves over
+it as over a done record, and it stays below SPSO in the *retry schedule* (RocketMQ's retry
+topic), acquired first once due. So a poison record never fills the window. Memory: at most
+``max_record_locks`` window entries plus ``max_retry_records`` retry entries; when the retry
+schedule is full, waiting records stay in the window, which then back-pressures acquisition.
+
+Durability: every change other than an acquisition is handed to ``persist`` (a
+``StateUpdate``) before it takes effect; if ``persist`` raises, the change is undone and the
+error propagates. Acquisitions are not persisted (as in Kafka): after a restart an acquired
+record is available again with the delivery count last persisted. The state machine is
+sans-IO: time comes from the injected clock, lock expiry runs at the start of every call
+(and from ``expire_locks`` on the caller's timer, see ``next_wakeup_ms``).
+"""
+
+from __future__ import annotations
+
+import enum
+import heapq
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from rmqkafka.storage.clock import Clock
+
+from .config import ShareGroupSettings
+from .errors import InvalidRecordState, InvalidShareRequest
+
+NO_MEMBER = ""
+
+
+class RecordState(enum.IntEnum):
+    """Kafka's ``RecordState`` ids (they are also the persisted ``deliveryState``)."""
+
+    AVAILABLE = 0
+    ACQUIRED = 1
+    ACKNOWLEDGED = 2
+    ARCHIVED = 4
+
+
+class AckType(enum.IntEnum):
+    """ShareFetch/ShareAcknowledge ``AcknowledgeTypes`` values."""
+
+    GAP = 0
+    ACCEPT = 1
+    RELEASE = 2
+    REJECT = 3
+
+
+REJECTED, EXHAUSTED = "rejected", "exhausted"  # why a record went to the dead-letter sink
+_DONE = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+
+
+@dataclass(slots=True)
+class InFlight:
+    state: RecordState
+    delivery_count: int = 0
+    member_id: str = NO_MEMBER
+    deadline_ms: int = 0  # acquisition lock expiry (ACQUIRED only)
+    due_ms: int = 0  # not acquirable before (rmq.redelivery.backoff=levels)
+
+
+@dataclass(frozen=True, slots=True)
+class AcquiredRange:
+    """What ShareFetch's AcquiredRecords carries."""
+
+    first_offset: int
+    last_offset: int
+    delivery_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class AckBatch:
+    """One AcknowledgementBatch: one type for the range, or one type per offset."""
+
+    first_offset: int
+    last_offset: int
+    types: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StateBatch:
+    """Persisted state of ``[first_offset, last_offset]``: all records share it."""
+
+    first_offset: int
+    last_offset: int
+    state: RecordState
+    delivery_count: int
+    due_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StateUpdate:
+    """A change (or, as a snapshot, the whole state): the new SPSO and the records changed.
+    Offsets below ``start_offset`` that no batch names are done."""
+
+    start_offset: int
+    batches: tuple[StateBatch, ...]
+
+
+PersistFn = Callable[[StateUpdate], None]
+DeadLetterFn = Callable[[int, int, str], None]  # (offset, delivery count, reason)
+
+
+def _no_persist(update: StateUpdate) -> None:
+    pass
+
+
+def _no_dead_letter(offset: int, delivery_count: int, reason: str) -> None:
+    pass
+
+
+class _Ranges:
+    """Sorted, disjoint inclusive offset ranges (aborted transactions, control records)."""
+
+    def __init__(self, ranges: Iterable[tuple[int, int]]) -> None:
+        merged: list[list[int]] = []
+        for first, last in sorted(ranges):
+            if merged and first <= merged[-1][1] + 1:
+                merged[-1][1] = max(merged[-1][1], last)
+            else:
+                merged.append([first, last])
+        self._firsts = [r[0] for r in merged]
+        self._lasts = [r[1] for r in merged]
+
+    def __contains__(self, offset: int) -> bool:
+        i = bisect_right(self._firsts, offset) - 1
+        return i >= 0 and offset <= self._lasts[i]
+
+
+class SharePartition:
+    def __init__(self, settings: ShareGroupSettings, clock: Clock, start_offset: int, *,
+                 persist: PersistFn = _no_persist, dead_letter: DeadLetterFn = _no_dead_letter,
+                 restored: Sequence[StateBatch] = ()) -> None:
+        self.settings = settings
+        self._clock = clock
+        self._persist = persist
+        self._dead_letter = dead_letter
+        self._start = start_offset
+        self._records: dict[int, InFlight] = {}
+        self._locks: list[tuple[int, int]] = []  # (deadline_ms, offset), lazily invalidated
+        self._retries: list[tuple[int, int]] = []  # (due_ms, offset) below SPSO, lazily invalidated
+        self._undo: dict[int, InFlight | None] | None = None
+        self._gone: dict[int, InFlight] = {}  # records this change removed, by final state
+        end = start_offset
+        for batch in restored:
+            for offset in range(max(batch.first_offset, start_offset if batch.state in _DONE else 0),
+                                batch.last_offset + 1):
+                state = RecordState.AVAILABLE if batch.state == RecordState.ACQUIRED else batch.state
+                self._records[offset] = InFlight(state, batch.delivery_count, due_ms=batch.due_ms)
+                end = max(end, offset + 1)
+        self._end = end
+        for offset in range(start_offset, end):  # acquired before a crash, never persisted
+            self._records.setdefault(offset, InFlight(RecordState.AVAILABLE))
+        for offset, rec in self._records.items():
+            if offset < start_offset:
+                heapq.heappush(self._retries, (rec.due_ms, offset))
+
+    # -- reading -----------------------------------------------------------------------------
+    @property
+    def start_offset(self) -> int:
+        return self._start
+
+    @property
+    def end_offset(self) -> int:
+        return self._end
+
+    def in_flight_count(self) -> int:
+        return self._end - self._start
+
+    def retry_count(self) -> int:
+        return len(self._records) - (self._end - self._start)
+
+    def record(self, offset: int) -> InFlight | None:
+        return self._records.get(offset)
+
+    def next_wakeup_ms(self) -> int | None:
+        """When the next lock expires or the next waiting record becomes due."""
+        times = [rec.deadline_ms for rec in self._records.values() if rec.state == RecordState.ACQUIRED]
+        times += [rec.due_ms for rec in self._records.values()
+                  if rec.state == RecordState.AVAILABLE and rec.due_ms > self._clock.now_ms()]
+        return min(times, default=None)
+
+    def snapshot(self) -> StateUpdate:
+        """The state as a snapshot record would hold it; an acquired record appears as
+        available with the delivery count it has now (this acquisition counted)."""
+        return StateUpdate(self._start, state_batches(
+            (offset, rec) for offset, rec in sorted(self._records.items())
+            if rec.state != RecordState.AVAILABLE or rec.delivery_count or rec.due_ms))
+
+    # -- acquisition ---------------------------------------------------------------------------
+    def acquire(self, member_id: str, log_end: int, max_records: int, batch_size: int | None = None, *,
+                last_stable_offset: int | None = None, aborted: Iterable[tuple[int, int]] = (),
+                control: Iterable[tuple[int, int]] = ()) -> list[AcquiredRange]:
+        """Lock up to ``max_records`` available records for ``member_id``: due retries first,
+        then the window in offset order, then new records below ``log_end`` (the high
+        watermark; with read_committed, ``last_stable_offset``). ``aborted`` ranges are
+        archived unseen under read_committed, ``control`` ranges always; both are inclusive
+        offset ranges the caller read from the log. If writing the archived unseen records
+        fails, the error propagates and this call's acquisitions come back when their locks
+        expire."""
+        if not member_id:
+            raise InvalidShareRequest("The member id must not be empty")
+        now = self._clock.now_ms()
+        self.expire_locks()
+        read_committed = self.settings.isolation_level == "read_committed"
+        limit = log_end
+        if read_committed:
+            limit = min(log_end, log_end if last_stable_offset is None else last_stable_offset)
+        unseen = _Ranges([*control, *(aborted if read_committed else ())])
+        deadline = now + self.settings.record_lock_duration_ms
+        taken: list[int] = []
+
+        def take(offset: int, rec: InFlight) -> None:
+            rec.state, rec.member_id, rec.deadline_ms, rec.due_ms = RecordState.ACQUIRED, member_id, deadline, 0
+            rec.delivery_count += 1
+            heapq.heappush(self._locks, (deadline, offset))
+            taken.append(offset)
+
+        while self._retries and len(taken) < max_records and self._retries[0][0] <= now:
+            due, offset = heapq.heappop(self._retries)
+            rec = self._records.get(offset)
+            if rec is not None and offset < self._start and rec.state == RecordState.AVAILABLE \
+                    and rec.due_ms == due:
+                take(offset, rec)
+        offset = self._start
+        while offset < self._end and len(taken) < max_records:
+            rec = self._records[offset]
+            if rec.state == RecordState.AVAILABLE and rec.due_ms <= now:
+                take(offset, rec)
+            offset += 1
+        archived_unseen = []
+        while (self._end < limit and len(taken) < max_records
+               and self._end - self._start < self.settings.max_record_locks):
+            offset, self._end = self._end, self._end + 1
+            rec = InFlight(RecordState.AVAILABLE)
+            self._records[offset] = rec
+            if offset in unseen:
+                archived_unseen.append(offset)
+            else:
+                take(offset, rec)
+        if archived_unseen:  # archived unseen, persisted so a restart does not deliver them
+            self._write(lambda: [self._set(o, RecordState.ARCHIVED, 0) for o in archived_unseen])
+        self._trim_heaps()
+        return _ranges(sorted(taken), self._records, batch_size)
+
+    def _trim_heaps(self) -> None:
+        """Acknowledged records leave stale heap entries until their deadline: rebuild the
+        heaps once they are twice the records, so memory follows the window, not the rate."""
+        if len(self._locks) + len(self._retries) > 2 * len(self._records) + 64:
+            self._locks = [(r.deadline_ms, o) for o, r in self._records.items() if r.state == RecordState.ACQUIRED]
+            self._retries = [(r.due_ms, o) for o, r in self._records.items()
+                             if o < self._start and r.state == RecordState.AVAILABLE]
+            heapq.heapify(self._locks)
+            heapq.heapify(self._retries)
+
+    # -- acknowledgement -----------------------------------------------------------------------
+    def acknowledge(self, member_id: str, batches: Sequence[AckBatch]) -> None:
+        """Apply one request's acknowledgements, all or none (Kafka rolls back on error)."""
+        self.expire_locks()
+        now = self._clock.now_ms()
+        plan: dict[int, AckType] = {}
+        for batch in batches:
+            self._check_batch(member_id, batch, plan)
+        dead: list[tuple[int, int, str]] = []
+
+        def apply() -> None:
+            for offset, ack in plan.items():
+                rec = self._records[offset]
+                if ack == AckType.ACCEPT:
+                    self._set(offset, RecordState.ACKNOWLEDGED, rec.delivery_count)
+                elif ack == AckType.RELEASE:
+                    self._settle(offset, now, dead, backoff=True)
+                else:
+                    self._set(offset, RecordState.ARCHIVED, rec.delivery_count)
+                    if ack == AckType.REJECT:
+                        dead.append((offset, rec.delivery_count, REJECTED))
+
+        self._write(apply)
+        for item in dead:
+            self._dead_letter(*item)
+
+    def _check_batch(self, member_id: str, batch: AckBatch, plan: dict[int, AckType]) -> None:
+        first, last, types = batch.first_offset, batch.last_offset, batch.types
+        if first > last or first < 0:
+            raise InvalidShareRequest(f"Invalid acknowledgement batch: first offset {first}, last offset {last}")
+        if len(types) != 1 and len(types) != last - first + 1:
+            raise InvalidShareRequest("The number of acknowledge types does not match the batch's offsets")
+        for t in types:
+            if t not in AckType._value2member_map_:
+                raise InvalidShareRequest(f"Invalid acknowledge type: {t}")
+        if first >= self._end:
+            raise InvalidShareRequest("Batch record not found. The first offset in request is past acquired records.")
+        if last >= self._end:
+            raise InvalidShareRequest("Batch record not found. The last offset in request is past acquired records.")
+        # Below SPSO only retry records exist (a done one is skipped, as Kafka skips offsets
+        # below its start offset): walk the records, never the client's range, so a range
+        # from offset 0 costs the window and the retry schedule at most.
+        retried = sorted(o for o in self._records if first <= o <= last and o < self._start)
+        if last < self._start and not retried:
+            raise InvalidRecordState("Batch record not found. The request batch offsets are not found in the cache.")
+        for offset in [*retried, *range(max(first, self._start), last + 1)]:
+            rec = self._records[offset]
+            if rec.state != RecordState.ACQUIRED or offset in plan:
+                raise InvalidRecordState("The batch cannot be acknowledged. The offset is not acquired.")
+            if rec.member_id != member_id:
+                raise InvalidRecordState("Member is not the owner of offset")
+            plan[offset] = AckType(types[0] if len(types) == 1 else types[offset - first])
+
+    # -- lock expiry and members ------------------------------------------------------------------
+    def expire_locks(self) -> int:
+        """Make every record whose acquisition lock has expired available again (or archive
+        it at the delivery limit). Returns how many expired."""
+        now = self._clock.now_ms()
+        expired: list[int] = []
+        while self._locks and self._locks[0][0] <= now:
+            deadline, offset = heapq.heappop(self._locks)
+            rec = self._records.get(offset)
+            # an offset acquired again within one ms has several entries with one deadline
+            if rec is not None and rec.state == RecordState.ACQUIRED and rec.deadline_ms == deadline \
+                    and offset not in expired:
+                expired.append(offset)
+        if expired:
+            self._release(expired, now, backoff=True)
+        return len(expired)
+
+    def release_member(self, member_id: str, *, undelivered: bool = False) -> int:
+        """A member left or its session expired: its records are available again at once
+        (leaving is not a failed delivery, so no backoff); delivery counts are kept. With
+        ``undelivered`` (the member closed its share session normally: what it still held
+        was fetched but never handed to the application) each count is first lowered by
+        one, as Kafka does since KAFKA-17541."""
+        self.expire_locks()
+        mine = [o for o, rec in self._records.items()
+                if rec.state == RecordState.ACQUIRED and rec.member_id == member_id]
+        if mine:
+            if undelivered:
+                for offset in mine:  # undone with the rest if the write fails
+                    self._records[offset].delivery_count -= 1
+            try:
+                self._release(mine, self._clock.now_ms(), backoff=False)
+            except BaseException:
+                if undelivered:
+                    for offset in mine:
+                        self._records[offset].delivery_count += 1
+                raise
+        return len(mine)
+
+    def advance_log_start(self, log_start: int) -> None:
+        """Retention removed the records below ``log_start``: they can never be delivered."""
+        if log_start <= self._start and not any(o < log_start for o in self._records):
+            return
+
+        def apply() -> None:
+            for offset in [o for o in self._records if o < log_start]:
+                self._remember(offset)
+                self._gone[offset] = InFlight(RecordState.ARCHIVED, self._records.pop(offset).delivery_count)
+            if log_start > self._start:
+                self._start = log_start
+                self._end = max(self._end, log_start)
+
+        self._write(apply)
+
+    def _release(self, offsets: list[int], now: int, backoff: bool) -> None:
+        dead: list[tuple[int, int, str]] = []
+        self._write(lambda: [self._settle(o, now, dead, backoff) for o in sorted(offsets)])
+        for item in dead:
+            self._dead_letter(*item)
+
+    def _settle(self, offset: int, now: int, dead: list, backoff: bool) -> None:
+        count = self._records[offset].delivery_count
+        if count >= self.settings.delivery_limit:
+            self._set(offset, RecordState.ARCHIVED, count)
+            dead.append((offset, count, EXHAUSTED))
+            return
+        delay = self.settings.retry_delay_ms(count) if backoff else 0
+        self._set(offset, RecordState.AVAILABLE, count, now + delay if delay else 0)
+        if offset < self._start and delay == 0:
+            heapq.heappush(self._retries, (0, offset))
+
+    # -- changes: undo log, SPSO, persistence ------------------------------------------------------
+    def _remember(self, offset: int) -> None:
+        assert self._undo is not None
+        if offset not in self._undo:
+            rec = self._records.get(offset)
+            self._undo[offset] = None if rec is None else InFlight(
+                rec.state, rec.delivery_count, rec.member_id, rec.deadline_ms, rec.due_ms)
+
+    def _set(self, offset: int, state: RecordState, count: int, due_ms: int = 0) -> None:
+        self._remember(offset)
+        self._records[offset] = InFlight(state, count, due_ms=due_ms)
+
+    def _write(self, apply: Callable[[], object]) -> None:
+        """Apply a change, move SPSO, persist; on a persist failure undo all of it."""
+        self._undo, self._gone = {}, {}
+        start, end = self._start, self._end
+        try:
+            apply()
+            self._advance_start()
+            changed = sorted(o for o in self._undo if o in self._records)
+            # done records are named too: replay must drop a retry record below SPSO
+            final = {**self._gone, **{o: self._records[o] for o in changed}}
+            update = StateUpdate(self._start, state_batches(sorted(final.items())))
+            self._persist(update)
+        except BaseException:
+            for offset, old in self._undo.items():
+                if old is None:
+                    self._records.pop(offset, None)
+                else:
+                    self._records[offset] = old
+            self._start, self._end = start, end
+            raise
+        finally:
+            self._undo = None
+        for offset in changed:
+            rec = self._records[offset]
+            if offset < self._start and rec.state == RecordState.AVAILABLE and rec.due_ms:
+                heapq.heappush(self._retries, (rec.due_ms, offset))
+
+    def _advance_start(self) -> None:
+        assert self._undo is not None
+        for offset in [o for o in self._undo if o < self._start]:  # a retry record done
+            rec = self._records.get(offset)
+            if rec is not None and rec.state in _DONE:
+                self._gone[offset] = self._records.pop(offset)
+        now = self._clock.now_ms()
+        room = self.settings.max_retry_records - self.retry_count()
+        while self._start < self._end:
+            rec = self._records[self._start]
+            if rec.state in _DONE:
+                self._remember(self._start)
+                self._gone[self._start] = self._records.pop(self._start)
+            elif rec.state == RecordState.AVAILABLE and rec.due_ms > now and room > 0:
+                self._remember(self._start)  # moves into the retry schedule
+                room -= 1
+            else:
+                break
+            self._start += 1
+
+
+def state_batches(items: Iterable[tuple[int, InFlight]]) -> tuple[StateBatch, ...]:
+    """Runs of consecutive offsets with the same persisted state, as StateBatches."""
+    out: list[StateBatch] = []
+    for offset, rec in items:
+        state = RecordState.AVAILABLE if rec.state == RecordState.ACQUIRED else rec.state
+        key = (state, rec.delivery_count, rec.due_ms)
+        if out and out[-1].last_offset + 1 == offset and (out[-1].state, out[-1].delivery_count,
+                                                          out[-1].due_ms) == key:
+            prev = out[-1]
+            out[-1] = StateBatch(prev.first_offset, offset, *key)
+        else:
+            out.append(StateBatch(offset, offset, *key))
+    return tuple(out)
+
+
+def _ranges(offsets: list[int], records: Mapping[int, InFlight], batch_size: int | None) -> list[AcquiredRange]:
+    """Consecutive acquired offsets with one delivery count, at most ``batch_size`` each."""
+    out: list[AcquiredRange] = []
+    for offset in offsets:
+        count = records[offset].delivery_count
+        if out:
+            prev = out[-1]
+            if (prev.last_offset + 1 == offset and prev.delivery_count == count
+                    and (batch_size is None or offset - prev.first_offset < batch_size)):
+                out[-1] = AcquiredRange(prev.first_offset, offset, count)
+                continue
+        out.append(AcquiredRange(offset, offset, count))
+    return out
+
+
+def initial_start_offset(settings: ShareGroupSettings, log_start: int, log_end: int,
+                         offset_for_timestamp: Callable[[int], int | None], now_ms: int) -> int:
+    """The first SPSO of a new share-partition (``share.auto.offset.reset``).
+    ``offset_for_timestamp(ts)`` is the first offset with a timestamp >= ts, None if none."""
+    reset = settings.auto_offset_reset
+    if reset.strategy == "earliest":
+        return log_start
+    if reset.strategy == "latest":
+        return log_end
+    found = offset_for_timestamp(now_ms - reset.duration_ms)
+    return log_end if found is None else max(found, log_start)

@@ -1,0 +1,328 @@
+"""The share-partition state machine (KIP-932 rules), with an injected clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from rmqkafka.rmqsemantics.share.config import AutoOffsetReset, ShareGroupSettings, parse_iso_duration_ms
+from rmqkafka.rmqsemantics.share.errors import InvalidRecordState, InvalidShareConfig, InvalidShareRequest
+from rmqkafka.rmqsemantics.share.partition import (
+    AckBatch,
+    AcquiredRange,
+    RecordState,
+    SharePartition,
+    StateUpdate,
+    initial_start_offset,
+)
+from rmqkafka.storage.clock import ManualClock
+
+ACCEPT, RELEASE, REJECT, GAP = 1, 2, 3, 0
+
+
+def make(start=0, **kw):
+    clock = ManualClock()
+    updates: list[StateUpdate] = []
+    dead: list[tuple[int, int, str]] = []
+    sp = SharePartition(ShareGroupSettings(**kw), clock, start, persist=updates.append,
+                        dead_letter=lambda *a: dead.append(a))
+    return sp, clock, updates, dead
+
+
+def ack(sp, member, first, last, *types):
+    sp.acknowledge(member, [AckBatch(first, last, tuple(types))])
+
+
+def test_acquire_hands_out_ranges_with_delivery_counts_and_bounds():
+    sp, _, _, _ = make()
+    assert sp.acquire("a", 10, 4) == [AcquiredRange(0, 3, 1)]
+    assert sp.acquire("b", 10, 100, batch_size=4) == [AcquiredRange(4, 7, 1), AcquiredRange(8, 9, 1)]
+    assert sp.acquire("c", 10, 100) == []
+    assert (sp.start_offset, sp.end_offset) == (0, 10)
+
+
+def test_window_never_exceeds_max_record_locks():
+    sp, _, _, _ = make(max_record_locks=100)
+    assert sp.acquire("a", 1000, 500) == [AcquiredRange(0, 99, 1)]
+    assert sp.acquire("a", 1000, 500) == []
+    ack(sp, "a", 0, 9, ACCEPT)
+    assert sp.start_offset == 10
+    assert sp.acquire("a", 1000, 500) == [AcquiredRange(100, 109, 1)]
+    assert sp.in_flight_count() == 100
+
+
+def test_accept_advances_spso_only_over_a_done_prefix():
+    sp, _, updates, _ = make()
+    sp.acquire("a", 5, 5)
+    ack(sp, "a", 1, 2, ACCEPT)
+    assert sp.start_offset == 0
+    ack(sp, "a", 0, 0, ACCEPT)
+    assert sp.start_offset == 3
+    assert updates[-1].start_offset == 3
+    ack(sp, "a", 3, 4, REJECT, GAP)
+    assert sp.start_offset == 5 and sp.in_flight_count() == 0
+
+
+def test_release_redelivers_with_a_raised_delivery_count():
+    sp, _, _, _ = make()
+    sp.acquire("a", 3, 3)
+    ack(sp, "a", 0, 2, ACCEPT, RELEASE, ACCEPT)
+    assert sp.acquire("b", 3, 10) == [AcquiredRange(1, 1, 2)]
+
+
+def test_delivery_limit_archives_and_reports_exhausted():
+    sp, _, _, dead = make(delivery_count_limit=3)
+    for n in (1, 2, 3):
+        assert sp.acquire("a", 1, 1) == [AcquiredRange(0, 0, n)]
+        ack(sp, "a", 0, 0, RELEASE)
+    assert sp.acquire("a", 1, 1) == []
+    assert dead == [(0, 3, "exhausted")]
+    assert sp.start_offset == 1
+
+
+def test_reject_archives_and_reports_rejected_gap_does_not():
+    sp, _, _, dead = make()
+    sp.acquire("a", 2, 2)
+    ack(sp, "a", 0, 1, REJECT, GAP)
+    assert dead == [(0, 1, "rejected")]
+    assert sp.start_offset == 2
+
+
+def test_ack_errors_are_kafkas():
+    sp, _, _, _ = make()
+    sp.acquire("a", 5, 3)  # 0..2 acquired by a, window end 3
+    with pytest.raises(InvalidRecordState, match="^Member is not the owner of offset$"):
+        ack(sp, "b", 0, 0, ACCEPT)
+    with pytest.raises(InvalidShareRequest, match="first offset in request is past acquired records"):
+        ack(sp, "a", 3, 4, ACCEPT)
+    with pytest.raises(InvalidShareRequest, match="last offset in request is past acquired records"):
+        ack(sp, "a", 2, 4, ACCEPT)
+    with pytest.raises(InvalidShareRequest, match="Invalid acknowledge type: 4"):
+        ack(sp, "a", 0, 0, 4)
+    with pytest.raises(InvalidShareRequest):
+        ack(sp, "a", 0, 2, ACCEPT, ACCEPT)  # two types for three offsets
+    ack(sp, "a", 0, 0, ACCEPT)
+    ack(sp, "a", 2, 2, RELEASE)
+    with pytest.raises(InvalidRecordState, match="not found in the cache"):
+        ack(sp, "a", 0, 0, ACCEPT)  # below SPSO, nothing there
+    with pytest.raises(InvalidRecordState, match="^The batch cannot be acknowledged. The offset is not acquired.$"):
+        ack(sp, "a", 2, 2, ACCEPT)  # released: available, not acquired
+
+
+def test_an_ack_request_applies_all_or_nothing():
+    sp, _, updates, _ = make()
+    sp.acquire("a", 4, 4)
+    before = len(updates)
+    with pytest.raises(InvalidRecordState):
+        sp.acknowledge("a", [AckBatch(0, 1, (ACCEPT,)), AckBatch(1, 1, (ACCEPT,))])  # 1 twice
+    assert len(updates) == before
+    assert sp.record(0).state == RecordState.ACQUIRED and sp.start_offset == 0
+
+
+def test_a_failed_persist_undoes_the_change():
+    sp, _, _, _ = make()
+    sp.acquire("a", 4, 4)
+
+    def broken(update):
+        raise OSError("disk full")
+
+    sp._persist = broken
+    with pytest.raises(OSError):
+        ack(sp, "a", 0, 3, ACCEPT)
+    assert sp.start_offset == 0 and all(sp.record(o).state == RecordState.ACQUIRED for o in range(4))
+
+
+def test_lock_expiry_makes_records_available_keeping_the_delivery_count():
+    sp, clock, _, _ = make(record_lock_duration_ms=1000)
+    sp.acquire("a", 2, 2)
+    clock.advance(999)
+    assert sp.acquire("b", 2, 2) == []
+    clock.advance(1)
+    assert sp.acquire("b", 2, 2) == [AcquiredRange(0, 1, 2)]
+    with pytest.raises(InvalidRecordState):
+        ack(sp, "a", 0, 0, ACCEPT)
+
+
+def test_member_leave_releases_only_its_records_at_once():
+    sp, _, _, _ = make(redelivery_backoff="levels")
+    sp.acquire("a", 2, 1)
+    sp.acquire("b", 2, 1)
+    assert sp.release_member("a") == 1
+    assert sp.acquire("c", 2, 5) == [AcquiredRange(0, 0, 2)]
+    assert sp.record(1).member_id == "b"
+
+
+def test_read_committed_stops_at_the_lso_and_never_delivers_aborted_or_control_records():
+    sp, _, updates, _ = make(isolation_level="read_committed")
+    got = sp.acquire("a", 10, 100, last_stable_offset=8, aborted=[(2, 3)], control=[(4, 4)])
+    assert got == [AcquiredRange(0, 1, 1), AcquiredRange(5, 7, 1)]
+    assert updates[-1].batches and all(b.state == RecordState.ARCHIVED for b in updates[-1].batches)
+    ack(sp, "a", 0, 1, RELEASE)
+    assert sp.acquire("a", 10, 100, last_stable_offset=8) == [AcquiredRange(0, 1, 2)]
+
+
+def test_read_uncommitted_delivers_aborted_records_but_skips_control_records():
+    sp, _, _, _ = make()
+    got = sp.acquire("a", 6, 100, last_stable_offset=2, aborted=[(2, 3)], control=[(4, 4)])
+    assert got == [AcquiredRange(0, 3, 1), AcquiredRange(5, 5, 1)]
+
+
+def test_retention_moves_spso_past_removed_records():
+    sp, _, _, _ = make()
+    sp.acquire("a", 10, 5)
+    sp.advance_log_start(3)
+    assert sp.start_offset == 3
+    assert sp.acquire("b", 10, 100) == [AcquiredRange(5, 9, 1)]
+    ack(sp, "a", 3, 4, ACCEPT)
+    assert sp.start_offset == 5
+
+
+# -- RocketMQ: rmq.redelivery.backoff=levels, rmq.max.reconsume.times --------------------------
+LEVELS = (1000, 5000, 10_000, 30_000, 60_000)
+
+
+def test_backoff_follows_rocketmqs_levels_from_level_3():
+    sp, clock, _, _ = make(redelivery_backoff="levels", delay_levels_ms=LEVELS, max_reconsume_times=16)
+    expected = [10_000, 30_000, 60_000, 60_000]  # level 3, 4, 5, then the last level
+    for attempt, delay in enumerate(expected, start=1):
+        assert sp.acquire("a", 1, 1) == [AcquiredRange(0, 0, attempt)]
+        ack(sp, "a", 0, 0, RELEASE)
+        clock.advance(delay - 1)
+        assert sp.acquire("a", 1, 1) == []
+        clock.advance(1)
+    assert sp.acquire("a", 1, 1) == [AcquiredRange(0, 0, 5)]
+
+
+def test_expired_lock_waits_out_the_backoff_too():
+    sp, clock, _, _ = make(redelivery_backoff="levels", delay_levels_ms=LEVELS, record_lock_duration_ms=1000)
+    sp.acquire("a", 1, 1)
+    clock.advance(1000)
+    assert sp.acquire("a", 1, 1) == []
+    clock.advance(10_000)
+    assert sp.acquire("a", 1, 1) == [AcquiredRange(0, 0, 2)]
+
+
+def test_max_reconsume_times_is_the_retry_limit():
+    sp, clock, _, dead = make(redelivery_backoff="levels", delay_levels_ms=(1, 1, 1), max_reconsume_times=16)
+    for n in range(1, 18):
+        assert sp.acquire("a", 1, 1) == [AcquiredRange(0, 0, n)]
+        ack(sp, "a", 0, 0, RELEASE)
+        clock.advance(1)
+    assert dead == [(0, 17, "exhausted")]
+    assert ShareGroupSettings(max_reconsume_times=16).delivery_limit == 17
+
+
+def test_waiting_records_leave_the_window_and_later_records_flow():
+    sp, clock, _, _ = make(redelivery_backoff="levels", delay_levels_ms=LEVELS, max_record_locks=100)
+    sp.acquire("a", 1000, 10)
+    ack(sp, "a", 0, 9, RELEASE, ACCEPT, ACCEPT, ACCEPT, ACCEPT, ACCEPT, ACCEPT, ACCEPT, ACCEPT, ACCEPT)
+    assert sp.start_offset == 10 and sp.retry_count() == 1
+    assert sp.acquire("a", 1000, 500) == [AcquiredRange(10, 109, 1)]
+    clock.advance(10_000)
+    ack(sp, "a", 10, 109, ACCEPT)
+    assert sp.acquire("a", 1000, 3) == [AcquiredRange(0, 0, 2), AcquiredRange(110, 111, 1)]
+    ack(sp, "a", 0, 0, ACCEPT)
+    assert sp.retry_count() == 0 and sp.record(0) is None
+
+
+def test_a_full_retry_schedule_keeps_waiting_records_in_the_window():
+    sp, _, _, _ = make(redelivery_backoff="levels", delay_levels_ms=LEVELS, max_retry_records=2)
+    sp.acquire("a", 10, 4)
+    ack(sp, "a", 0, 3, RELEASE)
+    assert sp.retry_count() == 2 and sp.start_offset == 2
+    assert sp.record(2).state == RecordState.AVAILABLE and sp.record(2).due_ms > 0
+
+
+def test_poison_record_among_100000_good_ones_keeps_memory_bounded():
+    sp, clock, _, dead = make(redelivery_backoff="levels", delay_levels_ms=(1000, 1000, 1000), max_reconsume_times=16)
+    total, accepted, poison_deliveries, peak = 100_001, 0, 0, 0
+    while accepted < total - 1 or not dead:
+        for r in sp.acquire("a", total, 500):
+            for offset in range(r.first_offset, r.last_offset + 1):
+                if offset == 0:
+                    poison_deliveries += 1
+                    ack(sp, "a", 0, 0, RELEASE)
+                else:
+                    ack(sp, "a", offset, offset, ACCEPT)
+                    accepted += 1
+        peak = max(peak, len(sp._records), (len(sp._locks) + len(sp._retries)) // 2)
+        clock.advance(100)
+    assert accepted == total - 1 and poison_deliveries == 17 and dead == [(0, 17, "exhausted")]
+    assert sp.start_offset == total
+    assert peak <= sp.settings.max_record_locks + 64
+
+
+# -- configs and the first SPSO ----------------------------------------------------------------------
+def test_config_ranges_and_messages_are_kafkas():
+    with pytest.raises(InvalidShareConfig, match=r"Invalid value 1 for configuration share.delivery.count.limit: "
+                                                 r"Value must be in the range \[2, 10\]"):
+        ShareGroupSettings(delivery_count_limit=1)
+    with pytest.raises(InvalidShareConfig):
+        ShareGroupSettings(record_lock_duration_ms=999)
+    with pytest.raises(InvalidShareConfig):
+        ShareGroupSettings(isolation_level="read_dirty")
+    assert ShareGroupSettings().delivery_limit == 5
+
+
+def test_auto_offset_reset():
+    assert parse_iso_duration_ms("PT1H30M") == 5_400_000
+    assert parse_iso_duration_ms("P1DT0.5S") == 86_400_500
+    for bad in ("1H", "PT", "P", "by", "P" + "9" * 5000 + "D", "P999999999999999999D"):
+        with pytest.raises(InvalidShareConfig):
+            parse_iso_duration_ms(bad)
+    with pytest.raises(InvalidShareConfig):
+        AutoOffsetReset.parse("by_duration:-PT1S")
+    with pytest.raises(InvalidShareConfig):
+        AutoOffsetReset.parse("none")
+    lookups = []
+
+    def offset_for(ts):
+        lookups.append(ts)
+        return 42
+
+    def start(text):
+        return initial_start_offset(ShareGroupSettings(auto_offset_reset=AutoOffsetReset.parse(text)), 10, 100,
+                                    offset_for, 1_000_000)
+
+    assert start("latest") == 100 and start("earliest") == 10
+    assert start("by_duration:PT10S") == 42 and lookups == [990_000]
+    assert initial_start_offset(ShareGroupSettings(auto_offset_reset=AutoOffsetReset.parse("by_duration:PT1S")),
+                                10, 100, lambda ts: None, 0) == 100
+
+
+def test_a_record_acquired_three_times_in_one_ms_expires_once():
+    sp, clock, _, dead = make(record_lock_duration_ms=1000, delivery_count_limit=3)
+    for _ in range(2):
+        sp.acquire("a", 1, 1)
+        sp.release_member("a")
+    sp.acquire("a", 1, 1)
+    clock.advance(1000)
+    assert sp.expire_locks() == 1
+    assert dead == [(0, 3, "exhausted")]
+
+
+def test_an_ack_range_from_offset_zero_costs_only_the_window():
+    sp, _, _, _ = make(start=10**12)
+    sp.acquire("a", 10**12 + 3, 3)
+    ack(sp, "a", 0, 10**12 + 2, ACCEPT)  # the offsets below SPSO are done: skipped, not walked
+    assert sp.start_offset == 10**12 + 3
+    with pytest.raises(InvalidRecordState, match="not found in the cache"):
+        ack(sp, "a", 0, 10**12, ACCEPT)
+
+
+def test_next_wakeup_is_the_next_lock_expiry_or_due_retry():
+    sp, clock, _, _ = make(redelivery_backoff="levels", delay_levels_ms=LEVELS, record_lock_duration_ms=5000)
+    assert sp.next_wakeup_ms() is None
+    sp.acquire("a", 2, 2)
+    t0 = clock.now_ms()
+    assert sp.next_wakeup_ms() == t0 + 5000
+    ack(sp, "a", 0, 1, RELEASE, ACCEPT)
+    assert sp.next_wakeup_ms() == t0 + 10_000
+
+
+def test_a_normal_session_close_does_not_count_the_undelivered_records():
+    sp, _, _, _ = make()
+    sp.acquire("a", 2, 2)
+    ack(sp, "a", 0, 0, RELEASE)
+    assert sp.acquire("a", 2, 2) == [AcquiredRange(0, 0, 2)]
+    assert sp.release_member("a", undelivered=True) == 2
+    assert sp.acquire("b", 2, 2) == [AcquiredRange(0, 0, 2), AcquiredRange(1, 1, 1)]  # 2 again, not 3
