@@ -24,14 +24,11 @@ import logging
 from collections.abc import Sequence
 
 from rmqkafka.rmqsemantics.parked_records import build_batch
-from rmqkafka.storage import record_batch
 from rmqkafka.storage.batch_builder import marker_batch
 from rmqkafka.storage.clock import Clock
 from rmqkafka.storage.offset_store import CommittedOffset
-from rmqkafka.storage.record_batch import (
-    CONTROL_BIT,
-)
 from rmqkafka.storage.store import MessageStore
+from rmqkafka.storage.system_records import keyed_records
 
 from . import state_log
 from .coordinator import TransactionCoordinator, TxnSettings
@@ -42,7 +39,6 @@ log = logging.getLogger(__name__)
 TOPIC = state_log.TOPIC
 EXPIRE_INTERVAL_S = 1.0  # Kafka: transaction.abort.timed.out.transaction.cleanup.interval.ms (10 s)
 ABORT, COMMIT = 0, 1
-_READ_CHUNK = 1 << 24
 COMPACT_AFTER = 100_000  # records of __transaction_state before it is compacted
 
 
@@ -101,20 +97,8 @@ class TransactionService:
                  len(self.coordinator.transactional_ids()), len(completed))
 
     def _records(self):
-        plog = self.store.partition(TOPIC, 0)
-        offset = plog.log_start_offset
-        while offset < plog.next_offset:
-            result = plog.read(offset, _READ_CHUNK, True)
-            if not result.batches:
-                break
-            for batch in result.batches:
-                if batch[22] & CONTROL_BIT:
-                    offset = record_batch.next_offset_of(batch)
-                    continue
-                for record in record_batch.read_records(batch):
-                    if record.key is not None and record.value is not None:
-                        yield bytes(record.key), bytes(record.value)
-                offset = record_batch.next_offset_of(batch)
+        for _, key, value in keyed_records(self.store.partition(TOPIC, 0)):
+            yield key, value
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._expire_loop(), name="txn-expire")
