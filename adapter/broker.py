@@ -19,6 +19,7 @@ from .broker_configs import BrokerConfigs
 from .config import AdapterConfig
 from .connection import KafkaConnection
 from .context import BrokerContext, Live
+from .group_configs import GroupConfigStore
 from .groups.consumer_coordinator import ConsumerGroupSettings
 from .groups.coordinator import GroupCoordinator, GroupSettings
 from .groups.topic_catalog import SemanticsCatalog
@@ -129,6 +130,7 @@ class Broker:
             raise
         waiters = FetchWaiters()
         self.store.add_append_listener(waiters.notify)
+        group_configs = GroupConfigStore(self.storage_config.data_dir)
         self.groups = GroupCoordinator(
             self.store,
             self.clock,
@@ -145,6 +147,8 @@ class Broker:
                 max_size=cfg.group_consumer_max_size,
                 assignors=cfg.group_consumer_assignors,
             ),
+            lambda group_id: group_configs.consumer_timeouts(group_id, self.adapter_config),
+            group_configs,
         )
         self.groups.start()
         self.transactions = TransactionService(

@@ -114,12 +114,16 @@ class ConsumerGroupCoordinator:
     def __init__(self, clock: Clock, settings: ConsumerGroupSettings, catalog: TopicCatalog,
                  classic_members: Callable[[str], int | None],
                  drop_classic: Callable[[str], None],
-                 existed_before_start: Callable[[str], bool] = lambda group_id: False) -> None:
+                 existed_before_start: Callable[[str], bool] = lambda group_id: False,
+                 timeouts: Callable[[str], tuple[int, int]] | None = None) -> None:
         """``classic_members(group id)``: the member count of a classic group with that id
         (None: there is none); ``drop_classic`` forgets an empty one;
         ``existed_before_start(group id)``: whether the group had committed offsets when the
-        broker started (it may have members of the previous run still consuming)."""
+        broker started (it may have members of the previous run still consuming);
+        ``timeouts(group id)``: (session timeout, heartbeat interval) in ms for that group's
+        members (its group configs), read at each heartbeat; the settings' by default."""
         self._clock = clock
+        self._timeouts = timeouts or (lambda group_id: (settings.session_timeout_ms, settings.heartbeat_interval_ms))
         self._existed_before_start = existed_before_start
         # Members of the previous run learn that they are unknown at their next heartbeat,
         # at most a heartbeat interval after the broker is back: until two intervals have
@@ -218,12 +222,13 @@ class ConsumerGroupCoordinator:
             self._assign(group)
         before = member.assigned
         self._reconcile(group, member, request.owned)
-        member.session_deadline = self._clock.monotonic() + self.settings.session_timeout_ms / 1000
+        session_timeout_ms, heartbeat_interval_ms = self._timeouts(group.group_id)
+        member.session_deadline = self._clock.monotonic() + session_timeout_ms / 1000
         self._timers.wakeup.set()
         full = joining or (request.rebalance_timeout_ms != -1 and request.subscribed_names is not None
                            and request.owned is not None)
         return HeartbeatAnswer(
-            member.member_id, member.epoch, self.settings.heartbeat_interval_ms,
+            member.member_id, member.epoch, heartbeat_interval_ms,
             assignment=member.assigned if full or member.assigned != before else None,
         )
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
@@ -36,6 +37,7 @@ from rmqkafka.storage.clock import Clock
 from rmqkafka.storage.offset_store import CommittedOffset
 from rmqkafka.storage.store import MessageStore
 
+from ..group_configs import GroupConfigStore
 from .consumer_coordinator import ConsumerGroupCoordinator, ConsumerGroupSettings, TopicCatalog
 from .consumer_group import ConsumerGroupState
 from .group import ConsumerGroup, GroupState, Member
@@ -65,17 +67,22 @@ class GroupCoordinator:
 
     def __init__(self, store: MessageStore, clock: Clock, settings: GroupSettings,
                  catalog: TopicCatalog | None = None,
-                 consumer_settings: ConsumerGroupSettings = ConsumerGroupSettings()) -> None:
+                 consumer_settings: ConsumerGroupSettings = ConsumerGroupSettings(),
+                 consumer_timeouts: Callable[[str], tuple[int, int]] | None = None,
+                 configs: GroupConfigStore | None = None) -> None:
+        """``consumer_timeouts(group id)``: a consumer group's session timeout and heartbeat
+        interval (its group configs); ``configs``: the group configs, dropped with the group."""
         self._store = store
         self._clock = clock
         self.settings = settings
         self.groups: dict[str, ConsumerGroup] = {}
+        self.configs = configs or GroupConfigStore(None)
         self._wakeup = asyncio.Event()
         self._timer: asyncio.Task | None = None
         groups_at_start = frozenset(store.offsets.groups())
         self.consumer = ConsumerGroupCoordinator(
             clock, consumer_settings, catalog or _NoTopics(), self._classic_member_count, self._drop_empty_classic,
-            groups_at_start.__contains__)
+            groups_at_start.__contains__, consumer_timeouts)
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -576,6 +583,7 @@ class GroupCoordinator:
         self.groups.pop(group_id, None)
         self.consumer.forget(group_id)
         self._store.offsets.delete_group(group_id)
+        self.configs.drop(group_id)
         return ErrorCode.none
 
 

@@ -24,7 +24,10 @@ Choices
   configs (adapter/broker_configs.py: which keys, Kafka's refusals and messages, persistence).
   The request's configs become the resource's whole set of overrides, as for a topic; a null
   value is INVALID_REQUEST ("Null value not supported for : NAME"), as in Kafka.
-- Other resource types (broker loggers, groups, client metrics) -> INVALID_REQUEST. A type is
+- Group resources (32): the group's configs (adapter/group_configs.py: Kafka's names, ranges
+  and messages, INVALID_CONFIG; durable before the answer); ALTER_CONFIGS on the group, else
+  GROUP_AUTHORIZATION_FAILED. A group need not exist, as in Kafka.
+- Other resource types (broker loggers, client metrics) -> INVALID_REQUEST. A type is
   one entry of ``ALTERERS`` (how to read its current overrides, check and store new ones).
 """
 
@@ -40,6 +43,7 @@ from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
 from ..errors import error_code_for
+from ..group_configs import validate_group_configs
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..topic_configs import SPECS, effective, validate_topic_configs
 from ..topic_names import invalid_reason
@@ -50,6 +54,7 @@ API_KEY = 33
 TOPIC = 2
 BROKER = 4
 BROKER_LOGGER = 8
+GROUP = 32
 
 
 class ResourceKind:
@@ -89,7 +94,7 @@ def alter_resources(ctx: BrokerContext, request: Request, new_configs: NewConfig
         responses.append(result)
         try:
             _check_unique(resource, seen)
-            _authorize(ctx, AclOperation.ALTER_CONFIGS, resource)
+            authorize_config_access(ctx, AclOperation.ALTER_CONFIGS, resource)
             kind = (ALTERERS if kinds is None else kinds).get(resource.resource_type)
             if kind is None:
                 raise ConfigRefused(
@@ -103,12 +108,15 @@ def alter_resources(ctx: BrokerContext, request: Request, new_configs: NewConfig
     return make(response_type(request), throttle_time=0, responses=responses)
 
 
-def _authorize(ctx: BrokerContext, operation: AclOperation, resource) -> None:
-    """ALTER_CONFIGS / DESCRIBE_CONFIGS on the topic, or on the cluster for a broker or its
-    loggers."""
+def authorize_config_access(ctx: BrokerContext, operation: AclOperation, resource) -> None:
+    """ALTER_CONFIGS / DESCRIBE_CONFIGS on the topic or the group, or on the cluster for a
+    broker or its loggers (Kafka's KafkaApis)."""
     if resource.resource_type == TOPIC:
         if not ctx.allowed(operation, ResourceType.TOPIC, resource.resource_name):
             raise ConfigRefused(ErrorCode.topic_authorization_failed, "Topic authorization failed.")
+    elif resource.resource_type == GROUP:
+        if not ctx.allowed(operation, ResourceType.GROUP, resource.resource_name):
+            raise ConfigRefused(ErrorCode.group_authorization_failed, "Group authorization failed.")
     elif resource.resource_type in (BROKER, BROKER_LOGGER) and not ctx.allowed(
             operation, ResourceType.CLUSTER, CLUSTER_NAME):
         raise ConfigRefused(ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
@@ -171,7 +179,20 @@ class _Broker(ResourceKind):
         ctx.broker_configs.alter(name, configs, validate_only)  # type: ignore[arg-type]
 
 
-ALTERERS: dict[int, ResourceKind] = {TOPIC: _Topics(), BROKER: _Broker()}
+class _Groups(ResourceKind):
+    def current(self, ctx: BrokerContext, name: str) -> dict[str, str]:
+        return ctx.groups.configs.get(name)
+
+    def list_value(self, ctx: BrokerContext, name: str, configs: dict[str, str]) -> str | None:
+        return None  # no group config is a LIST
+
+    def store(self, ctx: BrokerContext, name: str, configs: dict[str, str | None], validate_only: bool) -> None:
+        valid = validate_group_configs(configs, ctx.config)
+        if not validate_only:
+            ctx.groups.configs.set(name, valid)
+
+
+ALTERERS: dict[int, ResourceKind] = {TOPIC: _Topics(), BROKER: _Broker(), GROUP: _Groups()}
 
 
 def _replace(ctx: BrokerContext, resource, current: dict[str, str], kind: ResourceKind) -> dict[str, str | None]:

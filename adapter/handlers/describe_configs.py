@@ -14,6 +14,10 @@ and the oldest 100 pending half messages) and, asked by name only,
 ``rmq.transaction.half.<group>/<UNIQ_KEY>``: one pending half message, or null
 (``rmqk transactions half list|describe`` read them).
 
+A group (32) lists every group config (adapter/group_configs.py): its override as
+DYNAMIC_GROUP_CONFIG (8), else the broker's default as DEFAULT_CONFIG; a group need not exist.
+DESCRIBE_CONFIGS on the topic, the group, or on the cluster for a broker (Kafka's rule).
+
 A subscription view answers its definition instead of topic configs (adapter/view_configs.py):
 ``rmq.view.source`` and ``rmq.view.tags`` | ``rmq.view.sql`` as DYNAMIC_TOPIC_CONFIG, the
 derived ``rmq.view.filter`` as DEFAULT_CONFIG, all read-only. That is how admin tools tell a
@@ -28,12 +32,12 @@ from kio.schema.errors import ErrorCode
 from rmqkafka.rmqsemantics.half_records import HALF_TOPIC
 from rmqkafka.rmqsemantics.scheduler import SYSTEM_TOPICS
 
-from .. import broker_loggers
+from .. import broker_loggers, group_configs
 from ..broker_configs import ConfigRefused, check_resource_name
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
-from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from ..security.acls import AclOperation
 from ..topic_configs import (
     DEFAULT_CONFIG,
     DYNAMIC_TOPIC_CONFIG,
@@ -43,6 +47,7 @@ from ..topic_configs import (
     synonyms_of,
 )
 from ..view_configs import view_configs
+from .alter_configs import authorize_config_access
 
 API_KEY = 32
 STATUS = "rmq.scheduler.status"
@@ -61,6 +66,7 @@ _HALF_DOC = (
 TOPIC = 2
 BROKER = 4
 BROKER_LOGGER = 8
+GROUP = 32
 CONFIG_TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6, "LIST": 7, "PASSWORD": 9}
 
 
@@ -87,17 +93,6 @@ def _entry(
     )
 
 
-def _refusal(ctx: BrokerContext, resource) -> tuple[ErrorCode, str] | None:
-    """DESCRIBE_CONFIGS on the topic, or on the cluster for a broker (Kafka's rule)."""
-    if resource.resource_type == TOPIC:
-        if not ctx.allowed(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, resource.resource_name):
-            return ErrorCode.topic_authorization_failed, "Topic authorization failed."
-    elif resource.resource_type in (BROKER, BROKER_LOGGER):
-        if not ctx.allowed(AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME):
-            return ErrorCode.cluster_authorization_failed, "Cluster authorization failed."
-    return None
-
-
 async def handle(ctx: BrokerContext, request: Request):
     body = request.body
     synonyms = getattr(body, "include_synonyms", False)
@@ -113,16 +108,12 @@ async def handle(ctx: BrokerContext, request: Request):
             configs=[],
         )
         results.append(result)
-        refusal = _refusal(ctx, resource)
-        if refusal is not None:
-            result["error_code"], result["error_message"] = refusal
-            continue
         describe = DESCRIBERS.get(resource.resource_type)
-        if describe is None:
-            result["error_code"] = ErrorCode.invalid_request
-            result["error_message"] = f"resource type {resource.resource_type} is not supported"
-            continue
         try:
+            authorize_config_access(ctx, AclOperation.DESCRIBE_CONFIGS, resource)
+            if describe is None:
+                raise ConfigRefused(ErrorCode.invalid_request,
+                                    f"resource type {resource.resource_type} is not supported")
             result["configs"] = describe(ctx, resource.resource_name, keys, synonyms, docs)
         except ConfigRefused as exc:
             result["error_code"], result["error_message"] = exc.code, str(exc)
@@ -195,7 +186,22 @@ def _loggers(ctx: BrokerContext, name: str, keys: set[str] | None, synonyms: boo
             for logger, level in broker_loggers.loggers().items() if keys is None or logger in keys]
 
 
-DESCRIBERS = {TOPIC: _topic, BROKER: _broker, BROKER_LOGGER: _loggers}
+def _group(ctx: BrokerContext, name: str, keys: set[str] | None, synonyms: bool, docs: bool) -> list[dict]:
+    overrides = ctx.groups.configs.get(name)
+    entries = []
+    for config, spec in group_configs.SPECS.items():
+        if keys is not None and config not in keys:
+            continue
+        if config in overrides:
+            value, source = overrides[config], group_configs.DYNAMIC_GROUP_CONFIG
+        else:
+            value, source = spec.default(ctx.config), DEFAULT_CONFIG
+        entries.append(_entry(config, value, source, spec.kind, spec.doc if docs else None, False,
+                              [(config, value, source)] if synonyms else []))
+    return entries
+
+
+DESCRIBERS = {TOPIC: _topic, BROKER: _broker, BROKER_LOGGER: _loggers, GROUP: _group}
 
 
 def _read_only(name: str, value: str, doc: str, docs: bool, synonyms: bool) -> dict:

@@ -4,7 +4,7 @@ DescribeConfigs can be asked about.
 - v0 lists client metrics resources only, and this broker has none: an empty list.
 - v1 lists the types asked for (none asked: every type it knows), in Kafka's order:
   GROUP (32) the groups with dynamic group configs (Kafka lists its group config manager's
-  groups, not every group; this broker has no group configs, so none), CLIENT_METRICS (16)
+  groups, not every group), CLIENT_METRICS (16)
   none, BROKER_LOGGER (8) and BROKER (4) this node, TOPIC (2) every topic and view
   Metadata lists. Any other type asked for is UNSUPPORTED_VERSION with an empty list, as
   Kafka answers.
@@ -31,7 +31,9 @@ def _names(ctx: BrokerContext, resource_type: int) -> list[str]:
         return [str(ctx.config.node_id)]
     if resource_type == TOPIC:
         return [name for name, _ in _cluster_admin.listed_partitions(ctx)]
-    return []  # GROUP: no group has configs; CLIENT_METRICS: no client metrics subscriptions
+    if resource_type == GROUP:
+        return ctx.groups.configs.groups()
+    return []  # CLIENT_METRICS: no client metrics subscriptions
 
 
 async def handle(ctx: BrokerContext, request: Request):

@@ -279,7 +279,7 @@ def test_list_config_resources(broker, conn):
     everything = conn.request(LIST_CONFIG_RESOURCES, 1, resource_types=[])
     listed = [(r.resource_type, r.resource_name) for r in everything.config_resources]
     topics = [name for t, name in listed if t == 2]
-    # Kafka's order; a group is listed only with group configs, which this broker has none of
+    # Kafka's order; a group is listed only with group configs (tests/integration/test_group_configs.py)
     assert listed == [(8, "0"), (4, "0"), *((2, name) for name in topics)]
     assert TOPIC in topics and "__transaction_state" not in topics
     only_topics = conn.request(LIST_CONFIG_RESOURCES, 1, resource_types=[2])

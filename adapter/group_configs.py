@@ -1,0 +1,188 @@
+"""Group configs (Kafka's KIP-848 GroupConfig): per-group overrides of the broker's
+group.consumer.* and share settings, set with IncrementalAlterConfigs / AlterConfigs on
+resource type GROUP (32) and shown by DescribeConfigs.
+
+Names, types and checks follow Kafka's GroupConfig.validate: an unknown name is INVALID_CONFIG
+("Unknown group config name: X"); values are parsed as their type; the consumer and share
+timeouts must lie within the broker's group.consumer.min|max.* (share: Kafka's
+group.share.min|max.* defaults, which this broker does not let change) and a session timeout
+must exceed its heartbeat interval, checked on the group's whole set (overrides over defaults).
+The share and rmq.* keys are checked by rmqsemantics.share.config (the share-partition core
+that will read them). A group id needs no group to exist yet, as in Kafka.
+
+``GroupConfigStore`` keeps them in ``group_configs.json`` in the data directory: one JSON
+object {group id: {name: value}}, replaced atomically with its previous copy kept
+(storage.files); a crash leaves the old or the new file, and a damaged file falls back to the
+previous copy. A store without a path (unit tests) keeps them in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from rmqkafka.rmqsemantics.share.config import AutoOffsetReset, ShareGroupSettings
+from rmqkafka.rmqsemantics.share.errors import InvalidShareConfig
+from rmqkafka.storage.files import read_json_with_fallback, write_json_atomically
+
+from .config import AdapterConfig
+from .topic_configs import InvalidConfig
+
+FILE_NAME = "group_configs.json"
+DYNAMIC_GROUP_CONFIG = 8  # DescribeConfigs config source
+DEFAULT_CONFIG = 5
+
+# Kafka's GroupCoordinatorConfig defaults for share groups (group.share.*); fixed here
+SHARE_SESSION_TIMEOUT = (45_000, 45_000, 60_000)  # default, min, max
+SHARE_HEARTBEAT_INTERVAL = (5_000, 5_000, 15_000)
+SHARE_RECORD_LOCK_DURATION = (15_000, 60_000)  # group.share.min|max.record.lock.duration.ms
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfigSpec:
+    kind: str  # DescribeConfigs type: INT or STRING
+    default: Callable[[AdapterConfig], str | None]
+    doc: str
+
+
+def _const(value: str | None) -> Callable[[AdapterConfig], str | None]:
+    return lambda config: value
+
+
+SPECS: dict[str, GroupConfigSpec] = {
+    "consumer.session.timeout.ms": GroupConfigSpec(
+        "INT", lambda c: str(c.group_consumer_session_timeout_ms),
+        "The timeout to detect client failures when using the consumer group protocol."),
+    "consumer.heartbeat.interval.ms": GroupConfigSpec(
+        "INT", lambda c: str(c.group_consumer_heartbeat_interval_ms),
+        "The heartbeat interval given to the members of a consumer group."),
+    "share.session.timeout.ms": GroupConfigSpec(
+        "INT", _const(str(SHARE_SESSION_TIMEOUT[0])),
+        "The timeout to detect client failures when using the share group protocol."),
+    "share.heartbeat.interval.ms": GroupConfigSpec(
+        "INT", _const(str(SHARE_HEARTBEAT_INTERVAL[0])),
+        "The heartbeat interval given to the members of a share group."),
+    "share.record.lock.duration.ms": GroupConfigSpec(
+        "INT", _const(str(ShareGroupSettings().record_lock_duration_ms)),
+        "The record acquisition lock duration in milliseconds for share groups."),
+    "share.delivery.count.limit": GroupConfigSpec(
+        "INT", _const(str(ShareGroupSettings().delivery_count_limit)),
+        "The maximum number of delivery attempts for a record delivered to a share group."),
+    "share.auto.offset.reset": GroupConfigSpec(
+        "STRING", _const("latest"), "The strategy to initialize the share-partition start offset."),
+    "share.isolation.level": GroupConfigSpec(
+        "STRING", _const(ShareGroupSettings().isolation_level),
+        "Controls how to read records written transactionally (read_committed or read_uncommitted)."),
+    "rmq.redelivery.backoff": GroupConfigSpec(
+        "STRING", _const(ShareGroupSettings().redelivery_backoff),
+        "none: a released record is redelivered at once (Kafka); levels: after RocketMQ's retry delays."),
+    "rmq.max.reconsume.times": GroupConfigSpec(
+        "INT", _const(None),
+        "RocketMQ's maxReconsumeTimes: when set, the share group's delivery limit is this plus one."),
+}
+
+
+def _int(name: str, text: str, at_least: int) -> int:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise InvalidConfig(f"Invalid value {text} for configuration {name}: Not a number of type INT") from None
+    if not -2**31 <= value < 2**31:
+        raise InvalidConfig(f"Invalid value {text} for configuration {name}: Not a number of type INT")
+    if value < at_least:
+        raise InvalidConfig(f"Invalid value {value} for configuration {name}: Value must be at least {at_least}")
+    return value
+
+
+def _within(name: str, value: int, low: int, high: int, low_name: str, high_name: str) -> None:
+    if value < low:
+        raise InvalidConfig(f"{name} must be greater than or equal to {low_name}")
+    if value > high:
+        raise InvalidConfig(f"{name} must be less than or equal to {high_name}")
+
+
+def validate_group_configs(overrides: Mapping[str, str | None], config: AdapterConfig) -> dict[str, str]:
+    """The overrides to store (a None value: no override), or InvalidConfig with Kafka's
+    message. The whole set is checked, overrides over the broker's defaults."""
+    stored = {name: value for name, value in overrides.items() if value is not None}
+    for name in stored:
+        if name not in SPECS:
+            raise InvalidConfig(f"Unknown group config name: {name}")
+    merged = {name: stored.get(name, spec.default(config)) for name, spec in SPECS.items()}
+    ints = {name: _int(name, merged[name], 1000 if name == "share.record.lock.duration.ms" else 1)
+            for name, spec in SPECS.items() if spec.kind == "INT" and merged[name] is not None}
+    c = config
+    _within("consumer.heartbeat.interval.ms", ints["consumer.heartbeat.interval.ms"],
+            c.group_consumer_min_heartbeat_interval_ms, c.group_consumer_max_heartbeat_interval_ms,
+            "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms")
+    _within("consumer.session.timeout.ms", ints["consumer.session.timeout.ms"],
+            c.group_consumer_min_session_timeout_ms, c.group_consumer_max_session_timeout_ms,
+            "group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms")
+    _within("share.heartbeat.interval.ms", ints["share.heartbeat.interval.ms"], *SHARE_HEARTBEAT_INTERVAL[1:],
+            "group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms")
+    _within("share.session.timeout.ms", ints["share.session.timeout.ms"], *SHARE_SESSION_TIMEOUT[1:],
+            "group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms")
+    _within("share.record.lock.duration.ms", ints["share.record.lock.duration.ms"], *SHARE_RECORD_LOCK_DURATION,
+            "group.share.min.record.lock.duration.ms", "group.share.max.record.lock.duration.ms")
+    if ints["consumer.session.timeout.ms"] <= ints["consumer.heartbeat.interval.ms"]:
+        raise InvalidConfig("consumer.session.timeout.ms must be greater than consumer.heartbeat.interval.ms")
+    if ints["share.session.timeout.ms"] <= ints["share.heartbeat.interval.ms"]:
+        raise InvalidConfig("share.session.timeout.ms must be greater than share.heartbeat.interval.ms")
+    try:
+        AutoOffsetReset.parse(merged["share.auto.offset.reset"])
+        ShareGroupSettings(
+            record_lock_duration_ms=ints["share.record.lock.duration.ms"],
+            delivery_count_limit=ints["share.delivery.count.limit"],
+            isolation_level=merged["share.isolation.level"],
+            redelivery_backoff=merged["rmq.redelivery.backoff"],
+            max_reconsume_times=ints.get("rmq.max.reconsume.times"),
+        )
+    except InvalidShareConfig as exc:
+        raise InvalidConfig(str(exc)) from None
+    return stored
+
+
+class GroupConfigStore:
+    """Every group's config overrides, durable in ``<data dir>/group_configs.json``."""
+
+    def __init__(self, data_dir: Path | None) -> None:
+        self._path = None if data_dir is None else Path(data_dir) / FILE_NAME
+        loaded = None if self._path is None else read_json_with_fallback(self._path, _parse)
+        self._groups: dict[str, dict[str, str]] = loaded or {}
+
+    def get(self, group_id: str) -> dict[str, str]:
+        return dict(self._groups.get(group_id, {}))
+
+    def groups(self) -> list[str]:
+        """The group ids that have configs (ListConfigResources lists them)."""
+        return sorted(self._groups)
+
+    def set(self, group_id: str, configs: Mapping[str, str]) -> None:
+        """Store ``configs`` as the group's whole set of overrides (none: forget the group);
+        durable when this returns."""
+        groups = dict(self._groups)
+        if configs:
+            groups[group_id] = dict(configs)
+        else:
+            groups.pop(group_id, None)
+        if groups == self._groups:
+            return
+        if self._path is not None:
+            write_json_atomically(self._path, groups, keep_previous=True)
+        self._groups = groups
+
+    def drop(self, group_id: str) -> None:
+        self.set(group_id, {})
+
+    def consumer_timeouts(self, group_id: str, config: AdapterConfig) -> tuple[int, int]:
+        """(session timeout, heartbeat interval) in ms for a consumer group's members."""
+        own = self._groups.get(group_id, {})
+        return (int(own.get("consumer.session.timeout.ms", config.group_consumer_session_timeout_ms)),
+                int(own.get("consumer.heartbeat.interval.ms", config.group_consumer_heartbeat_interval_ms)))
+
+
+def _parse(data: object) -> dict[str, dict[str, str]]:
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    return {str(g): {str(k): str(v) for k, v in configs.items()} for g, configs in data.items()}
