@@ -110,6 +110,14 @@ def test_refusals_have_kafkas_codes_and_messages(broker_factory, tmp_path):
         assert alter(conn, "g", ("consumer.session.timeout.ms", DELETE, None)) == (ErrorCode.none, None)
         assert describe(conn, "g")[1]["consumer.session.timeout.ms"] == ("45000", DEFAULT_CONFIG)
         assert conn.request(LIST_CONFIG_RESOURCES, 1, resource_types=[GROUP]).config_resources == ()
+        # AlterConfigs replaces the whole set
+        assert alter(conn, "g", ("share.isolation.level", SET, "read_committed")) == (ErrorCode.none, None)
+        replaced = conn.request(ALTER_CONFIGS, 2, validate_only=False, resources=[dict(
+            resource_type=GROUP, resource_name="g",
+            configs=[dict(name="consumer.heartbeat.interval.ms", value="6000")])]).responses[0]
+        assert (replaced.error_code, replaced.error_message) == (ErrorCode.none, None)
+        overrides = {k: v for k, v in describe(conn, "g")[1].items() if v[1] == DYNAMIC_GROUP_CONFIG}
+        assert overrides == {"consumer.heartbeat.interval.ms": ("6000", DYNAMIC_GROUP_CONFIG)}
 
 
 def test_heartbeat_interval_and_session_timeout_apply_at_the_next_heartbeat(broker_factory, tmp_path):
