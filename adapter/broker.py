@@ -130,7 +130,7 @@ class Broker:
             raise
         waiters = FetchWaiters()
         self.store.add_append_listener(waiters.notify)
-        group_configs = GroupConfigStore(self.storage_config.data_dir)
+        group_configs = GroupConfigStore(self.storage_config.data_dir, now_ms=self.clock.now_ms)
         self.groups = GroupCoordinator(
             self.store,
             self.clock,

@@ -10,10 +10,9 @@ must exceed its heartbeat interval, checked on the group's whole set (overrides 
 The share and rmq.* keys are checked by rmqsemantics.share.config (the share-partition core
 that will read them). A group id needs no group to exist yet, as in Kafka.
 
-``GroupConfigStore`` keeps them in ``group_configs.json`` in the data directory: one JSON
-object {group id: {name: value}}, replaced atomically with its previous copy kept
-(storage.files); a crash leaves the old or the new file, and a damaged file falls back to the
-previous copy. A store without a path (unit tests) keeps them in memory.
+``GroupConfigStore`` keeps them in the data directory as a JournaledMap (``group_configs.json``
+and ``group_configs.journal``); a store without a data directory (unit tests) keeps them in
+memory.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from pathlib import Path
 
 from rmqkafka.rmqsemantics.share.config import AutoOffsetReset, ShareGroupSettings
 from rmqkafka.rmqsemantics.share.errors import InvalidShareConfig
-from rmqkafka.storage.files import read_json_with_fallback, write_json_atomically
+from rmqkafka.storage.journaled_map import JournaledMap
 
 from .config import AdapterConfig
 from .topic_configs import InvalidConfig
@@ -144,12 +143,19 @@ def validate_group_configs(overrides: Mapping[str, str | None], config: AdapterC
 
 
 class GroupConfigStore:
-    """Every group's config overrides, durable in ``<data dir>/group_configs.json``."""
+    """Every group's config overrides, durable in ``<data dir>/group_configs.json`` and its
+    journal ``group_configs.journal`` (storage.journaled_map: the format, crash and damage
+    behaviour). An entry's name is ``g/`` + the group id (a group id may be anything, the
+    map's own ``#seq`` too); its object is {config name: value}. A change appends one journal
+    record; the snapshot is rewritten at most once per ``snapshot_interval_ms`` (and on
+    ``close``), so a client altering many groups' configs costs O(change), not O(every group)."""
 
-    def __init__(self, data_dir: Path | None) -> None:
-        self._path = None if data_dir is None else Path(data_dir) / FILE_NAME
-        loaded = None if self._path is None else read_json_with_fallback(self._path, _parse)
-        self._groups: dict[str, dict[str, str]] = loaded or {}
+    def __init__(self, data_dir: Path | None, snapshot_interval_ms: int = 1000,
+                 now_ms: Callable[[], int] | None = None) -> None:
+        self._map = None if data_dir is None else JournaledMap(
+            Path(data_dir) / FILE_NAME, _check, snapshot_interval_ms=snapshot_interval_ms, now_ms=now_ms)
+        self._groups: dict[str, dict[str, str]] = {} if self._map is None else {
+            name[len(_PREFIX):]: dict(configs) for name, configs in self._map.entries.items()}
 
     def get(self, group_id: str) -> dict[str, str]:
         return dict(self._groups.get(group_id, {}))
@@ -160,20 +166,26 @@ class GroupConfigStore:
 
     def set(self, group_id: str, configs: Mapping[str, str]) -> None:
         """Store ``configs`` as the group's whole set of overrides (none: forget the group);
-        durable when this returns."""
-        groups = dict(self._groups)
-        if configs:
-            groups[group_id] = dict(configs)
-        else:
-            groups.pop(group_id, None)
-        if groups == self._groups:
+        durable when this returns (OSError, nothing changed, when it could not be written)."""
+        if dict(configs) == self._groups.get(group_id, {}):
             return
-        if self._path is not None:
-            write_json_atomically(self._path, groups, keep_previous=True)
-        self._groups = groups
+        if self._map is not None:
+            if configs:
+                self._map.commit({_PREFIX + group_id: dict(configs)})
+            else:
+                self._map.commit({}, [_PREFIX + group_id])
+        if configs:
+            self._groups[group_id] = dict(configs)
+        else:
+            self._groups.pop(group_id, None)
 
     def drop(self, group_id: str) -> None:
         self.set(group_id, {})
+
+    def close(self) -> None:
+        """Bring the snapshot up to date with the journal."""
+        if self._map is not None:
+            self._map.write_snapshot_if_stale()
 
     def consumer_timeouts(self, group_id: str, config: AdapterConfig) -> tuple[int, int]:
         """(session timeout, heartbeat interval) in ms for a consumer group's members."""
@@ -182,7 +194,9 @@ class GroupConfigStore:
                 int(own.get("consumer.heartbeat.interval.ms", config.group_consumer_heartbeat_interval_ms)))
 
 
-def _parse(data: object) -> dict[str, dict[str, str]]:
-    if not isinstance(data, dict):
-        raise ValueError("not a JSON object")
-    return {str(g): {str(k): str(v) for k, v in configs.items()} for g, configs in data.items()}
+_PREFIX = "g/"
+
+
+def _check(name: str, configs: dict) -> None:
+    if not name.startswith(_PREFIX) or not all(isinstance(v, str) for v in configs.values()):
+        raise ValueError(f"not a group config entry: {name!r}")

@@ -91,6 +91,7 @@ class GroupCoordinator:
 
     async def stop(self) -> None:
         await self.consumer.stop()
+        self.configs.close()
         if self._timer is not None:
             self._timer.cancel()
             try:

@@ -92,20 +92,24 @@ def test_session_timeout_must_exceed_the_heartbeat_interval_of_the_whole_set():
 def test_store_is_durable_and_drops_a_group(tmp_path):
     store = GroupConfigStore(tmp_path)
     store.set("g1", {"consumer.session.timeout.ms": "50000"})
-    store.set("g2", {"consumer.heartbeat.interval.ms": "6000"})
+    store.set("#seq", {"consumer.heartbeat.interval.ms": "6000"})  # any group id, the map's own key too
     again = GroupConfigStore(tmp_path)
     assert again.get("g1") == {"consumer.session.timeout.ms": "50000"}
-    assert again.groups() == ["g1", "g2"]
-    assert again.consumer_timeouts("g2", CONFIG) == (45_000, 6000)
+    assert again.groups() == ["#seq", "g1"]
+    assert again.consumer_timeouts("#seq", CONFIG) == (45_000, 6000)
+    assert again.consumer_timeouts("other", CONFIG) == (45_000, 5000)
     again.drop("g1")
-    assert GroupConfigStore(tmp_path).groups() == ["g2"]
+    assert GroupConfigStore(tmp_path).groups() == ["#seq"]
 
 
-def test_a_damaged_file_falls_back_to_its_previous_copy(tmp_path):
-    store = GroupConfigStore(tmp_path)
-    store.set("g1", {"consumer.session.timeout.ms": "50000"})
-    store.set("g1", {"consumer.session.timeout.ms": "55000"})
-    (tmp_path / "group_configs.json").write_text("{not json")
-    assert GroupConfigStore(tmp_path).get("g1") == {"consumer.session.timeout.ms": "50000"}
-    assert json.loads((tmp_path / "group_configs.json.prev").read_text()) == {
-        "g1": {"consumer.session.timeout.ms": "50000"}}
+def test_snapshot_lags_by_the_interval_but_the_journal_holds_every_change(tmp_path):
+    now = [0]
+    store = GroupConfigStore(tmp_path, snapshot_interval_ms=1000, now_ms=lambda: now[0])
+    store.set("g1", {"consumer.session.timeout.ms": "50000"})  # the first commit writes the snapshot
+    store.set("g2", {"share.isolation.level": "read_committed"})
+    snapshot = json.loads((tmp_path / "group_configs.json").read_text())
+    assert "g/g2" not in snapshot  # within the interval: not rewritten
+    (tmp_path / "group_configs.json").write_text("{damaged")
+    assert GroupConfigStore(tmp_path).groups() == ["g1", "g2"]  # the journal has it all
+    store.close()
+    assert "g/g2" in json.loads((tmp_path / "group_configs.json").read_text())
