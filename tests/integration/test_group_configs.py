@@ -168,6 +168,15 @@ def test_configs_survive_a_restart_and_are_dropped_with_the_group(broker_factory
     broker.restart()
     with KafkaRaw(broker.host, broker.port) as conn:
         assert describe(conn, "doomed")[1]["consumer.session.timeout.ms"] == ("45000", DEFAULT_CONFIG)
+        assert alter(conn, "crash", ("consumer.heartbeat.interval.ms", SET, "6000")) == (ErrorCode.none, None)
+        assert alter(conn, "crash", ("consumer.session.timeout.ms", SET, "55000")) == (ErrorCode.none, None)
+    broker.kill()  # kill -9 right after the answers: the journal holds what the snapshot may not
+    broker.start()
+    with KafkaRaw(broker.host, broker.port) as conn:
+        overrides = describe(conn, "crash")[1]
+        assert overrides["consumer.heartbeat.interval.ms"] == ("6000", DYNAMIC_GROUP_CONFIG)
+        assert overrides["consumer.session.timeout.ms"] == ("55000", DYNAMIC_GROUP_CONFIG)
+        assert describe(conn, "kept")[1]["share.isolation.level"] == ("read_committed", DYNAMIC_GROUP_CONFIG)
 
 
 def sasl(bootstrap: str, user: str) -> dict:
