@@ -30,7 +30,6 @@ from .topic_configs import InvalidConfig
 
 FILE_NAME = "group_configs.json"
 DYNAMIC_GROUP_CONFIG = 8  # DescribeConfigs config source
-DEFAULT_CONFIG = 5
 
 # Kafka's GroupCoordinatorConfig defaults for share groups (group.share.*); fixed here
 SHARE_SESSION_TIMEOUT = (45_000, 45_000, 60_000)  # default, min, max
