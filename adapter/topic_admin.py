@@ -74,13 +74,20 @@ def _colliding(ctx: BrokerContext, name: str) -> str | None:
 
 async def auto_create(ctx: BrokerContext, name: str) -> TopicMeta:
     """Metadata's auto-creation: Kafka counts it against the mutation quota permissively
-    (the request waits for the quota here), and writes it as CreateTopics does. Asked for
-    by name, ``__consumer_offsets`` is created as the internal topic."""
+    (the request waits for the quota here), and writes it as CreateTopics does. A topic
+    another request is creating is waited for and answered, as clients racing to look up a
+    new topic expect (not TOPIC_ALREADY_EXISTS). Asked for by name, ``__consumer_offsets``
+    is created as the internal topic."""
     if name == CONSUMER_OFFSETS_TOPIC:
         meta = ensure_consumer_offsets(ctx)
         if meta is None:
             raise InvalidPartitionCountError(f"{name} could not be created (see the broker log)")
         return meta
+    if ctx.store.topics.taken(name) and ctx.store.topics.get(name) is None:
+        await ctx.store.settled(name)  # another request is creating it: answer with its topic
+        meta = ctx.store.topics.get(name)
+        if meta is not None:
+            return meta
     partitions, configs = check_new_topic(ctx, name, -1, -1, [], {})
     await wait_for_quota(ctx.mutation_quota)
     ctx.mutation_quota.record(partitions)

@@ -252,6 +252,8 @@ class MessageStore:
         # append_async: the last call per partition (its turn to write), and the threads
         # that decompress large batches (made on first use)
         self._append_turns: dict[tuple[str, int], asyncio.Future] = {}
+        # topic name -> done when the metadata change staged for it is durable or undone
+        self._changing: dict[str, asyncio.Future] = {}
         self._inflate_pool: ThreadPoolExecutor | None = None
         # the one thread that writes topic metadata: writes happen in the order asked for
         self._metadata_pool: ThreadPoolExecutor | None = None
@@ -728,24 +730,39 @@ class MessageStore:
     async def _stage_and_commit(self, items: list[tuple], stage: Callable[..., TopicMeta]) -> list[TopicMeta | Exception]:
         outcomes: list[TopicMeta | Exception] = []
         staged: list[TopicMeta] = []
-        for index, item in enumerate(items):
-            if index and index % _STAGE_SLICE == 0:
-                await asyncio.sleep(0)  # thousands of topics do not hold up the other requests
-            try:
-                meta = stage(*item)
-            except StorageError as exc:
-                outcomes.append(exc)
-                continue
-            outcomes.append(meta)
-            staged.append(meta)
-        if staged:
-            try:
-                await self._in_metadata_thread(self.topics.commit, staged)
-            except OSError as exc:
-                self.topics.release(staged)
-                return [exc if isinstance(o, TopicMeta) else o for o in outcomes]
-            self.topics.announce(staged)
-        return outcomes
+        settled = asyncio.get_running_loop().create_future()
+        try:
+            for index, item in enumerate(items):
+                if index and index % _STAGE_SLICE == 0:
+                    await asyncio.sleep(0)  # thousands of topics do not hold up the other requests
+                try:
+                    meta = stage(*item)
+                except StorageError as exc:
+                    outcomes.append(exc)
+                    continue
+                outcomes.append(meta)
+                staged.append(meta)
+                self._changing[meta.name] = settled
+            if staged:
+                try:
+                    await self._in_metadata_thread(self.topics.commit, staged)
+                except OSError as exc:
+                    self.topics.release(staged)
+                    return [exc if isinstance(o, TopicMeta) else o for o in outcomes]
+                self.topics.announce(staged)
+            return outcomes
+        finally:
+            settled.set_result(None)
+            for meta in staged:
+                if self._changing.get(meta.name) is settled:
+                    del self._changing[meta.name]
+
+    async def settled(self, name: str) -> None:
+        """Return once the change of topic ``name`` under way (a creation or a new partition
+        count, by another request) is durable and served, or undone; at once if none is."""
+        pending = self._changing.get(name)
+        if pending is not None:
+            await asyncio.shield(pending)
 
     async def delete_topics(self, names: list[str]) -> list[TopicMeta | Exception]:
         """Delete topics with one metadata write (see ``delete_topic``). A topic is no

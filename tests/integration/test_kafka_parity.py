@@ -245,3 +245,23 @@ def test_a_record_without_a_key_is_refused_on_a_compacted_topic(broker, policy):
         assert [(e.batch_index, e.batch_index_error_message) for e in answer.record_errors] == [(1, why)]
         # the refused batch is not stored: the next record follows the first
         assert conn.produce(topic, 0, make_batch(1, keys=[b"k2"])).base_offset == 1
+
+
+def test_concurrent_lookups_of_a_new_topic_both_get_it(broker):
+    """Two clients asking for the same missing topic at once (librdkafka's producer and its
+    list_topics do): both get the topic, neither TOPIC_ALREADY_EXISTS (found by the Docker
+    test: the second auto-creation met the first one's creation under way)."""
+    for round_ in range(5):
+        name = f"raced-{round_}-{uuid.uuid4().hex[:6]}"
+        conns = [KafkaRaw.connect(broker.bootstrap_servers) for _ in range(4)]
+        try:
+            sent = [c.send(3, 12, topics=[dict(name=name, topic_id=None)], allow_auto_topic_creation=True,
+                           include_cluster_authorized_operations=False,
+                           include_topic_authorized_operations=False) for c in conns]
+            answers = [c.receive(3, 12, cid) for c, cid in zip(conns, sent)]
+        finally:
+            for c in conns:
+                c.close()
+        codes = [a.topics[0].error_code for a in answers]
+        assert codes == [ErrorCode.none] * 4, codes
+        assert len({a.topics[0].topic_id for a in answers}) == 1
