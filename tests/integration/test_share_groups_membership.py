@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import urllib.request
 import uuid
 
 import pytest
@@ -44,7 +45,7 @@ def started(tmp_path_factory):
     root = tmp_path_factory.mktemp("kip932")
     config = root / "server.properties"
     config.write_text("".join(f"{k}={v}\n" for k, v in BROKER_CONFIG.items()))
-    broker = EmbeddedBroker(data_dir=root / "data", config_file=config)
+    broker = EmbeddedBroker(data_dir=root / "data", config_file=config, args=["--metrics-port", "0"])
     with broker:
         yield broker
         if "Traceback" in broker.stderr:
@@ -270,13 +271,24 @@ def test_admin_apis_on_a_share_group(bootstrap):
         assert conn.request(DELETE_GROUPS, 2, groups_names=(group,)).results[0].error_code == ErrorCode.group_id_not_found
 
 
+def scrape(url: str) -> dict:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(url + "/metrics", timeout=30) as response:
+        body = response.read().decode()
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(body) for s in family.samples}
+
+
 def share_consumer(bootstrap: str, group: str, name: str) -> ShareConsumer:
     return ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
                           "share.acknowledgement.mode": "explicit"})
 
 
-def test_share_consumers_join_and_get_their_assignment(bootstrap):
-    """confluent-kafka's ShareConsumer joins by itself; two on one partition both get it."""
+def test_share_consumers_join_and_get_their_assignment(started):
+    """confluent-kafka's ShareConsumer joins by itself; two on one partition both get it; rmqk,
+    the console and /metrics show the group."""
+    bootstrap = started.bootstrap_servers
     topic, group = unique("confluent"), unique("sg")
     create_topic(bootstrap, topic, 1)
     consumers = [share_consumer(bootstrap, group, f"share-{i}") for i in range(2)]
@@ -312,6 +324,17 @@ def test_share_consumers_join_and_get_their_assignment(bootstrap):
                 [sys.executable, "-m", "rmqkafka", "groups", "list", "--json", "-b", bootstrap],
                 capture_output=True, text=True, timeout=60, check=True).stdout)
             assert {"group": group, "type": "share", "state": "Stable", "protocol_type": "share"} in listing
+            with urllib.request.urlopen(started.metrics_url + "/api/groups", timeout=30) as response:
+                shown = {g["group"]: g for g in json.loads(response.read())["groups"]}[group]
+            assert (shown["type"], shown["state"], shown["protocol"]) == ("share", "Stable", "simple")
+            assert sorted(m["client_id"] for m in shown["members"]) == ["share-0", "share-1"]
+            assert all(m["assignment"] == [{"topic": topic, "partitions": [0]}] for m in shown["members"])
+            assert [(p["topic"], p["partition"], len(p["members"])) for p in shown["share_partitions"]] == [
+                (topic, 0, 2)]
+            metrics = scrape(started.metrics_url)
+            assert metrics[("rmqk_sharegroup_members", frozenset({("sharegroup", group)}))] == 2
+            assert metrics[("rmqk_sharegroup_partition_members", frozenset(
+                {("sharegroup", group), ("topic", topic), ("partition", "0")}))] == 2
         for consumer in consumers:
             consumer.close()
         consumers = []
