@@ -236,7 +236,10 @@ class ShareGroupCoordinator:
         group.epoch += 1
         group.subscription_metadata = self._subscription_metadata(group)
         self._timers.wakeup.set()
-        self._on_member_left(group.group_id, member.member_id)
+        try:
+            self._on_member_left(group.group_id, member.member_id)
+        except Exception:  # the share-partition side's failure must not stop membership
+            log.exception("share group %s: releasing what member %s held failed", group.group_id, member.member_id)
 
     # -- what the share-partition side asks ------------------------------------------------
     def is_member(self, group_id: str, member_id: str) -> bool:
@@ -278,7 +281,10 @@ class ShareGroupCoordinator:
             return ErrorCode.non_empty_group
         group.dead = True
         del self.groups[group_id]
-        self._on_group_deleted(group_id)
+        try:
+            self._on_group_deleted(group_id)
+        except Exception:  # as above: the group is gone whatever its state's deletion did
+            log.exception("share group %s: deleting its share-partition state failed", group_id)
         return ErrorCode.none
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:

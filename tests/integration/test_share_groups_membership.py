@@ -203,6 +203,9 @@ def test_a_group_id_has_one_type(bootstrap):
                                      topic_partitions=())
         assert consumer_beat.error_code == ErrorCode.group_id_not_found
         assert consumer_beat.error_message == f"Group {share} is not a consumer group."
+        (consumer_describe,) = conn.request(69, 0, group_ids=(share,), include_authorized_operations=False).groups
+        assert (consumer_describe.error_code, consumer_describe.error_message) == (
+            ErrorCode.group_id_not_found, f"Group {share} is not a consumer group.")
         join = conn.request(JOIN_GROUP, 5, group_id=share, session_timeout=10_000, rebalance_timeout=10_000,
                             member_id="", protocol_type="consumer", protocols=[dict(name="range", metadata=b"")])
         assert join.error_code == ErrorCode.inconsistent_group_protocol

@@ -302,3 +302,20 @@ def test_delete_only_an_empty_group():
     assert h.deleted == ["g"]
     assert h.coordinator.state_of("g") is None
     assert h.coordinator.delete("g") is ErrorCode.group_id_not_found
+
+
+def test_a_failing_callback_does_not_stop_membership(caplog):
+    h = Harness()
+
+    def fail(*args):
+        raise RuntimeError("part 2 broke")
+
+    h.coordinator._on_member_left = fail
+    h.coordinator._on_group_deleted = fail
+    h.beat("a", 0, ["t"])
+    h.beat("b", 0, ["t"])
+    h.clock.advance(SESSION_MS)
+    h.coordinator.tick()
+    assert h.coordinator.member_count("g") == 0
+    assert h.coordinator.delete("g") is ErrorCode.none
+    assert "part 2 broke" in caplog.text
