@@ -164,8 +164,9 @@ class ShareGroupCoordinator:
         if request.rack_id is not None:
             member.rack_id = request.rack_id
         bump = False
-        if request.subscribed_names is not None and tuple(sorted(set(request.subscribed_names))) != member.subscribed_names:
-            member.subscribed_names = tuple(sorted(set(request.subscribed_names)))
+        names = None if request.subscribed_names is None else tuple(sorted(set(request.subscribed_names)))
+        if names is not None and names != member.subscribed_names:
+            group.set_subscription(member, names)
             bump = True
         metadata = self._subscription_metadata(group)
         if metadata != group.subscription_metadata:
@@ -231,6 +232,7 @@ class ShareGroupCoordinator:
         return HeartbeatAnswer(member.member_id, LEAVE_EPOCH, 0)
 
     def _remove(self, group: ShareGroup, member: ShareMember) -> None:
+        group.set_subscription(member, ())
         del group.members[member.member_id]
         group.target.pop(member.member_id, None)
         group.epoch += 1

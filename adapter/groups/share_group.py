@@ -51,6 +51,9 @@ class ShareGroup:
     # Topic name -> (id, partition count) of every subscribed topic when the epoch was last
     # bumped: a difference on a later heartbeat (created, deleted, grown) bumps it again.
     subscription_metadata: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
+    # Topic name -> how many members subscribe to it: a heartbeat costs the group's distinct
+    # names, not every member's list.
+    subscribers: dict[str, int] = field(default_factory=dict)
     dead: bool = False
 
     @property
@@ -60,7 +63,16 @@ class ShareGroup:
         return ShareGroupState.STABLE if self.members else ShareGroupState.EMPTY
 
     def subscribed_names(self) -> set[str]:
-        names: set[str] = set()
-        for member in self.members.values():
-            names.update(member.subscribed_names)
-        return names
+        return set(self.subscribers)
+
+    def set_subscription(self, member: ShareMember, names: tuple[str, ...]) -> None:
+        """Replace ``member``'s subscribed names (sorted) and the group's counts."""
+        for name in member.subscribed_names:
+            left = self.subscribers[name] - 1
+            if left:
+                self.subscribers[name] = left
+            else:
+                del self.subscribers[name]
+        member.subscribed_names = names
+        for name in names:
+            self.subscribers[name] = self.subscribers.get(name, 0) + 1

@@ -344,6 +344,9 @@ def test_share_consumers_join_and_get_their_assignment(started):
         with KafkaRaw.connect(bootstrap) as conn:
             wait_until(lambda: describe(conn, group)[0].group_state == "Empty", timeout=WAIT,
                        message="the closed consumers left")
+            subprocess.run([sys.executable, "-m", "rmqkafka", "groups", "delete", group, "-b", bootstrap],
+                           capture_output=True, text=True, timeout=60, check=True)
+            assert listed(conn, group) == {}
     finally:
         for consumer in consumers:
             consumer.close()

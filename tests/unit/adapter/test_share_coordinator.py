@@ -319,3 +319,17 @@ def test_a_failing_callback_does_not_stop_membership(caplog):
     assert h.coordinator.member_count("g") == 0
     assert h.coordinator.delete("g") is ErrorCode.none
     assert "part 2 broke" in caplog.text
+
+
+def test_subscribed_topics_follow_members():
+    h = Harness(t=(T1, 2), u=(T2, 2))
+    h.beat("a", 0, ["t", "u"])
+    h.beat("b", 0, ["t"])
+    assert h.coordinator.subscribed_topics("g") == {"t", "u"}
+    h.beat("a", -1)
+    assert h.coordinator.subscribed_topics("g") == {"t"}
+    assert h.coordinator.groups["g"].subscription_metadata == {"t": (T1, 2)}
+    h.beat("b", 2, ["u"])
+    assert h.coordinator.subscribed_topics("g") == {"u"}
+    h.beat("b", -1)
+    assert h.coordinator.subscribed_topics("g") == set()
