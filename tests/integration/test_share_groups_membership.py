@@ -350,3 +350,38 @@ def test_share_consumers_join_and_get_their_assignment(started):
     finally:
         for consumer in consumers:
             consumer.close()
+
+
+def test_a_share_consumer_joins_again_after_a_restart(broker_factory, tmp_path):
+    """Membership is in memory: after a restart the consumer's heartbeat gets UNKNOWN_MEMBER_ID
+    and librdkafka joins again with epoch 0 (same member id), getting its assignment back."""
+    config = tmp_path / "server.properties"
+    config.write_text("".join(f"{k}={v}\n" for k, v in BROKER_CONFIG.items()))
+    broker = broker_factory(config_file=config)
+    create_topic(broker.bootstrap_servers, "restarted", 2)
+    consumer = share_consumer(broker.bootstrap_servers, "sg-restart", "survivor")
+    try:
+        consumer.subscribe(["restarted"])
+
+        def member() -> tuple[str, int] | None:
+            for _ in range(3):
+                try:
+                    consumer.poll(0.1)
+                except Exception:  # noqa: BLE001, S110 - no ShareFetch yet
+                    pass
+            with KafkaRaw.connect(broker.bootstrap_servers) as conn:
+                (group,) = describe(conn, "sg-restart")
+            if group.error_code != ErrorCode.none or not group.members:
+                return None
+            (m,) = group.members
+            assert sum(len(tp.partitions) for tp in m.assignment.topic_partitions) == 2
+            return m.member_id, m.member_epoch
+
+        wait_until(lambda: member() is not None, timeout=WAIT, message="joined")
+        before = member()
+        broker.restart(same_port=True)
+        wait_until(lambda: member() is not None, timeout=WAIT, message="joined again after the restart")
+        after = member()
+        assert after[0] == before[0] and after[1] == 1, (before, after)
+    finally:
+        consumer.close()
