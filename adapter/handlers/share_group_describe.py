@@ -1,6 +1,9 @@
 """ShareGroupDescribe (77): state, epochs, assignor and members (with their subscriptions and
-assignments) of share groups. Needs DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED); an
-unknown id is GROUP_ID_NOT_FOUND, and so is one of a classic or consumer group, as in Kafka.
+assignments) of share groups. As Kafka 4's KafkaApis.handleShareGroupDescribe: DESCRIBE on each
+group (GROUP_AUTHORIZATION_FAILED); a group whose members are assigned a topic the caller may
+not DESCRIBE is TOPIC_AUTHORIZATION_FAILED without its members (a view's source counts); an
+empty id is INVALID_GROUP_ID, an unknown one GROUP_ID_NOT_FOUND, and so is one of a classic or
+consumer group.
 
 Per-partition record counts (in flight, acknowledged) are not part of this API: they belong
 to the share-partition side (DescribeShareGroupOffsets and the console)."""
@@ -18,6 +21,7 @@ from ..groups.share_group import ShareMember
 from ..security.acls import AclOperation, ResourceType
 
 API_KEY = 77
+HIDDEN_TOPICS = "The group has described topic(s) that the client is not authorized to describe."
 
 
 async def handle(ctx: BrokerContext, request: Request):
@@ -27,6 +31,9 @@ async def handle(ctx: BrokerContext, request: Request):
     for group_id in request.body.group_ids:
         empty = dict(group_id=group_id, group_state="", group_epoch=0, assignment_epoch=0, assignor_name="",
                      members=(), authorized_operations=acl_operations.NOT_PROVIDED)
+        if not group_id:
+            described.append(dict(empty, error_code=ErrorCode.invalid_group_id))
+            continue
         if not ctx.allowed(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
             described.append(dict(empty, error_code=ErrorCode.group_authorization_failed))
             continue
@@ -36,10 +43,16 @@ async def handle(ctx: BrokerContext, request: Request):
             message = f"Group {group_id} is not a share group." if known else f"Group {group_id} not found."
             described.append(dict(empty, error_code=ErrorCode.group_id_not_found, error_message=message))
             continue
+        members = [_member(share, m) for m in group.members.values()]
+        topics = {tp["topic_name"] for m in members for tp in m["assignment"]["topic_partitions"]}
+        if not all(ctx.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, name) for name in topics):
+            described.append(dict(empty, error_code=ErrorCode.topic_authorization_failed,
+                                  error_message=HIDDEN_TOPICS))
+            continue
         described.append(dict(
             error_code=ErrorCode.none, group_id=group_id, group_state=group.state.value,
             group_epoch=group.epoch, assignment_epoch=group.assignment_epoch, assignor_name=share.assignor_name,
-            members=[_member(share, m) for m in group.members.values()],
+            members=members,
             authorized_operations=acl_operations.authorized(ctx, with_operations, ResourceType.GROUP, group_id),
         ))
     return make(response_type(request), throttle_time=0, groups=described)

@@ -1,7 +1,8 @@
 """Issue 23: ShareGroupHeartbeat and ShareGroupDescribe check rights as Kafka 4's KafkaApis
 does: READ on the group first (GROUP_AUTHORIZATION_FAILED), then DESCRIBE on every subscribed
 topic (TOPIC_AUTHORIZATION_FAILED, before the group is touched); a subscription view counts as
-its source too. ShareGroupDescribe needs DESCRIBE on the group.
+its source too. ShareGroupDescribe needs DESCRIBE on the group and hides a group assigned topics the caller
+may not DESCRIBE.
 
 The broker has one SASL_PLAINTEXT listener; ``admin`` is a super user, ``alice`` may use the
 groups ``team*`` and the topics ``open*``, nothing else. ``secret`` is a topic she may not
@@ -112,3 +113,19 @@ def test_describe_needs_describe_on_the_group(alice, world):
     assert described[0].group_state == "Stable" and len(described[0].members) == 1
     assert described[0].authorized_operations > 0
     assert described[1].members == () and described[1].authorized_operations == -2**31
+
+
+def test_describe_hides_a_group_assigned_topics_the_caller_may_not_see(alice, world):
+    group = f"team-{uuid.uuid4().hex[:6]}"
+    host, port = world.rsplit(":", 1)
+    with KafkaRaw(host, int(port)) as admin:
+        admin.sasl_plain("admin", "admin-secret")
+        assert join(admin, group, "secret").error_code == ErrorCode.none
+        (seen,) = admin.request(SHARE_DESCRIBE, 1, group_ids=(group,), include_authorized_operations=False).groups
+        assert seen.error_code == ErrorCode.none and len(seen.members) == 1
+    (hidden,) = alice.request(SHARE_DESCRIBE, 1, group_ids=(group,), include_authorized_operations=False).groups
+    assert (hidden.error_code, hidden.error_message, hidden.members) == (
+        ErrorCode.topic_authorization_failed,
+        "The group has described topic(s) that the client is not authorized to describe.", ())
+    (empty,) = alice.request(SHARE_DESCRIBE, 1, group_ids=("",), include_authorized_operations=False).groups
+    assert empty.error_code == ErrorCode.invalid_group_id
