@@ -25,6 +25,7 @@ partition counts and the previous target assignment.
 from __future__ import annotations
 
 import uuid
+from collections import deque
 from collections.abc import Mapping
 
 TopicPartitions = Mapping[uuid.UUID, frozenset[int]]
@@ -39,13 +40,12 @@ def simple(subscriptions: Mapping[str, frozenset[uuid.UUID]], partitions: Mappin
     subscribed = {m: frozenset(t for t in topics if t in partitions) for m, topics in subscriptions.items()}
     kept = {m: {(t, p) for t, ps in previous.get(m, {}).items() for p in ps} for m in subscribed}
     result: dict[str, set[Slot]] = {m: set() for m in subscribed}
+    topics = sorted(set().union(*subscribed.values()), key=str)
     if len(set(subscribed.values())) <= 1:
-        pools = [(sorted(subscribed), sorted({(t, p) for topics in subscribed.values() for t in topics
-                                              for p in range(partitions[t])}, key=_slot_key))]
+        pools = [(sorted(subscribed), [(t, p) for t in topics for p in range(partitions[t])])]
     else:
-        pools = [(sorted(m for m, topics in subscribed.items() if t in topics),
-                  [(t, p) for p in range(partitions[t])])
-                 for t in sorted({t for topics in subscribed.values() for t in topics}, key=str)]
+        pools = [(sorted(m for m, subscribed_to in subscribed.items() if t in subscribed_to),
+                  [(t, p) for p in range(partitions[t])]) for t in topics]
     for members, slots in pools:
         for member, owned in _share_pool(members, slots, kept).items():
             result[member] |= owned
@@ -54,45 +54,53 @@ def simple(subscriptions: Mapping[str, frozenset[uuid.UUID]], partitions: Mappin
 
 def _share_pool(members: list[str], slots: list[Slot], previous: Mapping[str, set[Slot]]) -> dict[str, set[Slot]]:
     """Assign ``slots`` to ``members`` (both in a stable order) with the sharing and balance
-    rules of the module docstring, keeping as much of ``previous`` as they allow."""
-    owned: dict[str, set[Slot]] = {m: set() for m in members}
+    rules of the module docstring, keeping as much of ``previous`` as they allow.
+
+    Work is O(assignments + members + slots) apart from the rare last pass: slots are handled
+    by their index in ``slots``, members with room to fill wait in a round-robin queue."""
+    result: dict[str, set[Slot]] = {m: set() for m in members}
     if not members or not slots:
-        return owned
+        return result
     sharing = -(-len(members) // len(slots))
     total = sharing * len(slots)
-    pool = set(slots)
+    index = {slot: i for i, slot in enumerate(slots)}
+    held = {m: sorted(index[s] for s in previous.get(m, ()) if s in index) for m in members}
     # The larger quotas go to the members that held the most, so fewer partitions move.
-    order = sorted(members, key=lambda m: (-len(previous.get(m, set()) & pool), m))
+    order = sorted(members, key=lambda m: (-len(held[m]), m))
     quota = {m: -(-total * (i + 1) // len(members)) - -(-total * i // len(members)) for i, m in enumerate(order)}
-    owners: dict[Slot, set[str]] = {s: set() for s in slots}
+    owned: dict[str, set[int]] = {m: set() for m in members}
+    owners: list[set[str]] = [set() for _ in slots]
 
-    def give(member: str, slot: Slot) -> None:
-        owned[member].add(slot)
-        owners[slot].add(member)
+    def give(member: str, i: int) -> None:
+        owned[member].add(i)
+        owners[i].add(member)
 
     for member in order:
-        for slot in sorted(previous.get(member, set()) & pool, key=_slot_key):
-            if len(owned[member]) < quota[member] and len(owners[slot]) < sharing:
-                give(member, slot)
-    for slot in sorted(slots, key=lambda s: (len(owners[s]), _slot_key(s))):
-        while len(owners[slot]) < sharing:
-            room = [m for m in order if len(owned[m]) < quota[m] and m not in owners[slot]]
-            if not room:
-                break
-            give(min(room, key=lambda m: len(owned[m]) - quota[m]), slot)
-    # What the greedy pass could not place (every member with room already owned the slots
+        for i in held[member]:
+            if len(owned[member]) < quota[member] and len(owners[i]) < sharing:
+                give(member, i)
+    with_room = deque(m for m in order if len(owned[m]) < quota[m])
+    for i in sorted(range(len(slots)), key=lambda i: len(owners[i])):
+        skipped = 0
+        while len(owners[i]) < sharing and with_room and skipped < len(with_room):
+            member = with_room.popleft()
+            if member in owners[i]:
+                with_room.append(member)
+                skipped += 1
+                continue
+            give(member, i)
+            skipped = 0
+            if len(owned[member]) < quota[member]:
+                with_room.append(member)
+    # What the round-robin could not place (every member with room already owned the slots
     # still short of sharers) goes to the least shared slots the member lacks.
-    for member in order:
+    for member in with_room:
         while len(owned[member]) < quota[member]:
-            free = [s for s in slots if member not in owners[s]]
+            free = [i for i in range(len(slots)) if member not in owners[i]]
             if not free:
                 break
-            give(member, min(free, key=lambda s: (len(owners[s]), _slot_key(s))))
-    return owned
-
-
-def _slot_key(slot: Slot) -> tuple[str, int]:
-    return str(slot[0]), slot[1]
+            give(member, min(free, key=lambda i: len(owners[i])))
+    return {m: {slots[i] for i in owned[m]} for m in members}
 
 
 def _by_topic(slots: set[Slot]) -> dict[uuid.UUID, frozenset[int]]:
