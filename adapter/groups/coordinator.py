@@ -201,11 +201,11 @@ class GroupCoordinator:
         """A JoinGroup; returns the response fields (error_code, generation_id, ...)."""
         if not group_id:
             return _join_error(ErrorCode.invalid_group_id, member_id)
+        if self.share.has_group(group_id):  # Kafka 4 answers this before looking at the request
+            return _join_error(ErrorCode.inconsistent_group_protocol, member_id)
         s = self.settings
         if not s.min_session_timeout_ms <= session_timeout_ms <= s.max_session_timeout_ms:
             return _join_error(ErrorCode.invalid_session_timeout, member_id)
-        if self.share.has_group(group_id):
-            return _join_error(ErrorCode.inconsistent_group_protocol, member_id)  # as Kafka 4
         group = self.groups.get(group_id)
         if group is None:
             members = self.consumer.member_count(group_id)

@@ -40,7 +40,7 @@ from kio.schema.errors import ErrorCode
 from rmqkafka.storage.clock import Clock
 
 from .consumer_coordinator import HeartbeatAnswer, HeartbeatError, TopicCatalog
-from .share_assignor import TopicPartitions, simple
+from .share_assignor import simple
 from .share_group import LEAVE_EPOCH, ShareGroup, ShareGroupState, ShareMember
 
 log = logging.getLogger(__name__)
@@ -327,12 +327,3 @@ def _check_epoch(member: ShareMember, received: int) -> None:
             f"group coordinator ({member.epoch}), and it does not match the previous member epoch "
             f"({member.previous_epoch}). The member must abandon all its partitions and rejoin.")
 
-
-def assignment_names(coordinator: ShareGroupCoordinator, assignment: TopicPartitions) -> dict[str, list[int]]:
-    """Topic name -> sorted partitions, for admin views (a deleted topic is left out)."""
-    listed = {}
-    for topic_id, partitions in assignment.items():
-        name = coordinator.topic_name(topic_id)
-        if name is not None and partitions:
-            listed[name] = sorted(partitions)
-    return listed
