@@ -2,8 +2,9 @@
 real broker process: raw ShareGroupHeartbeat (76) / ShareGroupDescribe (77) requests, the
 other group APIs on a share group's id, and confluent-kafka's ``ShareConsumer`` joining.
 
-The broker runs with a 500 ms heartbeat interval and a 3 s session timeout (their minimums
-lowered). ShareFetch is part 2: a ShareConsumer here joins and gets its assignment, which is
+The broker runs with a 500 ms heartbeat interval and a 20 s session timeout (their minimums
+lowered to 500 ms and 3 s), long enough for raw members to stay put on a loaded machine; the
+session timeout test gives its group 3 s with the group config ``share.session.timeout.ms``. ShareFetch is part 2: a ShareConsumer here joins and gets its assignment, which is
 what these tests check (through ShareGroupDescribe and ListGroups).
 """
 
@@ -22,11 +23,12 @@ from rawkafka import ErrorCode, KafkaRaw, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
-SESSION_MS = 3000
+SESSION_MS = 20_000
+SHORT_SESSION_MS = 3000
 HEARTBEAT_MS = 500
 BROKER_CONFIG = {
     "group.share.session.timeout.ms": SESSION_MS,
-    "group.share.min.session.timeout.ms": SESSION_MS,
+    "group.share.min.session.timeout.ms": SHORT_SESSION_MS,
     "group.share.heartbeat.interval.ms": HEARTBEAT_MS,
     "group.share.min.heartbeat.interval.ms": HEARTBEAT_MS,
     "group.share.max.size": 3,
@@ -174,6 +176,10 @@ def test_a_silent_member_is_removed_after_the_session_timeout(bootstrap):
     topic, group = unique("session"), unique("sg")
     create_topic(bootstrap, topic, 2)
     with KafkaRaw.connect(bootstrap) as conn:
+        short = conn.request(INCREMENTAL_ALTER_CONFIGS, 1, validate_only=False, resources=[dict(
+            resource_type=GROUP_RESOURCE, resource_name=group,
+            configs=[dict(name="share.session.timeout.ms", config_operation=0, value=str(SHORT_SESSION_MS))])])
+        assert short.responses[0].error_code == ErrorCode.none
         beat(conn, group, "quiet", 0, [topic])
         alive = beat(conn, group, "alive", 0, [topic])
         epoch = alive.member_epoch
