@@ -120,14 +120,14 @@ def test_balanced_covering_and_sharing_bounds(members, partitions, joined):
 
 # -- the coordinator -------------------------------------------------------------------------
 class Harness:
-    def __init__(self, others=None, max_size=200, **topics):
+    def __init__(self, others=None, max_size=200, timeouts=None, **topics):
         self.clock = ManualClock()
         self.catalog = Catalog(**(topics or {"t": (T1, 4)}))
         self.left: list[tuple[str, str]] = []
         self.deleted: list[str] = []
         self.coordinator = ShareGroupCoordinator(
             self.clock, ShareCoordinatorSettings(session_timeout_ms=SESSION_MS, max_size=max_size),
-            self.catalog, lambda group_id: (others or {}).get(group_id),
+            self.catalog, lambda group_id: (others or {}).get(group_id), timeouts,
             on_member_left=lambda g, m: self.left.append((g, m)),
             on_group_deleted=self.deleted.append)
 
@@ -258,13 +258,14 @@ def test_session_timeout_removes_the_member():
 
 
 def test_group_config_timeouts_are_read_at_each_heartbeat():
-    h = Harness()
-    h.coordinator._timeouts = lambda group_id: (60_000, 7_000)
+    configs = {"g": (60_000, 7_000)}
+    h = Harness(timeouts=lambda group_id: configs.get(group_id, (SESSION_MS, 5000)))
     answer = h.beat("a", 0, ["t"])
     assert answer.heartbeat_interval_ms == 7000
     h.clock.advance(50_000)
     h.coordinator.tick()
     assert h.coordinator.is_member("g", "a")
+    assert h.beat("b", 0, ["t"], group="other").heartbeat_interval_ms == 5000
 
 
 def test_topics_created_grown_and_deleted_rebalance():
@@ -305,13 +306,14 @@ def test_delete_only_an_empty_group():
 
 
 def test_a_failing_callback_does_not_stop_membership(caplog):
-    h = Harness()
-
     def fail(*args):
         raise RuntimeError("part 2 broke")
 
-    h.coordinator._on_member_left = fail
-    h.coordinator._on_group_deleted = fail
+    clock = ManualClock()
+    coordinator = ShareGroupCoordinator(clock, ShareCoordinatorSettings(session_timeout_ms=SESSION_MS),
+                                        Catalog(t=(T1, 4)), on_member_left=fail, on_group_deleted=fail)
+    h = Harness()
+    h.clock, h.coordinator = clock, coordinator
     h.beat("a", 0, ["t"])
     h.beat("b", 0, ["t"])
     h.clock.advance(SESSION_MS)
