@@ -70,6 +70,14 @@ class ShareHeartbeatRequest:
 class _Timers:
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task | None = None
+    # The deadline the task sleeps until (None: no member). A heartbeat only moves its own
+    # member's deadline later, so it wakes the task only when the task sleeps past the new
+    # deadline: a heartbeat does not cost a scan of every member.
+    sleeping_until: float | None = None
+
+    def deadline_set(self, deadline: float) -> None:
+        if self.sleeping_until is None or deadline < self.sleeping_until:
+            self.wakeup.set()
 
 
 def _nothing(*args: object) -> None:
@@ -114,6 +122,7 @@ class ShareGroupCoordinator:
             deadline = min((m.session_deadline for g in self.groups.values() for m in g.members.values()),
                            default=None)
             self._timers.wakeup.clear()
+            self._timers.sleeping_until = deadline
             timeout = None if deadline is None else deadline - self._clock.monotonic()
             if timeout is None or timeout > 0:
                 try:
@@ -182,7 +191,7 @@ class ShareGroupCoordinator:
             member.assigned = group.target.get(member.member_id, {})
         session_timeout_ms, heartbeat_interval_ms = self._timeouts(group.group_id)
         member.session_deadline = self._clock.monotonic() + session_timeout_ms / 1000
-        self._timers.wakeup.set()
+        self._timers.deadline_set(member.session_deadline)
         return HeartbeatAnswer(member.member_id, member.epoch, heartbeat_interval_ms,
                                assignment=member.assigned if joining or member.assigned != before else None)
 
@@ -237,7 +246,6 @@ class ShareGroupCoordinator:
         group.target.pop(member.member_id, None)
         group.epoch += 1
         group.subscription_metadata = self._subscription_metadata(group)
-        self._timers.wakeup.set()
         try:
             self._on_member_left(group.group_id, member.member_id)
         except Exception:  # the share-partition side's failure must not stop membership
