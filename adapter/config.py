@@ -144,6 +144,7 @@ class AdapterConfig:
     group_consumer_max_heartbeat_interval_ms: int = 15_000  # group.consumer.max.heartbeat.interval.ms
     group_consumer_max_size: int = 2**31 - 1  # group.consumer.max.size
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors
+    group_consumer_regex_refresh_interval_ms: int = 600_000  # group.consumer.regex.refresh.interval.ms
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
     offsets_topic_num_partitions: int = 50  # offsets.topic.num.partitions (__consumer_offsets, presented)
     transaction_max_timeout_ms: int = 900_000  # transaction.max.timeout.ms

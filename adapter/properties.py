@@ -102,6 +102,10 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
 ``group.consumer.max.size``         members of a consumer-protocol group (2147483647)
 ``group.consumer.assignors``        server assignors, the first the default (``uniform,range``;
                                     Kafka's class names are accepted)
+``group.consumer.regex.refresh.interval.ms`` how old a group's resolution of its regular
+                                    expressions may grow before a heartbeat resolves them
+                                    again (600000, >= 10000 as in Kafka); created topics are
+                                    picked up sooner, at the next heartbeat
 ``offset.metadata.max.bytes``       longest metadata string of a committed offset (4096)
 ``offsets.topic.num.partitions``    partitions of ``__consumer_offsets`` (50; presented only)
 ``transaction.max.timeout.ms``      largest transaction timeout a producer may ask for (900000)
@@ -239,6 +243,7 @@ KNOWN_KEYS = frozenset(
         "group.consumer.max.heartbeat.interval.ms",
         "group.consumer.max.size",
         "group.consumer.assignors",
+        "group.consumer.regex.refresh.interval.ms",
         "offset.metadata.max.bytes",
         "offsets.topic.num.partitions",
         "transaction.max.timeout.ms",
@@ -340,6 +345,7 @@ INTEGER_RANGES: dict[str, IntRange] = {
     **{f"group.consumer.{suffix}": IntRange(1, INT_MAX, _KAFKA) for suffix in (
         "session.timeout.ms", "min.session.timeout.ms", "max.session.timeout.ms", "heartbeat.interval.ms",
         "min.heartbeat.interval.ms", "max.heartbeat.interval.ms", "max.size")},
+    "group.consumer.regex.refresh.interval.ms": IntRange(10_000, INT_MAX, _KAFKA),
     "offsets.topic.num.partitions": IntRange(1, INT_MAX, _KAFKA),
     "transaction.max.timeout.ms": IntRange(1, INT_MAX, _KAFKA),
     "transactional.id.expiration.ms": IntRange(1, INT_MAX, _KAFKA),
@@ -515,7 +521,7 @@ def _consumer_group_settings(p: _Props) -> dict[str, object]:
     values: dict[str, object] = {}
     for suffix in ("session.timeout.ms", "min.session.timeout.ms", "max.session.timeout.ms",
                    "heartbeat.interval.ms", "min.heartbeat.interval.ms", "max.heartbeat.interval.ms",
-                   "max.size"):
+                   "max.size", "regex.refresh.interval.ms"):
         name = "group_consumer_" + suffix.replace(".", "_")
         given = p.integer("group.consumer." + suffix)
         values[name] = given if given is not None else getattr(defaults, name)
