@@ -3,8 +3,11 @@
 Usage:  python -m bench.groups_vs_mock [--quick] [--runs N] [--protocols classic,consumer]
         [--consumer-session-timeout-ms MS] [--consumer-heartbeat-ms MS]   (--help explains)
 
-For both targets, with confluent-kafka (librdkafka) as the client and a group of 4 consumer
-processes (processes, so that the clients' Python loops are not serialised by one GIL):
+For both targets and both group protocols (``classic``: JoinGroup/SyncGroup, librdkafka's
+default eager assignor; ``consumer``: KIP-848 ConsumerGroupHeartbeat, the broker's uniform
+assignor, incremental assignments), with confluent-kafka (librdkafka) as the client and a
+group of 4 consumer processes (processes, so that the clients' Python loops are not
+serialised by one GIL):
 
 - drain: pre-produce records with 100-byte values to 8 partitions; the members subscribe
   with their partitions parked at the log end until the group is stable (4 members own all
@@ -18,13 +21,19 @@ processes (processes, so that the clients' Python loops are not serialised by on
   -> on_commit callback, which the client serves at its next consume() call, so it is an
   upper bound. Afterwards the group's committed offsets are compared with the log end
   offsets. Members use fetch.wait.max.ms=100: the mock holds a fetch that finds no data for
-  the full wait, which would otherwise add up to 0.5 s to its start.
+  the full wait, which would otherwise add up to 0.5 s to its start. The broker's CPU for the
+  drain (user + system of its process, psutil, from go until the parent sees the drain done)
+  per record is reported for rmqkafka (the mock runs inside this process).
 - crash: a fresh group of 4 on a topic with a steady trickle of new records; once it is
-  stable, the member owning partition 0 is SIGKILLed (session.timeout.ms=6000,
-  heartbeat.interval.ms=1000). The survivors report every revoke, assignment and first
-  record per newly assigned partition with timestamps (CLOCK_MONOTONIC, system-wide);
-  reported: kill -> first revoke (the coordinator noticed), -> survivors own all partitions,
-  -> the dead member's partitions are consumed again, -> every partition is consumed again.
+  stable, the member owning partition 0 is SIGKILLed. Classic members ask for
+  session.timeout.ms=6000, heartbeat.interval.ms=1000; with the consumer protocol the broker
+  decides: group.consumer.session.timeout.ms=45000 and group.consumer.heartbeat.interval.ms=
+  5000 (the least Kafka allows by default; --consumer-* change both targets). The survivors
+  report every revoke, assignment and first record per newly assigned partition with
+  timestamps (CLOCK_MONOTONIC, system-wide); reported: kill -> first rebalance callback (the
+  coordinator noticed), -> survivors own all partitions, -> the dead member's partitions are
+  consumed again, -> every partition that moved is consumed again (classic moves all of them,
+  the consumer protocol only the dead member's).
 
 The mock auto-creates topics with 4 partitions and has no CreateTopics handler, and
 ``test.mock.num.brokers`` has no partition-count setting; but the librdkafka inside the
@@ -34,7 +43,9 @@ mock's initial rebalance delay to 0 like ours (falling back to the 4-partition `
 if those symbols are missing). The mock keeps only ~5 MB per partition, so it gets 40,000
 records per partition; ours is measured on that count too (the compared rows) and on
 1,000,000. A full run repeats each drain 3 times (interleaved) and reports medians; the
-crash is measured once per target. Note that the mock's classic group coordinator completes
+crash is measured once per target and protocol. A summary table and the issue's targets
+(consumer-protocol crash recovery within session timeout + one heartbeat interval; its drain
+no slower than classic's) end the output. Note that the mock's classic group coordinator completes
 a join round whose membership changed only after a fixed session.timeout.ms - 1000 ms timer
 (rdkafka_mock_cgrp.c), so its rebalance times are a property of that timer.
 """
@@ -686,6 +697,7 @@ def drain(target: Target, count: int, protocol: str) -> dict[str, float | str]:
         "assign callbacks until stable": rebalances,
         "drain records/s": count / (drained - resumed),
         "drain s (go -> every partition at log end)": drained - resumed,
+        "drain s, each run": f"{drained - resumed:.2f}",
         "broker CPU us per record (drain)": cpu_used / count * 1e6,
         "go -> first record s": first - resumed,
         "total s (subscribe -> committed, closed)": closed - began,
@@ -879,6 +891,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="comma-separated group protocols to measure: classic, consumer (default: both)",
     )
     parser.add_argument(
+        "--phases",
+        default="drain,crash",
+        help="comma-separated phases to run: drain, crash (default: both; drain alone to profile it)",
+    )
+    parser.add_argument(
         "--consumer-session-timeout-ms",
         type=int,
         default=CONSUMER_SESSION_TIMEOUT_MS,
@@ -902,6 +919,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = set(args.protocols) - set(PROTOCOLS)
     if unknown or not args.protocols:
         parser.error(f"--protocols: unknown {sorted(unknown)}; choose from {', '.join(PROTOCOLS)}")
+    args.phases = [p.strip() for p in args.phases.split(",") if p.strip()]
+    if set(args.phases) - {"drain", "crash"} or not args.phases:
+        parser.error("--phases: choose from drain, crash")
     if args.runs is None:
         args.runs = 1 if args.quick else RUNS
     if args.runs < 1:
@@ -926,7 +946,7 @@ def main() -> None:
     began = time.monotonic()
     try:
         collected: dict[str, tuple[list, list, list]] = {p: ([], [], []) for p in args.protocols}
-        for _ in range(runs):  # interleaved, so that slow spells of the machine hit every row
+        for _ in range(runs if "drain" in args.phases else 0):  # interleaved: slow spells hit every row
             for protocol in args.protocols:
                 ours_runs, theirs_runs, big_runs = collected[protocol]
                 ours_runs.append(drain(ours_target, small, protocol))
@@ -934,12 +954,13 @@ def main() -> None:
                 big_runs.append(drain(ours_target, big, protocol))
         for protocol in args.protocols:
             ours_runs, theirs_runs, big_runs = collected[protocol]
+            crashed = "crash" in args.phases
             results[protocol] = {
-                "ours_small": combine(ours_runs),
-                "theirs_small": combine(theirs_runs),
-                "ours_big": combine(big_runs),
-                "ours_crash": crash(ours_target, protocol),
-                "theirs_crash": crash(mock_target_, protocol),
+                "ours_small": combine(ours_runs) if ours_runs else {},
+                "theirs_small": combine(theirs_runs) if theirs_runs else {},
+                "ours_big": combine(big_runs) if big_runs else {},
+                "ours_crash": crash(ours_target, protocol) if crashed else {},
+                "theirs_crash": crash(mock_target_, protocol) if crashed else {},
             }
         rss = broker.rss_mb()
     finally:
@@ -966,14 +987,17 @@ def main() -> None:
     for protocol, r in results.items():
         print(f"\n== {protocol} protocol")
         print(f"{'metric':44} {'rmqkafka':>12} {'mock':>12} {'ratio':>7}")
-        print(f"-- drain {small} records (both; {how})")
+        if r["ours_small"]:
+            print(f"-- drain {small} records (both; {how})")
         for key, value in r["ours_small"].items():
             theirs = r["theirs_small"][key]
             print(f"{key:44} {fmt(value)} {fmt(theirs)} {ratio(value, theirs)}")
-        print(f"-- drain {big} records (rmqkafka only: the mock keeps ~5 MB per partition; {how})")
+        if r["ours_big"]:
+            print(f"-- drain {big} records (rmqkafka only: the mock keeps ~5 MB per partition; {how})")
         for key, value in r["ours_big"].items():
             print(f"{key:44} {fmt(value)} {'-':>12}")
-        print("-- crash of one member (one run; times from the SIGKILL)")
+        if r["ours_crash"]:
+            print("-- crash of one member (one run; times from the SIGKILL)")
         for key, value in r["ours_crash"].items():
             theirs = r["theirs_crash"][key]
             print(f"{key:44} {fmt(value)} {fmt(theirs)} {ratio(value, theirs)}")
@@ -998,6 +1022,8 @@ def print_summary(results: dict, small: int, big: int, session_ms: int, heartbea
     header = "".join(f" {p + ' rmqkafka':>17} {p + ' mock':>14}" for p in protocols)
     print(f"{'':44}{header}")
     for label, phase, key in SUMMARY:
+        if not results[protocols[0]]["ours_crash" if phase == "crash" else f"ours_{phase}"]:
+            continue  # a phase not run
         cells = ""
         for p in protocols:
             r = results[p]
@@ -1009,7 +1035,7 @@ def print_summary(results: dict, small: int, big: int, session_ms: int, heartbea
                 ours, theirs = r["ours_big"][key], "-"
             cells += f" {fmt(ours):>17} {fmt(theirs):>14}"
         print(f"{label.format(small=small, big=big):44}{cells}")
-    if "consumer" in results:
+    if "consumer" in results and results["consumer"]["ours_crash"]:
         bound = (session_ms + heartbeat_ms) / 1000
         took = results["consumer"]["ours_crash"]["crash -> survivors own all partitions s"]
         verdict = "met" if took <= bound else "MISSED"
@@ -1017,7 +1043,7 @@ def print_summary(results: dict, small: int, big: int, session_ms: int, heartbea
             f"target: consumer protocol, kill -9 -> survivors own all partitions <= session timeout "
             f"+ one heartbeat interval = {bound:g} s: {took:.2f} s, {verdict}"
         )
-    if {"classic", "consumer"} <= set(results):
+    if {"classic", "consumer"} <= set(results) and results["classic"]["ours_small"]:
         for rows, count in (("ours_small", small), ("ours_big", big)):
             new = results["consumer"][rows]["drain records/s"]
             old = results["classic"][rows]["drain records/s"]
