@@ -118,6 +118,3 @@ class ConsumerProtocolGroup:
         for member in self.members.values():
             names.update(member.subscribed_names)
         return names
-
-    def regexes(self) -> set[str]:
-        return {m.subscribed_regex for m in self.members.values() if m.subscribed_regex}
