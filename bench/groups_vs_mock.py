@@ -834,7 +834,9 @@ def combine(runs: list[dict[str, float | str]]) -> dict[str, float | str]:
     out: dict[str, float | str] = {}
     for key, first in runs[0].items():
         values = [run[key] for run in runs]
-        if isinstance(first, str):
+        if key.endswith("each run"):  # every run's, repeats included
+            out[key] = "|".join(str(v) for v in values)
+        elif isinstance(first, str):
             out[key] = "|".join(dict.fromkeys(str(v) for v in values))
         else:
             out[key] = statistics.median(values)
