@@ -433,9 +433,13 @@ def test_admin_apis_on_a_consumer_group(bootstrap):
                                                                         if version >= 3 else {})).groups[0]
             assert (described.error_code, described.group_state, described.protocol_type,
                     described.members) == (ErrorCode.none, "Dead", "", ())
-        described = conn.request(15, 6, groups=(group,), include_authorized_operations=False).groups[0]
-        assert (described.error_code, described.error_message, described.group_state, described.members) == (
-            ErrorCode.group_id_not_found, f"Group {group} is not a classic group.", "Dead", ())
+        # no error, so the operations are there when asked for, as KafkaApis adds them
+        asked = conn.request(15, 5, groups=(group,), include_authorized_operations=True).groups[0]
+        assert asked.authorized_operations != -2**31
+        described = conn.request(15, 6, groups=(group,), include_authorized_operations=True).groups[0]
+        assert (described.error_code, described.error_message, described.group_state, described.members,
+                described.authorized_operations) == (
+            ErrorCode.group_id_not_found, f"Group {group} is not a classic group.", "Dead", (), -2**31)
         offsets_delete = conn.request(47, 0, group_id=group, topics=[
             dict(name=topic, partitions=[dict(partition_index=0)])])
         assert offsets_delete.topics[0].partitions[0].error_code == ErrorCode.group_subscribed_to_topic
