@@ -147,6 +147,7 @@ class Broker:
                 heartbeat_interval_ms=cfg.group_consumer_heartbeat_interval_ms,
                 max_size=cfg.group_consumer_max_size,
                 assignors=cfg.group_consumer_assignors,
+                regex_refresh_interval_ms=cfg.group_consumer_regex_refresh_interval_ms,
             ),
             lambda group_id: group_configs.consumer_timeouts(group_id, self.adapter_config),
             group_configs,

@@ -152,6 +152,7 @@ class AdapterConfig:
     group_share_min_heartbeat_interval_ms: int = 5_000  # group.share.min.heartbeat.interval.ms
     group_share_max_heartbeat_interval_ms: int = 15_000  # group.share.max.heartbeat.interval.ms
     group_share_max_size: int = 200  # group.share.max.size
+    group_consumer_regex_refresh_interval_ms: int = 600_000  # group.consumer.regex.refresh.interval.ms
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
     offsets_topic_num_partitions: int = 50  # offsets.topic.num.partitions (__consumer_offsets, presented)
     transaction_max_timeout_ms: int = 900_000  # transaction.max.timeout.ms

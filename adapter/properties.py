@@ -108,6 +108,10 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
                                     ``group.share.min|max.heartbeat.interval.ms``, 5000 and
                                     15000; less than the session timeout)
 ``group.share.max.size``            members of a share group (200; 1..1000)
+``group.consumer.regex.refresh.interval.ms`` how old a group's resolution of its regular
+                                    expressions may grow before a heartbeat resolves them
+                                    again (600000, >= 10000 as in Kafka); created topics are
+                                    picked up sooner, at the next heartbeat
 ``offset.metadata.max.bytes``       longest metadata string of a committed offset (4096)
 ``offsets.topic.num.partitions``    partitions of ``__consumer_offsets`` (50; presented only)
 ``transaction.max.timeout.ms``      largest transaction timeout a producer may ask for (900000)
@@ -252,6 +256,7 @@ KNOWN_KEYS = frozenset(
         "group.share.min.heartbeat.interval.ms",
         "group.share.max.heartbeat.interval.ms",
         "group.share.max.size",
+        "group.consumer.regex.refresh.interval.ms",
         "offset.metadata.max.bytes",
         "offsets.topic.num.partitions",
         "transaction.max.timeout.ms",
@@ -355,6 +360,7 @@ INTEGER_RANGES: dict[str, IntRange] = {
         "min.heartbeat.interval.ms", "max.heartbeat.interval.ms")},
     "group.consumer.max.size": IntRange(1, INT_MAX, _KAFKA),
     "group.share.max.size": IntRange(1, 1000, _KAFKA),
+    "group.consumer.regex.refresh.interval.ms": IntRange(10_000, INT_MAX, _KAFKA),
     "offsets.topic.num.partitions": IntRange(1, INT_MAX, _KAFKA),
     "transaction.max.timeout.ms": IntRange(1, INT_MAX, _KAFKA),
     "transactional.id.expiration.ms": IntRange(1, INT_MAX, _KAFKA),
@@ -555,6 +561,9 @@ def _heartbeat_group_settings(p: _Props, kind: str) -> dict[str, object]:
 def _consumer_group_settings(p: _Props) -> dict[str, object]:
     """group.consumer.*: timeouts, size and assignors."""
     values = _heartbeat_group_settings(p, "consumer")
+    refresh = p.integer("group.consumer.regex.refresh.interval.ms")
+    if refresh is not None:
+        values["group_consumer_regex_refresh_interval_ms"] = refresh
     assignors = p.get("group.consumer.assignors")
     if assignors is not None:
         names = []

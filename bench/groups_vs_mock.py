@@ -1,9 +1,13 @@
 """Consumer-group benchmark: rmqkafka vs the librdkafka mock cluster, same workload, one run.
 
-Usage:  python -m bench.groups_vs_mock [--quick]
+Usage:  python -m bench.groups_vs_mock [--quick] [--runs N] [--protocols classic,consumer]
+        [--consumer-session-timeout-ms MS] [--consumer-heartbeat-ms MS]   (--help explains)
 
-For both targets, with confluent-kafka (librdkafka) as the client and a group of 4 consumer
-processes (processes, so that the clients' Python loops are not serialised by one GIL):
+For both targets and both group protocols (``classic``: JoinGroup/SyncGroup, librdkafka's
+default eager assignor; ``consumer``: KIP-848 ConsumerGroupHeartbeat, the broker's uniform
+assignor, incremental assignments), with confluent-kafka (librdkafka) as the client and a
+group of 4 consumer processes (processes, so that the clients' Python loops are not
+serialised by one GIL):
 
 - drain: pre-produce records with 100-byte values to 8 partitions; the members subscribe
   with their partitions parked at the log end until the group is stable (4 members own all
@@ -17,13 +21,19 @@ processes (processes, so that the clients' Python loops are not serialised by on
   -> on_commit callback, which the client serves at its next consume() call, so it is an
   upper bound. Afterwards the group's committed offsets are compared with the log end
   offsets. Members use fetch.wait.max.ms=100: the mock holds a fetch that finds no data for
-  the full wait, which would otherwise add up to 0.5 s to its start.
+  the full wait, which would otherwise add up to 0.5 s to its start. The broker's CPU for the
+  drain (user + system of its process, psutil, from go until the parent sees the drain done)
+  per record is reported for rmqkafka (the mock runs inside this process).
 - crash: a fresh group of 4 on a topic with a steady trickle of new records; once it is
-  stable, the member owning partition 0 is SIGKILLed (session.timeout.ms=6000,
-  heartbeat.interval.ms=1000). The survivors report every revoke, assignment and first
-  record per newly assigned partition with timestamps (CLOCK_MONOTONIC, system-wide);
-  reported: kill -> first revoke (the coordinator noticed), -> survivors own all partitions,
-  -> the dead member's partitions are consumed again, -> every partition is consumed again.
+  stable, the member owning partition 0 is SIGKILLed. Classic members ask for
+  session.timeout.ms=6000, heartbeat.interval.ms=1000; with the consumer protocol the broker
+  decides: group.consumer.session.timeout.ms=45000 and group.consumer.heartbeat.interval.ms=
+  5000 (the least Kafka allows by default; --consumer-* change both targets). The survivors
+  report every revoke, assignment and first record per newly assigned partition with
+  timestamps (CLOCK_MONOTONIC, system-wide); reported: kill -> first rebalance callback (the
+  coordinator noticed), -> survivors own all partitions, -> the dead member's partitions are
+  consumed again, -> every partition that moved is consumed again (classic moves all of them,
+  the consumer protocol only the dead member's).
 
 The mock auto-creates topics with 4 partitions and has no CreateTopics handler, and
 ``test.mock.num.brokers`` has no partition-count setting; but the librdkafka inside the
@@ -33,7 +43,9 @@ mock's initial rebalance delay to 0 like ours (falling back to the 4-partition `
 if those symbols are missing). The mock keeps only ~5 MB per partition, so it gets 40,000
 records per partition; ours is measured on that count too (the compared rows) and on
 1,000,000. A full run repeats each drain 3 times (interleaved) and reports medians; the
-crash is measured once per target. Note that the mock's classic group coordinator completes
+crash is measured once per target and protocol. A summary table and the issue's targets
+(consumer-protocol crash recovery within session timeout + one heartbeat interval; its drain
+no slower than classic's) end the output. Note that the mock's classic group coordinator completes
 a join round whose membership changed only after a fixed session.timeout.ms - 1000 ms timer
 (rdkafka_mock_cgrp.c), so its rebalance times are a property of that timer.
 """
@@ -50,6 +62,7 @@ import queue
 import shlex
 import statistics
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -72,8 +85,15 @@ MEMBERS = 4
 PARTITIONS = 8
 VALUE = b"v" * 100
 COMMIT_EVERY = 10_000
-SESSION_TIMEOUT_MS = 6000
-HEARTBEAT_MS = 1000
+SESSION_TIMEOUT_MS = 6000  # classic members' session.timeout.ms
+HEARTBEAT_MS = 1000  # classic members' heartbeat.interval.ms
+# The consumer protocol's timeouts are the broker's (the client may not set them): the lowest
+# group.consumer.session.timeout.ms Kafka allows with its default bounds
+# (group.consumer.min.session.timeout.ms = 45000) and the lowest heartbeat interval
+# (group.consumer.min.heartbeat.interval.ms = 5000). The mock is given the same.
+CONSUMER_SESSION_TIMEOUT_MS = 45_000
+CONSUMER_HEARTBEAT_MS = 5_000
+PROTOCOLS = ("classic", "consumer")
 RUNS = 3  # drains per target in a full run (median reported)
 FETCH_WAIT_MS = 100  # bounds the mock's habit of holding an empty fetch for the full wait
 TRICKLE_PER_S = 2000  # background produce rate during the crash phase
@@ -88,7 +108,7 @@ class CMockCluster:
     """librdkafka's mock cluster made through its C API (ctypes), so topics can have any
     number of partitions and the initial rebalance delay can be set."""
 
-    def __init__(self) -> None:
+    def __init__(self, session_timeout_ms: int, heartbeat_ms: int) -> None:
         libs = os.path.join(
             os.path.dirname(os.path.dirname(confluent_kafka.__file__)),
             "confluent_kafka.libs",
@@ -111,6 +131,8 @@ class CMockCluster:
             vp,
             ctypes.c_int32,
         ]
+        lib.rd_kafka_mock_set_group_consumer_session_timeout_ms.argtypes = [vp, ctypes.c_int]
+        lib.rd_kafka_mock_set_group_consumer_heartbeat_interval_ms.argtypes = [vp, ctypes.c_int]
         began = time.perf_counter()
         errstr = ctypes.create_string_buffer(512)
         conf = lib.rd_kafka_conf_new()
@@ -123,6 +145,9 @@ class CMockCluster:
             raise RuntimeError("rd_kafka_mock_cluster_new failed")
         # Kafka's default is 3 s, testcontainers and rmqkafka use 0: same as ours.
         lib.rd_kafka_mock_group_initial_rebalance_delay_ms(self._mc, 0)
+        # Consumer protocol (KIP-848) groups: the broker's session timeout and heartbeat.
+        lib.rd_kafka_mock_set_group_consumer_session_timeout_ms(self._mc, session_timeout_ms)
+        lib.rd_kafka_mock_set_group_consumer_heartbeat_interval_ms(self._mc, heartbeat_ms)
         self._lib = lib
         self.bootstrap = lib.rd_kafka_mock_cluster_bootstraps(self._mc).decode()
         self.ready_seconds = time.perf_counter() - began
@@ -144,21 +169,34 @@ class Target:
     partitions: int
     create: Callable[[str], None]
     notes: list[str] = field(default_factory=list)
+    cpu_seconds: Callable[[], float] | None = None  # the broker process's user + system CPU
 
 
-def broker_target(bootstrap: str) -> Target:
+def process_cpu(pid: int) -> Callable[[], float]:
+    import psutil
+
+    process = psutil.Process(pid)
+
+    def read() -> float:
+        times = process.cpu_times()
+        return times.user + times.system
+
+    return read
+
+
+def broker_target(bootstrap: str, pid: int) -> Target:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     def create(name: str) -> None:
         admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
         admin.create_topics([NewTopic(name, PARTITIONS, 1)])[name].result(10)
 
-    return Target("rmqkafka", bootstrap, PARTITIONS, create)
+    return Target("rmqkafka", bootstrap, PARTITIONS, create, cpu_seconds=process_cpu(pid))
 
 
-def mock_target() -> tuple[Target, object]:
+def mock_target(session_timeout_ms: int, heartbeat_ms: int) -> tuple[Target, object]:
     try:
-        mock = CMockCluster()
+        mock = CMockCluster(session_timeout_ms, heartbeat_ms)
         return Target(
             "mock",
             mock.bootstrap,
@@ -273,19 +311,24 @@ def member(
     stop: mp.Event,
     leave: mp.Event,
     park_at: dict[int, int],
+    protocol: str,
 ) -> None:
-    """One group member (a process). It subscribes on ``go``; until ``consume`` is set it
+    """One group member (a process) speaking ``protocol`` (classic: eager rebalances with the
+    default assignor; consumer: KIP-848, incremental). It subscribes on ``go``; until ``consume`` is set it
     parks its partitions at ``park_at`` (the log end offsets), then seeks them to offset 0; on
     ``stop`` it commits synchronously and leaves the group only on ``leave`` (so that no
     member's leaving fails another's final commit with REBALANCE_IN_PROGRESS). It reports
-    (kind, idx, monotonic time, data) on ``events``, kind one of ready, assign, revoke, first
-    (first record of a partition after an assignment), pos (positions), error, committed,
-    final. CLOCK_MONOTONIC is system-wide on Linux, so the parent can compare the members'
-    times with its own."""
+    (kind, idx, monotonic time, data) on ``events``, kind one of ready, assign, revoke (data:
+    the partitions it owns after the callback, whatever the protocol), first (first record of
+    a partition after it was assigned), pos (positions), error, committed, final.
+    CLOCK_MONOTONIC is system-wide on Linux, so the parent can compare the members' times
+    with its own."""
     pending: deque[float] = deque()  # send times of async commits not yet answered
     commit_ms: list[float] = []
     commit_errors: dict[str, int] = {}
-    fresh: set[int] = set()
+    fresh: set[int] = set()  # assigned, no record seen yet
+    owned: set[int] = set()
+    incremental = protocol == "consumer"
     final = False
     parked = False
 
@@ -309,14 +352,32 @@ def member(
                 # whose answer can land after the seek below and undo it.
                 tp.offset = park_at[tp.partition]
             parked = True
-        c.assign(parts)
-        fresh.clear()
-        fresh.update(p.partition for p in parts)
-        events.put(("assign", idx, time.monotonic(), sorted(p.partition for p in parts)))
+        if incremental:  # parts are the added partitions only
+            c.incremental_assign(parts)
+        else:
+            c.assign(parts)
+            owned.clear()
+            fresh.clear()
+        added = {p.partition for p in parts}
+        owned.update(added)
+        fresh.update(added)
+        events.put(("assign", idx, time.monotonic(), sorted(owned)))
 
-    def on_revoke(_c: Consumer, parts: list[TopicPartition]) -> None:
-        fresh.clear()
-        events.put(("revoke", idx, time.monotonic(), sorted(p.partition for p in parts)))
+    def on_revoke(c: Consumer, parts: list[TopicPartition]) -> None:
+        if incremental:
+            c.incremental_unassign(parts)
+            owned.difference_update(p.partition for p in parts)
+            fresh.difference_update(p.partition for p in parts)
+        else:
+            owned.clear()
+            fresh.clear()
+        events.put(("revoke", idx, time.monotonic(), sorted(owned)))
+
+    timeouts = (
+        {"group.protocol": "consumer"}  # the broker sets the session timeout and heartbeat
+        if incremental
+        else {"session.timeout.ms": SESSION_TIMEOUT_MS, "heartbeat.interval.ms": HEARTBEAT_MS}
+    )
 
     consumer = Consumer(
         {
@@ -324,8 +385,7 @@ def member(
             "group.id": group,
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
-            "session.timeout.ms": SESSION_TIMEOUT_MS,
-            "heartbeat.interval.ms": HEARTBEAT_MS,
+            **timeouts,
             "fetch.max.bytes": 52428800,
             "max.partition.fetch.bytes": 10485760,
             "fetch.wait.max.ms": FETCH_WAIT_MS,
@@ -407,7 +467,12 @@ class Group:
     """MEMBERS member processes of one group, started together, and their event log."""
 
     def __init__(
-        self, target: Target, topic: str, commit_every: int, park_at: dict[int, int] | None = None
+        self,
+        target: Target,
+        topic: str,
+        commit_every: int,
+        protocol: str,
+        park_at: dict[int, int] | None = None,
     ) -> None:
         ctx = mp.get_context("spawn")  # never fork a process that runs librdkafka threads
         self.events: mp.Queue = ctx.Queue()
@@ -429,6 +494,7 @@ class Group:
                     self.stop,
                     self.leave,
                     park_at or {},
+                    protocol,
                 ),
                 daemon=True,
             )
@@ -483,7 +549,7 @@ class Group:
         current: dict[int, list[int]] = {}
         for kind, idx, t, data in self.log:
             if t >= since and kind in ("assign", "revoke") and (members is None or idx in members):
-                current[idx] = data if kind == "assign" else []
+                current[idx] = data
         return current
 
     def finish(self, timeout: float = 30) -> dict[int, dict]:
@@ -519,13 +585,15 @@ def covered_at(
     members: int,
     since: float = 0.0,
     who: set[int] | None = None,
+    initial: dict[int, list[int]] | None = None,
 ) -> float | None:
-    """Time of the first assign/revoke event after which ``members`` members (of ``who``)
-    together own each partition exactly once."""
-    current: dict[int, list[int]] = {}
+    """Time of the first assign/revoke event (at >= ``since``; before it, members own
+    ``initial``) after which ``members`` members (of ``who``) together own each partition
+    exactly once."""
+    current: dict[int, list[int]] = dict(initial or {})
     for kind, idx, t, data in log:
         if t >= since and kind in ("assign", "revoke") and (who is None or idx in who):
-            current[idx] = data if kind == "assign" else []
+            current[idx] = data
             if covers(current, partitions, members):
                 return t
     return None
@@ -560,7 +628,7 @@ def percentile(values: list[float], q: float) -> float:
 # ---------------------------------------------------------------------------- phases
 
 
-def drain(target: Target, count: int) -> dict[str, float | str]:
+def drain(target: Target, count: int, protocol: str) -> dict[str, float | str]:
     topic = f"drain-{uuid.uuid4().hex[:8]}"
     target.create(topic)
     produce_s = produce(target.bootstrap, topic, count, target.partitions)
@@ -570,7 +638,7 @@ def drain(target: Target, count: int) -> dict[str, float | str]:
     ends = {p: high for p, (_low, high) in marks.items()}
     assert sum(ends.values()) == count, (ends, count)
 
-    group = Group(target, topic, COMMIT_EVERY, park_at=ends)
+    group = Group(target, topic, COMMIT_EVERY, protocol, park_at=ends)
     try:
         began = group.start(parked=True)
         group.wait_for(
@@ -580,6 +648,7 @@ def drain(target: Target, count: int) -> dict[str, float | str]:
         )
         stable_at = covered_at(group.log, target.partitions, MEMBERS)
         rebalances = sum(kind == "assign" for kind, *_ in group.log)
+        cpu_before = target.cpu_seconds() if target.cpu_seconds else float("nan")
         resumed = group.resume()
         reached: dict[int, float] = {}
         scanned = 0
@@ -599,6 +668,8 @@ def drain(target: Target, count: int) -> dict[str, float | str]:
         except RuntimeError as exc:
             raise RuntimeError(f"{exc}\n{drain_state(group, ends, resumed)}") from None
         drained = max(reached.values())
+        # Read when the parent notices the drain: a little after it, so a slight overestimate.
+        cpu_used = (target.cpu_seconds() if target.cpu_seconds else float("nan")) - cpu_before
         final_assignment = group.assignments()  # before close() revokes everything
         more_rebalances = sum(kind == "assign" for kind, *_ in group.log) - rebalances
         finals = group.finish()
@@ -619,13 +690,15 @@ def drain(target: Target, count: int) -> dict[str, float | str]:
     committed = checker.committed([TopicPartition(topic, p) for p in range(target.partitions)], timeout=10)
     checker.close()
     matching = sum(tp.offset == ends[tp.partition] for tp in committed)
-    print(f"  {target.name}: drained {count} in {drained - resumed:.2f} s", flush=True)
+    print(f"  {target.name} ({protocol}): drained {count} in {drained - resumed:.2f} s", flush=True)
     return {
         "produce records/s": count / produce_s,
         "subscribe -> 4 members own all partitions s": stable_at - began,
         "assign callbacks until stable": rebalances,
         "drain records/s": count / (drained - resumed),
         "drain s (go -> every partition at log end)": drained - resumed,
+        "drain s, each run": f"{drained - resumed:.2f}",
+        "broker CPU us per record (drain)": cpu_used / count * 1e6,
         "go -> first record s": first - resumed,
         "total s (subscribe -> committed, closed)": closed - began,
         "assign callbacks while draining": more_rebalances,
@@ -641,45 +714,66 @@ def drain(target: Target, count: int) -> dict[str, float | str]:
     }
 
 
-def crash(target: Target) -> dict[str, float | str]:
+def gained_at(log: list, since: float, who: set[int]) -> dict[int, float]:
+    """Partition -> when a member of ``who`` last gained it at or after ``since`` (eagerly
+    rebalancing members regain everything; incremental ones gain only what moved)."""
+    owned: dict[int, set[int]] = {}
+    gained: dict[int, float] = {}
+    for kind, idx, t, data in log:
+        if kind in ("assign", "revoke") and idx in who:
+            now = set(data)
+            if t >= since:
+                for p in now - owned.get(idx, set()):
+                    gained[p] = t
+            owned[idx] = now
+    return gained
+
+
+def first_records(log: list, gained: dict[int, float]) -> dict[int, float]:
+    """Partition -> its first record consumed after it was gained."""
+    firsts: dict[int, float] = {}
+    for kind, _i, t, d in log:
+        if kind == "first" and d in gained and t >= gained[d] and d not in firsts:
+            firsts[d] = t
+    return firsts
+
+
+def crash(target: Target, protocol: str) -> dict[str, float | str]:
     topic = f"crash-{uuid.uuid4().hex[:8]}"
     target.create(topic)
     trickle = Trickle(target.bootstrap, topic, target.partitions)
     trickle.start()
-    group = Group(target, topic, 1)  # low volume: commit (async) after every batch
+    group = Group(target, topic, 1, protocol)  # low volume: commit (async) after every batch
+    everyone = set(range(MEMBERS))
+    recovery_timeout = 120 if protocol == "consumer" else 60  # 45 s session timeout
     try:
         group.start(parked=False)
 
         def steady() -> bool:
-            current = group.assignments()
-            if not covers(current, target.partitions, MEMBERS):
+            if not covers(group.assignments(), target.partitions, MEMBERS):
                 return False
-            last_assign = max(t for kind, _i, t, _d in group.log if kind == "assign")
-            consuming = {d for kind, _i, t, d in group.log if kind == "first" and t >= last_assign}
-            return len(consuming) == target.partitions
+            return len(first_records(group.log, gained_at(group.log, 0.0, everyone))) == target.partitions
 
         group.wait_for(steady, 60, f"{target.name} group of {MEMBERS} to be stable")
         group.pump(2.0)  # a little steady state: heartbeats, commits
         before = group.assignments()
         victim = next(i for i, parts in before.items() if 0 in parts)
         victim_parts = before[victim]
-        survivors = set(range(MEMBERS)) - {victim}
+        survivors = everyone - {victim}
         killed = time.monotonic()
         group.procs[victim].kill()
 
         def resumed() -> bool:
-            current = group.assignments(killed, survivors)
-            if not covers(current, target.partitions, len(survivors)):
+            if not covers(group.assignments(members=survivors), target.partitions, len(survivors)):
                 return False
-            last_assign = max(
-                t for kind, i, t, _d in group.log if kind == "assign" and t >= killed and i in survivors
-            )
-            consuming = {d for kind, _i, t, d in group.log if kind == "first" and t >= last_assign}
-            return len(consuming) == target.partitions
+            gained = gained_at(group.log, killed, survivors)
+            if not set(victim_parts) <= set(gained):
+                return False
+            return len(first_records(group.log, gained)) == len(gained)
 
-        group.wait_for(resumed, 60, f"{target.name} group to recover from a crashed member")
+        group.wait_for(resumed, recovery_timeout, f"{target.name} group to recover from a crashed member")
         group.pump(0.5)
-        recovered = group.assignments(killed, survivors)  # before close() revokes everything
+        recovered = group.assignments(members=survivors)  # before close() revokes everything
         group.finish()
     finally:
         group.kill_all()
@@ -687,25 +781,31 @@ def crash(target: Target) -> dict[str, float | str]:
         trickle.join(15)
 
     closing = min(t for kind, _i, t, _d in group.log if kind == "final")
-    after = [(kind, i, t, d) for kind, i, t, d in group.log if killed <= t < closing and i in survivors]
-    revokes = [t for kind, _i, t, _d in after if kind == "revoke"]
-    assigned_at = covered_at(after, target.partitions, len(survivors))
-    last_assign = max(t for kind, _i, t, _d in after if kind == "assign")
-    firsts: dict[int, float] = {}
-    for kind, _i, t, d in after:
-        if kind == "first" and t >= last_assign and d not in firsts:
-            firsts[d] = t
+    upto = [e for e in group.log if e[2] < closing and e[1] in survivors]
+    after = [e for e in upto if e[2] >= killed]
+    callbacks = [t for kind, _i, t, _d in after if kind in ("assign", "revoke")]
+    gained = gained_at(upto, killed, survivors)
+    firsts = first_records(upto, gained)
+    # Survivors' ownership just before the kill, then each event after it.
+    assigned_at = covered_at(
+        after,
+        target.partitions,
+        len(survivors),
+        since=killed,
+        initial={i: parts for i, parts in before.items() if i in survivors},
+    )
     orphan_resumed = max(firsts[p] for p in victim_parts)
     print(
-        f"  {target.name}: recovered from a crashed member in {max(firsts.values()) - killed:.2f} s",
+        f"  {target.name} ({protocol}): recovered from a crashed member in "
+        f"{max(firsts.values()) - killed:.2f} s",
         flush=True,
     )
     return {
-        "crash -> first revoke s": min(revokes) - killed if revokes else float("nan"),
+        "crash -> first rebalance callback s": min(callbacks) - killed if callbacks else float("nan"),
         "crash -> survivors own all partitions s": assigned_at - killed,
         "crash -> orphaned partitions consumed s": orphan_resumed - killed,
-        "crash -> every partition consumed s": max(firsts.values()) - killed,
-        "assign callbacks after crash": sum(kind == "assign" for kind, *_ in after),
+        "crash -> every moved partition consumed s": max(firsts.values()) - killed,
+        "partitions moved": len(gained),
         "assignment sizes after crash": "/".join(str(len(v)) for _k, v in sorted(recovered.items())),
     }
 
@@ -718,6 +818,8 @@ def fmt(value: float | str) -> str:
         return f"{value:>12}"
     if isinstance(value, int):
         return f"{value:12d}"
+    if math.isnan(value):  # not measured (the mock's CPU is this process's)
+        return f"{'-':>12}"
     return f"{value:12.3f}" if abs(value) < 100 else f"{value:12.1f}"
 
 
@@ -732,66 +834,226 @@ def combine(runs: list[dict[str, float | str]]) -> dict[str, float | str]:
     out: dict[str, float | str] = {}
     for key, first in runs[0].items():
         values = [run[key] for run in runs]
-        if isinstance(first, str):
+        if key.endswith("each run"):  # every run's, repeats included
+            out[key] = "|".join(str(v) for v in values)
+        elif isinstance(first, str):
             out[key] = "|".join(dict.fromkeys(str(v) for v in values))
         else:
             out[key] = statistics.median(values)
     return out
 
 
+def broker_properties(session_timeout_ms: int, heartbeat_ms: int) -> str:
+    """A server.properties file with the consumer protocol's timeouts (the bounds lowered
+    only as far as the values need)."""
+    lines = [
+        f"group.consumer.session.timeout.ms={session_timeout_ms}",
+        f"group.consumer.heartbeat.interval.ms={heartbeat_ms}",
+    ]
+    if session_timeout_ms < CONSUMER_SESSION_TIMEOUT_MS:
+        lines.append(f"group.consumer.min.session.timeout.ms={session_timeout_ms}")
+    if heartbeat_ms < CONSUMER_HEARTBEAT_MS:
+        lines.append(f"group.consumer.min.heartbeat.interval.ms={heartbeat_ms}")
+    handle, path = tempfile.mkstemp(prefix="rmqk-bench-", suffix=".properties")
+    with os.fdopen(handle, "w") as out:
+        out.write("\n".join(lines) + "\n")
+    return path
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.groups_vs_mock",
+        description=(
+            "Consumer groups of 4 confluent-kafka member processes on 8 partitions, against "
+            "rmqkafka and against librdkafka's mock cluster, with the classic protocol and the "
+            "consumer protocol (KIP-848): subscribe -> all partitions assigned, drain rate of "
+            "pre-produced records (with the broker's CPU per record), and SIGKILL of a member "
+            "-> its partitions owned and consumed by the others. Prints a table."
+        ),
+        epilog=(
+            "Targets checked at the end: with the consumer protocol, survivors own the crashed "
+            "member's partitions within group.consumer.session.timeout.ms + one "
+            "group.consumer.heartbeat.interval.ms; its drain is no slower than classic's."
+        ),
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run: 40,000 / 100,000 records, one drain per target and protocol",
+    )
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=None,
+        help=f"drains per target and protocol, median reported (default {RUNS}; 1 with --quick)",
+    )
+    parser.add_argument(
+        "--protocols",
+        default=",".join(PROTOCOLS),
+        help="comma-separated group protocols to measure: classic, consumer (default: both)",
+    )
+    parser.add_argument(
+        "--phases",
+        default="drain,crash",
+        help="comma-separated phases to run: drain, crash (default: both; drain alone to profile it)",
+    )
+    parser.add_argument(
+        "--consumer-session-timeout-ms",
+        type=int,
+        default=CONSUMER_SESSION_TIMEOUT_MS,
+        help=(
+            "the broker's (and the mock's) group.consumer.session.timeout.ms "
+            f"(default {CONSUMER_SESSION_TIMEOUT_MS}: the least Kafka allows with its default "
+            "group.consumer.min.session.timeout.ms; a lower value lowers that bound too)"
+        ),
+    )
+    parser.add_argument(
+        "--consumer-heartbeat-ms",
+        type=int,
+        default=CONSUMER_HEARTBEAT_MS,
+        help=(
+            "the broker's (and the mock's) group.consumer.heartbeat.interval.ms "
+            f"(default {CONSUMER_HEARTBEAT_MS}, Kafka's least by default)"
+        ),
+    )
+    args = parser.parse_args(argv)
+    args.protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
+    unknown = set(args.protocols) - set(PROTOCOLS)
+    if unknown or not args.protocols:
+        parser.error(f"--protocols: unknown {sorted(unknown)}; choose from {', '.join(PROTOCOLS)}")
+    args.phases = [p.strip() for p in args.phases.split(",") if p.strip()]
+    if set(args.phases) - {"drain", "crash"} or not args.phases:
+        parser.error("--phases: choose from drain, crash")
+    if args.runs is None:
+        args.runs = 1 if args.quick else RUNS
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    return args
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a smaller workload for a smoke run")
-    args = parser.parse_args()
+    args = parse_args()
     big = 100_000 if args.quick else 1_000_000
     small = 40_000 if args.quick else MOCK_PER_PARTITION * PARTITIONS
+    session_ms, heartbeat_ms = args.consumer_session_timeout_ms, args.consumer_heartbeat_ms
 
-    broker = start_broker(flush="async")
-    mock_target_, mock = mock_target()
+    properties = broker_properties(session_ms, heartbeat_ms)
+    broker = start_broker(flush="async", extra=["--config", properties])
+    mock_target_, mock = mock_target(session_ms, heartbeat_ms)
     small = min(small, MOCK_PER_PARTITION * mock_target_.partitions)
-    ours_target = broker_target(broker.bootstrap)
-    runs = 1 if args.quick else RUNS
+    ours_target = broker_target(broker.bootstrap, broker.process.pid)
+    runs = args.runs
     how = f"median of {runs} runs" if runs > 1 else "1 run"
+    results: dict[str, dict[str, dict[str, float | str]]] = {}
+    began = time.monotonic()
     try:
-        ours_runs, theirs_runs, big_runs = [], [], []
-        for _ in range(runs):  # interleaved, so that slow spells of the machine hit both
-            ours_runs.append(drain(ours_target, small))
-            theirs_runs.append(drain(mock_target_, small))
-            big_runs.append(drain(ours_target, big))
-        ours_small, theirs_small, ours_big = combine(ours_runs), combine(theirs_runs), combine(big_runs)
-        ours_crash = crash(ours_target)
-        theirs_crash = crash(mock_target_)
+        collected: dict[str, tuple[list, list, list]] = {p: ([], [], []) for p in args.protocols}
+        for _ in range(runs if "drain" in args.phases else 0):  # interleaved: slow spells hit every row
+            for protocol in args.protocols:
+                ours_runs, theirs_runs, big_runs = collected[protocol]
+                ours_runs.append(drain(ours_target, small, protocol))
+                theirs_runs.append(drain(mock_target_, small, protocol))
+                big_runs.append(drain(ours_target, big, protocol))
+        for protocol in args.protocols:
+            ours_runs, theirs_runs, big_runs = collected[protocol]
+            crashed = "crash" in args.phases
+            results[protocol] = {
+                "ours_small": combine(ours_runs) if ours_runs else {},
+                "theirs_small": combine(theirs_runs) if theirs_runs else {},
+                "ours_big": combine(big_runs) if big_runs else {},
+                "ours_crash": crash(ours_target, protocol) if crashed else {},
+                "theirs_crash": crash(mock_target_, protocol) if crashed else {},
+            }
         rss = broker.rss_mb()
     finally:
         broker.stop()
+        os.unlink(properties)
         if mock is not None:
             mock.close()
+    elapsed = time.monotonic() - began
 
-    print(
-        f"\ncommand: python -m bench.groups_vs_mock{' --quick' if args.quick else ''}  "
-        f"(argv: {shlex.join(sys.argv)})"
-    )
+    print(f"\ncommand: {shlex.join(['python', '-m', 'bench.groups_vs_mock', *sys.argv[1:]])}")
     print(
         f"workload: group of {MEMBERS} consumer processes, confluent-kafka {confluent_kafka.__version__} / "
-        f"librdkafka {confluent_kafka.libversion()[0]} (default assignor), 100-byte values, "
-        f"{PARTITIONS} partitions (mock: {mock_target_.partitions}); async commit every {COMMIT_EVERY} "
-        f"records per member + final sync commit; crash: session.timeout.ms={SESSION_TIMEOUT_MS}, "
-        f"heartbeat.interval.ms={HEARTBEAT_MS}, {TRICKLE_PER_S} records/s trickle, SIGKILL of the "
-        f"member owning partition 0; rmqkafka --flush async"
+        f"librdkafka {confluent_kafka.libversion()[0]}, 100-byte values, {PARTITIONS} partitions "
+        f"(mock: {mock_target_.partitions}); async commit every {COMMIT_EVERY} records per member + "
+        f"final sync commit; rmqkafka --flush async. classic: default assignor (eager), "
+        f"session.timeout.ms={SESSION_TIMEOUT_MS}, heartbeat.interval.ms={HEARTBEAT_MS}. consumer "
+        f"(KIP-848): server assignor uniform, broker and mock group.consumer.session.timeout.ms="
+        f"{session_ms}, group.consumer.heartbeat.interval.ms={heartbeat_ms}. crash: "
+        f"{TRICKLE_PER_S} records/s trickle, SIGKILL of the member owning partition 0. "
+        f"Run took {elapsed:.0f} s."
     )
     for note in mock_target_.notes:
         print(note)
-    print(f"\n{'metric':44} {'rmqkafka':>12} {'mock':>12} {'ratio':>7}")
-    print(f"-- drain {small} records (both; {how})")
-    for key, value in ours_small.items():
-        print(f"{key:44} {fmt(value)} {fmt(theirs_small[key])} {ratio(value, theirs_small[key])}")
-    print(f"-- drain {big} records (rmqkafka only: the mock keeps ~5 MB per partition; {how})")
-    for key, value in ours_big.items():
-        print(f"{key:44} {fmt(value)} {'-':>12}")
-    print("-- crash of one member (one run; times from the SIGKILL)")
-    for key, value in ours_crash.items():
-        print(f"{key:44} {fmt(value)} {fmt(theirs_crash[key])} {ratio(value, theirs_crash[key])}")
+    for protocol, r in results.items():
+        print(f"\n== {protocol} protocol")
+        print(f"{'metric':44} {'rmqkafka':>12} {'mock':>12} {'ratio':>7}")
+        if r["ours_small"]:
+            print(f"-- drain {small} records (both; {how})")
+        for key, value in r["ours_small"].items():
+            theirs = r["theirs_small"][key]
+            print(f"{key:44} {fmt(value)} {fmt(theirs)} {ratio(value, theirs)}")
+        if r["ours_big"]:
+            print(f"-- drain {big} records (rmqkafka only: the mock keeps ~5 MB per partition; {how})")
+        for key, value in r["ours_big"].items():
+            print(f"{key:44} {fmt(value)} {'-':>12}")
+        if r["ours_crash"]:
+            print("-- crash of one member (one run; times from the SIGKILL)")
+        for key, value in r["ours_crash"].items():
+            theirs = r["theirs_crash"][key]
+            print(f"{key:44} {fmt(value)} {fmt(theirs)} {ratio(value, theirs)}")
     print(f"{'broker RSS after the run MB':44} {rss:12.1f} {'-':>12}")
+    print_summary(results, small, big, session_ms, heartbeat_ms)
+
+
+SUMMARY = (
+    ("subscribe -> 8 partitions assigned s", "small", "subscribe -> 4 members own all partitions s"),
+    ("drain records/s ({small})", "small", "drain records/s"),
+    ("drain records/s ({big}, rmqkafka only)", "big", "drain records/s"),
+    ("broker CPU us/record, drain ({small})", "small", "broker CPU us per record (drain)"),
+    ("broker CPU us/record, drain ({big})", "big", "broker CPU us per record (drain)"),
+    ("kill -9 -> survivors own all partitions s", "crash", "crash -> survivors own all partitions s"),
+    ("kill -9 -> orphaned partitions consumed s", "crash", "crash -> orphaned partitions consumed s"),
+)
+
+
+def print_summary(results: dict, small: int, big: int, session_ms: int, heartbeat_ms: int) -> None:
+    protocols = list(results)
+    print(f"\nsummary ({MEMBERS} members, {PARTITIONS} partitions)")
+    header = "".join(f" {p + ' rmqkafka':>17} {p + ' mock':>14}" for p in protocols)
+    print(f"{'':44}{header}")
+    for label, phase, key in SUMMARY:
+        if not results[protocols[0]]["ours_crash" if phase == "crash" else f"ours_{phase}"]:
+            continue  # a phase not run
+        cells = ""
+        for p in protocols:
+            r = results[p]
+            if phase == "crash":
+                ours, theirs = r["ours_crash"][key], r["theirs_crash"][key]
+            elif phase == "small":
+                ours, theirs = r["ours_small"][key], r["theirs_small"][key]
+            else:
+                ours, theirs = r["ours_big"][key], "-"
+            cells += f" {fmt(ours):>17} {fmt(theirs):>14}"
+        print(f"{label.format(small=small, big=big):44}{cells}")
+    if "consumer" in results and results["consumer"]["ours_crash"]:
+        bound = (session_ms + heartbeat_ms) / 1000
+        took = results["consumer"]["ours_crash"]["crash -> survivors own all partitions s"]
+        verdict = "met" if took <= bound else "MISSED"
+        print(
+            f"target: consumer protocol, kill -9 -> survivors own all partitions <= session timeout "
+            f"+ one heartbeat interval = {bound:g} s: {took:.2f} s, {verdict}"
+        )
+    if {"classic", "consumer"} <= set(results) and results["classic"]["ours_small"]:
+        for rows, count in (("ours_small", small), ("ours_big", big)):
+            new = results["consumer"][rows]["drain records/s"]
+            old = results["classic"][rows]["drain records/s"]
+            verdict = "met" if new >= old else "MISSED"
+            print(
+                f"target: rmqkafka drain of {count}, consumer protocol no slower than classic: "
+                f"{new:.0f} vs {old:.0f} records/s ({new / old:.2f}x), {verdict}"
+            )
 
 
 if __name__ == "__main__":

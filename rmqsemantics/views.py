@@ -65,6 +65,7 @@ class ViewRegistry:
         self._path = Path(data_dir) / VIEWS_FILE
         self._by_name: dict[str, View] = {}
         self._by_id: dict[uuid.UUID, View] = {}
+        self.created = 0  # views created since start: a consumer group's regexes may match them
         self._map = JournaledMap(self._path, _parse)
         for name, raw in self._map.entries.items():
             view_id, source, kind, expression = _parse(name, raw)
@@ -103,6 +104,7 @@ class ViewRegistry:
             raise ViewExistsError(f"a view named {view.name!r} already exists")
         self._map.commit({view.name: _serialise(view)})
         self._add(view)
+        self.created += 1
 
     def delete(self, name: str) -> View:
         view = self._by_name.get(name)

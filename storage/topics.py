@@ -49,6 +49,7 @@ class TopicRegistry:
         self._by_id: dict[uuid.UUID, TopicMeta] = {}
         self._pending: dict[str, TopicMeta | None] = {}  # staged, not yet durable (None: deleting)
         self._total = 0  # partitions of every topic served or staged
+        self.created = 0  # topics created since start: a consumer group's regexes may match them
         # Names with '.' folded into '_' -> the taken names that fold to it (Kafka refuses a
         # name that collides with another this way: metric names cannot tell them apart).
         self._by_folded: dict[str, set[str]] = {}
@@ -147,6 +148,7 @@ class TopicRegistry:
         """Serve what ``commit`` made durable."""
         for meta in changed:
             self._pending.pop(meta.name, None)
+            self.created += meta.topic_id not in self._by_id
             self._by_name[meta.name] = meta
             self._by_id[meta.topic_id] = meta
         for meta in deleted:

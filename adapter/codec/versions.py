@@ -114,7 +114,7 @@ ADVERTISED_VERSIONS: Mapping[int, VersionRange] = MappingProxyType(
         ApiKey.HEARTBEAT: VersionRange(0, 4),
         ApiKey.LEAVE_GROUP: VersionRange(0, 5),
         ApiKey.SYNC_GROUP: VersionRange(0, 5),
-        ApiKey.DESCRIBE_GROUPS: VersionRange(0, 5),
+        ApiKey.DESCRIBE_GROUPS: VersionRange(0, 6),
         ApiKey.LIST_GROUPS: VersionRange(0, 5),
         ApiKey.DELETE_GROUPS: VersionRange(0, 2),
         ApiKey.OFFSET_DELETE: VersionRange(0, 0),

@@ -44,7 +44,8 @@ from .consumer_group import (
     ConsumerProtocolGroup,
 )
 from .reconciliation import MemberState, TopicPartitions, reconcile
-from .topic_regex import InvalidRegex, compile_subscription, matching
+from .regex_resolution import resolve
+from .topic_regex import InvalidRegex, compile_subscription
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,9 @@ class TopicCatalog(Protocol):
     def names(self) -> list[str]:
         """Every name a regular expression may match."""
 
+    def generation(self) -> int:
+        """Grows whenever a topic or view is created."""
+
     def name_of(self, topic_id: uuid.UUID) -> str | None: ...
 
 
@@ -69,6 +73,7 @@ class ConsumerGroupSettings:
     heartbeat_interval_ms: int = 5_000
     max_size: int = 2**31 - 1
     assignors: tuple[str, ...] = ("uniform", "range")  # the first is the default
+    regex_refresh_interval_ms: int = 600_000
 
 
 class HeartbeatError(Exception):
@@ -215,7 +220,8 @@ class ConsumerGroupCoordinator:
             self.groups[group.group_id] = group
         bump = group.epoch == 0 or new
         bump |= self._update_member(member, request, client_id, client_host)
-        metadata, matches = self._subscription_metadata(group), self._regex_matches(group)
+        matches = self._regex_matches(group)
+        metadata = self._subscription_metadata(group, matches)
         if metadata != group.subscription_metadata or matches != group.regex_matches:
             group.subscription_metadata, group.regex_matches = metadata, matches
             bump = True
@@ -389,18 +395,17 @@ class ConsumerGroupCoordinator:
         return changed
 
     # -- assignment ------------------------------------------------------------------------
-    def _resolved(self, member: ConsumerMember, names: list[str] | None) -> set[str]:
-        topics = set(member.subscribed_names)
-        if member.subscribed_regex:
-            matched = matching(member.subscribed_regex, names if names is not None else self._catalog.names())
-            topics.update(name for name in matched if member.may_describe(name))
-        return topics
+    @staticmethod
+    def _resolved(member: ConsumerMember, matches: dict[str, frozenset[str]]) -> set[str]:
+        """The member's subscribed names and what its regular expression resolved to."""
+        return set(member.subscribed_names) | matches.get(member.member_id, frozenset())
 
-    def _subscription_metadata(self, group: ConsumerProtocolGroup) -> dict[str, tuple[uuid.UUID, int]]:
-        names = self._catalog.names() if group.regexes() else None
+    def _subscription_metadata(self, group: ConsumerProtocolGroup,
+                               matches: dict[str, frozenset[str]] | None = None) -> dict[str, tuple[uuid.UUID, int]]:
+        matches = group.regex_matches if matches is None else matches
         metadata = {}
         for member in group.members.values():
-            for name in self._resolved(member, names):
+            for name in self._resolved(member, matches):
                 if name not in metadata:
                     found = self._catalog.lookup(name)
                     if found is not None:
@@ -408,20 +413,17 @@ class ConsumerGroupCoordinator:
         return metadata
 
     def _regex_matches(self, group: ConsumerProtocolGroup) -> dict[str, frozenset[str]]:
-        """Member id -> the topics its regular expression resolves to now: they change with
-        the topics and with the member's rights even when the group's topics do not."""
-        if not group.regexes():
-            return {}
-        names = self._catalog.names()
-        return {m.member_id: frozenset(self._resolved(m, names)) for m in group.members.values()
-                if m.subscribed_regex}
+        """Member id -> the topics its regular expression resolves to, resolved again when
+        group.consumer.regex.refresh.interval.ms says (regex_resolution.py)."""
+        return resolve(group, self._catalog, self._clock.monotonic(),
+                       self.settings.regex_refresh_interval_ms / 1000)
 
     def _assign(self, group: ConsumerProtocolGroup) -> None:
         metadata = group.subscription_metadata
-        names = self._catalog.names() if group.regexes() else None
         specs = {}
         for member in group.members.values():
-            subscribed = frozenset(metadata[n][0] for n in self._resolved(member, names) if n in metadata)
+            subscribed = frozenset(metadata[n][0] for n in self._resolved(member, group.regex_matches)
+                                   if n in metadata)
             specs[member.member_id] = MemberSpec(member.member_id, member.instance_id, subscribed,
                                                  group.target.get(member.member_id, {}))
         group.assignor_name = self._preferred_assignor(group)
@@ -443,9 +445,8 @@ class ConsumerGroupCoordinator:
 
     def _reconcile(self, group: ConsumerProtocolGroup, member: ConsumerMember,
                    owned: TopicPartitions | None) -> None:
-        names = self._catalog.names() if member.subscribed_regex else None
         metadata = group.subscription_metadata
-        subscribed = frozenset(metadata[n][0] for n in self._resolved(member, names) if n in metadata)
+        subscribed = frozenset(metadata[n][0] for n in self._resolved(member, group.regex_matches) if n in metadata)
         owner_epoch = group.owner_epoch
         if self._clock.monotonic() < self._recovery_until and self._existed_before_start(group.group_id):
             owner_epoch = _owned_by_the_previous_run
@@ -512,8 +513,9 @@ class ConsumerGroupCoordinator:
             del group.static_members[member.instance_id]
         group.target.pop(member.member_id, None)
         group.epoch += 1
+        group.regex_matches.pop(member.member_id, None)
+        group.resolved_regexes.pop(member.member_id, None)
         group.subscription_metadata = self._subscription_metadata(group)
-        group.regex_matches = self._regex_matches(group)
         self._timers.wakeup.set()
 
     # -- offsets ---------------------------------------------------------------------------
@@ -560,8 +562,7 @@ class ConsumerGroupCoordinator:
         group = self.groups.get(group_id)
         if group is None or group.dead:
             return set()
-        names = self._catalog.names() if group.regexes() else None
-        return {topic for member in group.members.values() for topic in self._resolved(member, names)}
+        return {topic for member in group.members.values() for topic in self._resolved(member, group.regex_matches)}
 
     def forget(self, group_id: str) -> None:
         """Drop an empty group (deleted, or its id taken by a classic group)."""

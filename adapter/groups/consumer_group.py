@@ -73,9 +73,13 @@ class ConsumerProtocolGroup:
     # Topic name -> (id, partition count) of every subscribed topic when the epoch was last
     # bumped: a difference on a later heartbeat (created, deleted, grown) bumps it again.
     subscription_metadata: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
-    # Member id -> what its regular expression resolved to then (topics and the member's
-    # rights may change it while the group's topics stay the same).
+    # Member id -> what its regular expression resolved to (topics and the member's rights
+    # may change it while the group's topics stay the same), for the regular expression in
+    # resolved_regexes; resolved again as regex_resolution.py decides.
     regex_matches: dict[str, frozenset[str]] = field(default_factory=dict)
+    resolved_regexes: dict[str, str] = field(default_factory=dict)
+    regex_resolved_at: float | None = None  # clock.monotonic() of the last full resolution
+    regex_generation: int = -1  # the topic catalog's generation then
     # (topic id, partition) -> epoch of the member owning it (assigned or being revoked).
     partition_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
     assignor_name: str = ""
@@ -114,6 +118,3 @@ class ConsumerProtocolGroup:
         for member in self.members.values():
             names.update(member.subscribed_names)
         return names
-
-    def regexes(self) -> set[str]:
-        return {m.subscribed_regex for m in self.members.values() if m.subscribed_regex}

@@ -24,6 +24,10 @@ class SemanticsCatalog:
     def names(self) -> list[str]:
         return [e.name for e in self._semantics.listed() if e.name not in SYSTEM_TOPICS]
 
+    def generation(self) -> int:
+        """Grows whenever a topic or view is created."""
+        return self._semantics.store.topics.created + self._semantics.views.created
+
     def name_of(self, topic_id: uuid.UUID) -> str | None:
         entity = self._semantics.resolve_id(topic_id)
         return None if entity is None else entity.name

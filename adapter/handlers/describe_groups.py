@@ -1,8 +1,11 @@
 """DescribeGroups (15): state, protocol and members (with assignments) of each group.
 
-A consumer-protocol or share group is described as Kafka 4 does for these versions (v0-5;
-v6 would answer GROUP_ID_NOT_FOUND): state Dead, no members; ConsumerGroupDescribe (69) and
-ShareGroupDescribe (77) describe them.
+Only classic groups are described (Kafka 4's GroupMetadataManager.describeGroups). From v6
+(KIP-1043) any other id answers GROUP_ID_NOT_FOUND with Kafka's message: "Group <id> is not a
+classic group." for a consumer-protocol or share group (ConsumerGroupDescribe (69) and
+ShareGroupDescribe (77) describe them), "Group <id> not found." for an unknown one; older
+versions, which have no such error, answer state Dead with no members and no error for all
+of them (kafka-python sends them; librdkafka falls back to v4).
 
 Needs DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED for that group, nothing else
 about it shown). Authorized operations (v3+, when asked for) are what the caller may do on
@@ -32,13 +35,23 @@ async def handle(ctx: BrokerContext, request: Request):
                                 group_state="", protocol_type="", protocol_data="", members=(),
                                 authorized_operations=acl_operations.NOT_PROVIDED))
             continue
-        if coordinator.group_type(group_id) in ("consumer", "share"):
-            results.append(dict(error_code=ErrorCode.none, group_id=group_id, group_state=GroupState.DEAD.value,
-                                protocol_type="", protocol_data="", members=(),
-                                authorized_operations=acl_operations.NOT_PROVIDED))
+        not_classic = coordinator.group_type(group_id) in ("consumer", "share")
+        state = coordinator.state_of(group_id)
+        if request.api_version >= 6 and (not_classic or state is None):
+            message = (f"Group {group_id} is not a classic group." if not_classic
+                       else f"Group {group_id} not found.")
+            results.append(dict(error_code=ErrorCode.group_id_not_found, error_message=message,
+                                group_id=group_id, group_state=GroupState.DEAD.value, protocol_type="",
+                                protocol_data="", members=(), authorized_operations=acl_operations.NOT_PROVIDED))
+            continue
+        if not_classic:
+            results.append(dict(
+                error_code=ErrorCode.none, group_id=group_id, group_state=GroupState.DEAD.value,
+                protocol_type="", protocol_data="", members=(),
+                authorized_operations=acl_operations.authorized(ctx, with_operations, ResourceType.GROUP, group_id),
+            ))
             continue
         group = coordinator.groups.get(group_id)
-        state = coordinator.state_of(group_id)
         entry = dict(
             error_code=ErrorCode.none,
             group_id=group_id,

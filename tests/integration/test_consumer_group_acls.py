@@ -155,3 +155,42 @@ def test_a_client_consuming_by_regex_is_given_only_its_topics(world):
     assert sorted(seen) == [f"open-{i}" for i in range(4)]
     (member,) = described.members
     assert {(tp.topic, tp.partition) for tp in member.assignment.topic_partitions} == {("open-a", 0), ("open-a", 1)}
+
+
+CONSUMER_GROUP_DESCRIBE = 69
+
+
+def test_describe_hides_a_group_assigned_a_topic_the_caller_may_not_describe(alice, world):
+    """Kafka 4's handleConsumerGroupDescribe: DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED,
+    those rows first), then DESCRIBE on every topic in the members' assignments and target
+    assignments, else TOPIC_AUTHORIZATION_FAILED with no members. A view counts with its source."""
+    open_only, with_secret, with_window, other = (f"{prefix}-{uuid.uuid4().hex[:6]}"
+                                                  for prefix in ("team", "team", "team", "other"))
+    host, port = world.rsplit(":", 1)
+    with KafkaRaw(host, int(port)) as root:
+        root.sasl_plain("admin", "admin-secret")
+        for group, names in ((open_only, ("open-a",)), (with_secret, ("open-a", "secret")),
+                             (with_window, ("open-window",)), (other, ("open-a",))):
+            beat = join(root, group, names=names)
+            assert beat.error_code == ErrorCode.none and beat.assignment.topic_partitions
+        # the super user sees every group in full
+        everything = root.request(CONSUMER_GROUP_DESCRIBE, 1, group_ids=(with_secret,),
+                                  include_authorized_operations=False).groups
+        assert [(g.error_code, len(g.members)) for g in everything] == [(ErrorCode.none, 1)]
+
+    response = alice.request(CONSUMER_GROUP_DESCRIBE, 1, group_ids=(open_only, with_secret, other, with_window),
+                             include_authorized_operations=True)
+    rows = [(g.group_id, g.error_code, g.error_message, len(g.members)) for g in response.groups]
+    hidden = "The group has described topic(s) that the client is not authorized to describe."
+    assert rows == [
+        (other, ErrorCode.group_authorization_failed, "Group authorization failed.", 0),
+        (open_only, ErrorCode.none, None, 1),
+        (with_secret, ErrorCode.topic_authorization_failed, hidden, 0),
+        (with_window, ErrorCode.topic_authorization_failed, hidden, 0),
+    ]
+    shown, refused = response.groups[1], response.groups[2]
+    assert shown.group_state == "Stable" and shown.authorized_operations != -2**31
+    assert [t.topic_name for t in shown.members[0].assignment.topic_partitions] == ["open-a"]
+    # nothing else about the hidden group: no state, epochs, assignor or operations
+    assert (refused.group_state, refused.group_epoch, refused.assignor_name, refused.authorized_operations) == (
+        "", 0, "", -2**31)

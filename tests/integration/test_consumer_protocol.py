@@ -428,8 +428,18 @@ def test_admin_apis_on_a_consumer_group(bootstrap):
         assert listed(types=("Consumer",)) == {group: ("consumer", "Stable", "consumer")}
         assert listed(types=("classic",)) == {}
         assert listed(states=("stable",)) == {group: ("consumer", "Stable", "consumer")}
-        described = conn.request(15, 5, groups=(group,), include_authorized_operations=False).groups[0]
-        assert (described.error_code, described.group_state, described.members) == (ErrorCode.none, "Dead", ())
+        for version in (0, 5):  # kafka-python and librdkafka's fallback send these
+            described = conn.request(15, version, groups=(group,), **({"include_authorized_operations": False}
+                                                                        if version >= 3 else {})).groups[0]
+            assert (described.error_code, described.group_state, described.protocol_type,
+                    described.members) == (ErrorCode.none, "Dead", "", ())
+        # no error, so the operations are there when asked for, as KafkaApis adds them
+        asked = conn.request(15, 5, groups=(group,), include_authorized_operations=True).groups[0]
+        assert asked.authorized_operations != -2**31
+        described = conn.request(15, 6, groups=(group,), include_authorized_operations=True).groups[0]
+        assert (described.error_code, described.error_message, described.group_state, described.members,
+                described.authorized_operations) == (
+            ErrorCode.group_id_not_found, f"Group {group} is not a classic group.", "Dead", (), -2**31)
         offsets_delete = conn.request(47, 0, group_id=group, topics=[
             dict(name=topic, partitions=[dict(partition_index=0)])])
         assert offsets_delete.topics[0].partitions[0].error_code == ErrorCode.group_subscribed_to_topic
@@ -440,6 +450,11 @@ def test_admin_apis_on_a_consumer_group(bootstrap):
         assert listed() == {}
         unknown = conn.request(69, 0, group_ids=(group,), include_authorized_operations=False).groups[0]
         assert unknown.error_code == ErrorCode.group_id_not_found
+        unknown = conn.request(15, 6, groups=(group,), include_authorized_operations=False).groups[0]
+        assert (unknown.error_code, unknown.error_message, unknown.group_state) == (
+            ErrorCode.group_id_not_found, f"Group {group} not found.", "Dead")
+        unknown = conn.request(15, 5, groups=(group,), include_authorized_operations=False).groups[0]
+        assert (unknown.error_code, unknown.group_state, unknown.members) == (ErrorCode.none, "Dead", ())
 
 
 def test_broker_restart_members_rejoin_without_overlap_or_loss(tmp_path):

@@ -59,6 +59,7 @@ RANGES = {
     "max.partitions": (1, INT_MAX),
     "log.dir.reserve.bytes": (0, 1 << 30),
     "metrics.port": (0, 65535),
+    "group.consumer.regex.refresh.interval.ms": (10_000, INT_MAX),  # Kafka: atLeast(10 * 1000)
     # RocketMQ: MessageStoreConfig, BrokerConfig (ints and longs)
     "timerMaxDelaySec": (1, INT_MAX),
     "timerPrecisionMs": (1, 60_000),

@@ -27,12 +27,20 @@ class Catalog:
 
     def __init__(self, **topics: tuple[uuid.UUID, int]) -> None:
         self.topics = dict(topics)
+        self.listed = 0  # calls of names(): what resolving regular expressions costs
+        self._seen: set[uuid.UUID] = set()
 
     def lookup(self, name):
         return self.topics.get(name)
 
     def names(self):
+        self.listed += 1
         return sorted(self.topics)
+
+    def generation(self):
+        """Grows with every topic id ever added to ``topics`` (a creation)."""
+        self._seen |= {topic_id for topic_id, _ in self.topics.values()}
+        return len(self._seen)
 
     def name_of(self, topic_id):
         return next((n for n, (i, _) in self.topics.items() if i == topic_id), None)
@@ -276,7 +284,7 @@ def test_regex_subscription_picks_up_a_new_topic(coordinator, catalog):
     assert a.assignment[t3] == frozenset({0}) and len(a.assignment) == 3
 
 
-def test_a_regex_matches_only_what_each_member_may_describe(coordinator):
+def test_a_regex_matches_only_what_each_member_may_describe(coordinator, clock):
     """Each member's own rights filter its regular expression, at whichever heartbeat the
     group resolves it; a right granted later changes the member's subscription, which bumps
     the group epoch (a new target) even though the group's topics stay the same."""
@@ -297,9 +305,12 @@ def test_a_regex_matches_only_what_each_member_may_describe(coordinator):
     assert group.target["b"][T2] == frozenset({0, 1})
     epoch = group.epoch
     rights["a"].add("t2")  # the group's topics stay the same: t2 is b's already
+    send("a", a.member_epoch, a.assignment)  # rights are seen at the regex refresh interval
+    assert group.epoch == epoch and group.regex_matches["a"] == {"t1"}
+    clock.advance(ConsumerGroupSettings().regex_refresh_interval_ms)
     send("a", a.member_epoch, a.assignment)
     assert group.epoch == epoch + 1 and group.assignment_epoch == group.epoch
-    assert coordinator._resolved(group.members["a"], None) == {"t1", "t2"}
+    assert coordinator._resolved(group.members["a"], group.regex_matches) == {"t1", "t2"}
     assert b.error is ErrorCode.none
 
 
@@ -348,3 +359,78 @@ def test_after_a_restart_partitions_wait_for_the_previous_run_to_be_fenced(clock
     assert beat(coordinator, "a", 1).assignment is None
     clock.advance(1)
     assert beat(coordinator, "a", 1).assignment == {T1: frozenset(range(4))}
+
+
+# -- group.consumer.regex.refresh.interval.ms ------------------------------------------------
+REFRESH_MS = 30_000
+
+
+@pytest.fixture
+def refreshing(clock, catalog):
+    return ConsumerGroupCoordinator(clock, ConsumerGroupSettings(regex_refresh_interval_ms=REFRESH_MS), catalog,
+                                    lambda g: None, lambda g: None)
+
+
+def regex_member(coordinator, member_id, regex, rights):
+    """Heartbeats of a member subscribed to ``regex`` that may DESCRIBE the names in ``rights``."""
+    def send(epoch, owned=None, new_regex=None):
+        return coordinator.heartbeat(HeartbeatRequest(
+            "g", member_id, epoch, rebalance_timeout_ms=30_000 if epoch == 0 else -1,
+            subscribed_names=() if epoch == 0 else None,
+            subscribed_regex=regex if epoch == 0 else new_regex, owned={} if epoch == 0 else owned,
+            may_describe=rights.__contains__), "client", "/127.0.0.1", api_version=1)
+    return send
+
+
+def test_rights_change_what_a_regex_matches_only_at_the_refresh_interval(refreshing, clock, catalog):
+    rights = {"t1"}
+    send = regex_member(refreshing, "a", "t.*", rights)
+    a = send(0)
+    assert a.assignment == {T1: frozenset(range(4))}
+    group = refreshing.groups["g"]
+    rights.add("t2")
+    listed = catalog.listed
+    clock.advance(REFRESH_MS - 1)
+    a = send(a.member_epoch, a.assignment)
+    assert (a.assignment, group.regex_matches["a"]) == (None, {"t1"})  # unchanged, not resolved again
+    assert catalog.listed == listed  # a heartbeat with nothing due lists no topics
+    clock.advance(1)
+    a = send(a.member_epoch, a.assignment)
+    assert a.assignment == {T1: frozenset(range(4)), T2: frozenset(range(2))}
+    rights.discard("t1")  # revoked: gone at the next refresh, not before
+    a = send(a.member_epoch)
+    assert a.assignment is None and group.regex_matches["a"] == {"t1", "t2"}
+    clock.advance(REFRESH_MS)
+    a = send(a.member_epoch)
+    assert a.assignment == {T2: frozenset(range(2))}
+
+
+def test_a_created_topic_is_matched_at_the_next_heartbeat_before_the_interval(refreshing, clock, catalog):
+    """Sooner than Kafka, which resolves again at most every 10 s: creation is announced."""
+    a = join(refreshing, "a", topics=None, regex="t.*")
+    t3 = uuid.uuid4()
+    catalog.topics["t3"] = (t3, 1)
+    clock.advance(500)
+    a = beat(refreshing, "a", a.member_epoch)
+    assert a.assignment == {T1: frozenset(range(4)), T2: frozenset(range(2)), t3: frozenset({0})}
+    del catalog.topics["t3"]  # a deletion needs no resolution: the name is looked up again
+    a = beat(refreshing, "a", a.member_epoch, owned=a.assignment)
+    assert a.assignment == {T1: frozenset(range(4)), T2: frozenset(range(2))}
+    assert refreshing.groups["g"].regex_matches["a"] == {"t1", "t2", "t3"}
+
+
+def test_a_new_or_changed_regex_is_resolved_at_once_and_alone(refreshing, clock, catalog):
+    rights = {"t1", "t2"}
+    a = regex_member(refreshing, "a", "t1", rights)(0)
+    group = refreshing.groups["g"]
+    rights_b = {"t1", "t2"}
+    send_b = regex_member(refreshing, "b", "t2", rights_b)
+    b = send_b(0)
+    assert group.regex_matches == {"a": {"t1"}, "b": {"t2"}}
+    epoch = group.epoch
+    b = send_b(b.member_epoch, b.assignment, new_regex="t.*")
+    assert group.epoch == epoch + 1 and group.regex_matches == {"a": {"t1"}, "b": {"t1", "t2"}}
+    assert group.resolved_regexes == {"a": "t1", "b": "t.*"}
+    refreshing._remove(group, group.members["a"])  # a member that leaves takes its entries along
+    assert group.regex_matches == {"b": {"t1", "t2"}} and group.resolved_regexes == {"b": "t.*"}
+    assert a.error is ErrorCode.none

@@ -714,3 +714,10 @@ class TestListenerSecurity:
         assert "must be in [0, 2147483647]" in error_of("connection.failed.authentication.delay.ms=-1")
         message = error_of("connection.failed.authentication.delay.ms=600000")
         assert "less than connections.max.idle.ms" in message
+
+
+def test_regex_refresh_interval_reaches_the_adapter_config():
+    assert build().adapter.group_consumer_regex_refresh_interval_ms == 600_000  # Kafka's default
+    given = build("group.consumer.regex.refresh.interval.ms=10000\n")
+    assert given.adapter.group_consumer_regex_refresh_interval_ms == 10_000
+    assert "group.consumer.regex.refresh.interval.ms" in error_of("group.consumer.regex.refresh.interval.ms=9999\n")

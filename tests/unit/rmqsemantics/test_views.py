@@ -243,3 +243,19 @@ def test_registry_ids_are_stable_and_unique(tmp_path: Path) -> None:
     assert [v.name for v in reloaded.of_source("t")] == sorted(v.name for v in views)
     with pytest.raises(ViewExistsError):
         registry.add(registry.new("fresh", "t", "tags", "*")) or registry.add(views[0])
+
+
+def test_creations_are_counted_for_regex_subscriptions(semantics: Semantics, store: MessageStore) -> None:
+    """A consumer group resolves its regular expressions again when these counters move
+    (adapter/groups/regex_resolution.py): creations only, not deletions or config changes."""
+    topics, views = store.topics.created, semantics.views.created
+    assert topics >= 1  # "orders" (and whatever the store made for itself)
+    semantics.create_view("orders-a", "orders", "tags", "TagA")
+    store.create_topic("payments", 2, {})
+    assert (store.topics.created, semantics.views.created) == (topics + 1, views + 1)
+    store.topics.set_configs("payments", {"retention.ms": "1000"})
+    store.delete_topic("payments")
+    semantics.views.delete("orders-a")
+    assert (store.topics.created, semantics.views.created) == (topics + 1, views + 1)
+    store.create_topic("payments", 1, {})  # the same name again is another topic
+    assert store.topics.created == topics + 2
