@@ -146,6 +146,7 @@ class Broker:
                 heartbeat_interval_ms=cfg.group_consumer_heartbeat_interval_ms,
                 max_size=cfg.group_consumer_max_size,
                 assignors=cfg.group_consumer_assignors,
+                migration_policy=cfg.group_consumer_migration_policy,
             ),
             lambda group_id: group_configs.consumer_timeouts(group_id, self.adapter_config),
             group_configs,

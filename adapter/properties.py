@@ -102,6 +102,9 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
 ``group.consumer.max.size``         members of a consumer-protocol group (2147483647)
 ``group.consumer.assignors``        server assignors, the first the default (``uniform,range``;
                                     Kafka's class names are accepted)
+``group.consumer.migration.policy`` online migration between the classic and consumer group
+                                    protocols: ``bidirectional`` (default), ``upgrade``,
+                                    ``downgrade`` or ``disabled`` (any case)
 ``offset.metadata.max.bytes``       longest metadata string of a committed offset (4096)
 ``offsets.topic.num.partitions``    partitions of ``__consumer_offsets`` (50; presented only)
 ``transaction.max.timeout.ms``      largest transaction timeout a producer may ask for (900000)
@@ -167,6 +170,7 @@ from rmqkafka.adapter.config import (
     TlsConfig,
 )
 from rmqkafka.adapter.groups.assignors import ASSIGNORS, CLASS_NAMES
+from rmqkafka.adapter.groups.migration import MigrationPolicy
 from rmqkafka.rmqsemantics.config import SemanticsConfig
 from rmqkafka.rmqsemantics.delay_levels import LONGEST_DELAY_SEC, parse_delay_levels
 from rmqkafka.storage.config import StorageConfig
@@ -239,6 +243,7 @@ KNOWN_KEYS = frozenset(
         "group.consumer.max.heartbeat.interval.ms",
         "group.consumer.max.size",
         "group.consumer.assignors",
+        "group.consumer.migration.policy",
         "offset.metadata.max.bytes",
         "offsets.topic.num.partitions",
         "transaction.max.timeout.ms",
@@ -545,6 +550,12 @@ def _consumer_group_settings(p: _Props) -> dict[str, object]:
         if not names:
             raise p.error("group.consumer.assignors", assignors, "at least one assignor is needed")
         values["group_consumer_assignors"] = tuple(names)
+    policy = p.get("group.consumer.migration.policy")
+    if policy is not None:
+        try:
+            values["group_consumer_migration_policy"] = MigrationPolicy.parse(policy)
+        except ValueError as exc:
+            raise p.error("group.consumer.migration.policy", policy, str(exc)) from None
     return values
 
 

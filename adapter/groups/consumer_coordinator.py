@@ -15,8 +15,12 @@ that has not revoked its partitions within its rebalance timeout; both bump the 
 Deadlines are kept on the injected clock and served by one timer task.
 
 Group ids are shared with the classic coordinator: an id has one type. A heartbeat joining
-an empty classic group replaces it; a non-empty classic group answers GROUP_ID_NOT_FOUND
-(online migration is not implemented yet).
+an empty classic group replaces it; one joining a classic group with members converts it to
+a consumer group (online migration, ``migration.py``) if ``group.consumer.migration.policy``
+allows it, else GROUP_ID_NOT_FOUND with Kafka's message. Classic members of a consumer
+group are served by ``classic_members.py``; when the last member using the consumer protocol
+leaves, a group of classic members goes back to the classic coordinator (if the policy
+allows it).
 
 Membership is kept in memory only; see README "Consumer groups (KIP-848)" for what a
 restart does.
@@ -36,12 +40,21 @@ from kio.schema.errors import ErrorCode
 from rmqkafka.storage.clock import Clock
 
 from .assignors import ASSIGNORS, MemberSpec
+from .classic_members import ClassicMembers
 from .consumer_group import (
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
     ConsumerGroupState,
     ConsumerMember,
     ConsumerProtocolGroup,
+)
+from .group import ConsumerGroup
+from .migration import (
+    MigrationPolicy,
+    UpgradeRefused,
+    check_upgrade,
+    classic_group_from_consumer,
+    consumer_group_from_classic,
 )
 from .reconciliation import MemberState, TopicPartitions, reconcile
 from .topic_regex import InvalidRegex, compile_subscription, matching
@@ -69,6 +82,20 @@ class ConsumerGroupSettings:
     heartbeat_interval_ms: int = 5_000
     max_size: int = 2**31 - 1
     assignors: tuple[str, ...] = ("uniform", "range")  # the first is the default
+    migration_policy: MigrationPolicy = MigrationPolicy.BIDIRECTIONAL
+
+
+class ClassicGroups(Protocol):
+    """The classic coordinator's side of online migration."""
+
+    def classic_group(self, group_id: str) -> ConsumerGroup | None:
+        """The classic group with this id, if any."""
+
+    def take_classic(self, group_id: str) -> None:
+        """Forget it (it became a consumer group); its waiting requests get REBALANCE_IN_PROGRESS."""
+
+    def adopt_classic(self, group: ConsumerGroup) -> None:
+        """Take a consumer group turned classic and start its rebalance."""
 
 
 class HeartbeatError(Exception):
@@ -115,13 +142,15 @@ class ConsumerGroupCoordinator:
                  classic_members: Callable[[str], int | None],
                  drop_classic: Callable[[str], None],
                  existed_before_start: Callable[[str], bool] = lambda group_id: False,
-                 timeouts: Callable[[str], tuple[int, int]] | None = None) -> None:
+                 timeouts: Callable[[str], tuple[int, int]] | None = None,
+                 classic: ClassicGroups | None = None) -> None:
         """``classic_members(group id)``: the member count of a classic group with that id
         (None: there is none); ``drop_classic`` forgets an empty one;
         ``existed_before_start(group id)``: whether the group had committed offsets when the
         broker started (it may have members of the previous run still consuming);
         ``timeouts(group id)``: (session timeout, heartbeat interval) in ms for that group's
-        members (its group configs), read at each heartbeat; the settings' by default."""
+        members (its group configs), read at each heartbeat; the settings' by default;
+        ``classic``: the classic groups, for online migration (None: no migration)."""
         self._clock = clock
         self._timeouts = timeouts or (lambda group_id: (settings.session_timeout_ms, settings.heartbeat_interval_ms))
         self._existed_before_start = existed_before_start
@@ -133,6 +162,8 @@ class ConsumerGroupCoordinator:
         self._catalog = catalog
         self._classic_members = classic_members
         self._drop_classic = drop_classic
+        self._classic = classic
+        self.classic_members = ClassicMembers(self)
         self.groups: dict[str, ConsumerProtocolGroup] = {}
         self._timers = _Timers()
 
@@ -172,11 +203,11 @@ class ConsumerGroupCoordinator:
             for member in list(group.members.values()):
                 if now >= member.session_deadline:
                     log.info("group %s: member %s timed out", group.group_id, member.member_id)
-                    self._remove(group, member)
+                    self.remove(group, member, reason="timed out")
                 elif member.revocation_deadline is not None and now >= member.revocation_deadline:
                     log.info("group %s: member %s did not revoke its partitions in time",
                              group.group_id, member.member_id)
-                    self._remove(group, member)
+                    self.remove(group, member, reason="did not revoke in time")
 
     # -- the heartbeat ---------------------------------------------------------------------
     def heartbeat(self, request: HeartbeatRequest, client_id: str, client_host: str,
@@ -209,8 +240,24 @@ class ConsumerGroupCoordinator:
             if member.instance_id is not None:
                 group.static_members[member.instance_id] = member.member_id
             self.groups[group.group_id] = group
-        bump = group.epoch == 0 or new
-        bump |= self._update_member(member, request, client_id, client_host)
+        changed = self._update_member(member, request, client_id, client_host)
+        before = member.assigned
+        self.advance(group, member, request.owned, changed or new)
+        session_timeout_ms, heartbeat_interval_ms = self._timeouts(group.group_id)
+        self.touch(member, session_timeout_ms)
+        full = joining or (request.rebalance_timeout_ms != -1 and request.subscribed_names is not None
+                           and request.owned is not None)
+        return HeartbeatAnswer(
+            member.member_id, member.epoch, heartbeat_interval_ms,
+            assignment=member.assigned if full or member.assigned != before else None,
+        )
+
+    def advance(self, group: ConsumerProtocolGroup, member: ConsumerMember, owned: TopicPartitions | None,
+                changed: bool) -> None:
+        """Bump the group epoch if ``changed`` (a member joined or changed its subscription) or
+        the subscribed topics changed, compute the target assignment if the epoch moved past
+        it, and move ``member`` one reconciliation step (``owned``: what it says it owns)."""
+        bump = group.epoch == 0 or changed
         metadata, matches = self._subscription_metadata(group), self._regex_matches(group)
         if metadata != group.subscription_metadata or matches != group.regex_matches:
             group.subscription_metadata, group.regex_matches = metadata, matches
@@ -220,17 +267,15 @@ class ConsumerGroupCoordinator:
             log.info("group %s: epoch %d", group.group_id, group.epoch)
         if group.epoch > group.assignment_epoch:
             self._assign(group)
-        before = member.assigned
-        self._reconcile(group, member, request.owned)
-        session_timeout_ms, heartbeat_interval_ms = self._timeouts(group.group_id)
+        self._reconcile(group, member, owned)
+
+    def touch(self, member: ConsumerMember, session_timeout_ms: int) -> None:
+        """The member was heard from: its session starts over."""
         member.session_deadline = self._clock.monotonic() + session_timeout_ms / 1000
         self._timers.wakeup.set()
-        full = joining or (request.rebalance_timeout_ms != -1 and request.subscribed_names is not None
-                           and request.owned is not None)
-        return HeartbeatAnswer(
-            member.member_id, member.epoch, heartbeat_interval_ms,
-            assignment=member.assigned if full or member.assigned != before else None,
-        )
+
+    def lookup_topic(self, name: str) -> tuple[uuid.UUID, int] | None:
+        return self._catalog.lookup(name)
 
     def _validate(self, request: HeartbeatRequest, api_version: int) -> None:
         def invalid(message: str) -> HeartbeatError:
@@ -275,6 +320,8 @@ class ConsumerGroupCoordinator:
             return group
         classic = self._classic_members(group_id)
         if classic is not None:
+            if classic > 0 and create and self._classic is not None:
+                return self._upgrade(group_id)
             if classic > 0 or not create:
                 raise HeartbeatError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
             self._drop_classic(group_id)  # Kafka replaces an empty classic group
@@ -285,6 +332,24 @@ class ConsumerGroupCoordinator:
             raise HeartbeatError(ErrorCode.unknown_member_id,
                                  f"Member {member_id} is not a member of group {group_id}.")
         return ConsumerProtocolGroup(group_id)
+
+    def _upgrade(self, group_id: str) -> ConsumerProtocolGroup:
+        """Kafka's validateOnlineUpgrade and convertToConsumerGroup."""
+        classic = self._classic.classic_group(group_id)
+        try:
+            check_upgrade(classic, self.settings.migration_policy, self.settings.max_size)
+            group = consumer_group_from_classic(classic, self._catalog.lookup, self._clock.monotonic())
+        except UpgradeRefused as exc:
+            log.info("group %s: %s", group_id, exc)
+            raise HeartbeatError(ErrorCode.group_id_not_found, str(exc)) from None
+        self._classic.take_classic(group_id)
+        group.subscription_metadata = self._subscription_metadata(group)
+        group.assignor_name = self._preferred_assignor(group)
+        self.groups[group_id] = group
+        self._timers.wakeup.set()
+        log.info("group %s: converted the classic group to a consumer group (%d classic members, epoch %d)",
+                 group_id, len(group.members), group.epoch)
+        return group
 
     def _dynamic_member(self, group: ConsumerProtocolGroup, member_id: str,
                         request: HeartbeatRequest) -> ConsumerMember:
@@ -496,10 +561,15 @@ class ConsumerGroupCoordinator:
                 raise HeartbeatError(ErrorCode.unknown_member_id,
                                      f"Member {request.member_id} is not a member of group {group.group_id}.")
         log.info("group %s: member %s left", group.group_id, member.member_id)
-        self._remove(group, member)
+        self.remove(group, member, reason="left")
         return HeartbeatAnswer(member.member_id, request.member_epoch, 0)
 
-    def _remove(self, group: ConsumerProtocolGroup, member: ConsumerMember) -> None:
+    def remove(self, group: ConsumerProtocolGroup, member: ConsumerMember, reason: str) -> None:
+        """Remove a member (it left, or was fenced: ``reason`` is logged); a group left with
+        classic members only goes back to the classic coordinator if the policy allows it."""
+        if self._may_downgrade(group, member):
+            self._downgrade(group, member, reason)
+            return
         group.release(member)
         del group.members[member.member_id]
         if member.instance_id is not None and group.static_members.get(member.instance_id) == member.member_id:
@@ -509,6 +579,20 @@ class ConsumerGroupCoordinator:
         group.subscription_metadata = self._subscription_metadata(group)
         group.regex_matches = self._regex_matches(group)
         self._timers.wakeup.set()
+
+    def _may_downgrade(self, group: ConsumerProtocolGroup, leaving: ConsumerMember) -> bool:
+        """Kafka's validateOnlineDowngradeWithFencedMembers: the leaving member uses the
+        consumer protocol, every other one the classic protocol, and the policy allows it."""
+        return (self._classic is not None and leaving.classic is None
+                and group.only_classic_members_besides(leaving)
+                and self.settings.migration_policy.downgrade_enabled)
+
+    def _downgrade(self, group: ConsumerProtocolGroup, leaving: ConsumerMember, reason: str) -> None:
+        classic = classic_group_from_consumer(group, leaving, self._catalog.name_of, self._clock.monotonic())
+        self.forget(group.group_id)
+        log.info("group %s: member %s %s; converted the consumer group to a classic group (generation %d)",
+                 group.group_id, leaving.member_id, reason, classic.generation_id)
+        self._classic.adopt_classic(classic)
 
     # -- offsets ---------------------------------------------------------------------------
     def check_commit(self, group: ConsumerProtocolGroup, member_id: str, member_epoch: int,
@@ -521,6 +605,8 @@ class ConsumerGroupCoordinator:
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id
+        if member.classic is not None:  # its generation is its member epoch
+            return ErrorCode.illegal_generation if member_epoch != member.epoch else ErrorCode.none
         if not transactional and api_version is not None and api_version < 9:
             return ErrorCode.unsupported_version
         if member_epoch != member.epoch:

@@ -32,6 +32,18 @@ LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2  # a static member leaving that will come back
 
 
+@dataclass(frozen=True, slots=True)
+class ClassicProtocol:
+    """What a member speaking the classic protocol (JoinGroup/SyncGroup/Heartbeat) inside a
+    consumer group keeps of it: its own session timeout and its JoinGroup protocols."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+    def names(self) -> list[str]:
+        return [name for name, _ in self.protocols]
+
+
 @dataclass(slots=True)
 class ConsumerMember:
     member_id: str
@@ -53,6 +65,8 @@ class ConsumerMember:
     # Whether the member's principal may DESCRIBE a topic (or view): what its regular
     # expression may match, decided whenever the group resolves it.
     may_describe: Callable[[str], bool] = lambda name: True
+    # Set for a member using the classic protocol (online migration, KIP-848).
+    classic: ClassicProtocol | None = None
 
     def owns(self) -> TopicPartitions:
         """Assigned and pending revocation: what nobody else may be given."""
@@ -114,6 +128,16 @@ class ConsumerProtocolGroup:
         for member in self.members.values():
             names.update(member.subscribed_names)
         return names
+
+    def classic_protocol_names(self) -> set[str] | None:
+        """Protocol names every classic member supports (None: there is no classic member)."""
+        sets = [set(m.classic.names()) for m in self.members.values() if m.classic is not None]
+        return set.intersection(*sets) if sets else None
+
+    def only_classic_members_besides(self, leaving: ConsumerMember) -> bool:
+        """Whether every other member uses the classic protocol (and there is one)."""
+        others = [m for m in self.members.values() if m is not leaving]
+        return bool(others) and all(m.classic is not None for m in others)
 
     def regexes(self) -> set[str]:
         return {m.subscribed_regex for m in self.members.values() if m.subscribed_regex}
