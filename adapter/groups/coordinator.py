@@ -202,9 +202,10 @@ class GroupCoordinator:
                 return self._join_consumer_group(ClassicJoin(
                     group_id, member_id, group_instance_id, protocol_type, tuple(protocols), session_timeout_ms,
                     rebalance_timeout_ms, client_id, client_host, require_known_member_id))
+            group = self.groups[group_id] = ConsumerGroup(group_id)
             if members == 0:
                 self.consumer.forget(group_id)  # Kafka replaces an empty consumer group
-            group = self.groups[group_id] = ConsumerGroup(group_id)
+                group.was_consumer_group = True
         if group.state is GroupState.DEAD:
             return _join_error(ErrorCode.coordinator_not_available, member_id)
         if not group.supports(protocol_type, protocols):

@@ -108,7 +108,7 @@ def classic_group_from_consumer(
     """The classic group a consumer group of classic members (once ``leaving`` is gone)
     becomes, Stable at generation = group epoch; the caller starts its rebalance."""
     classic = ConsumerGroup(group.group_id, state=GroupState.STABLE, generation_id=group.epoch,
-                            protocol_type=PROTOCOL_TYPE)
+                            protocol_type=PROTOCOL_TYPE, was_consumer_group=True)
     for m in group.members.values():
         if m is leaving or m.classic is None:
             continue

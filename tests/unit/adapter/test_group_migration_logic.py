@@ -267,3 +267,18 @@ def test_migration_policy_is_parsed_case_insensitively():
     with pytest.raises(ConfigError) as caught:
         build_config(parse_properties("group.consumer.migration.policy=sideways\n"), environ={})
     assert "group.consumer.migration.policy" in str(caught.value) and "\n" not in str(caught.value)
+
+
+async def test_a_previous_runs_consumer_member_meeting_a_classic_group_rejoins(coordinator):
+    """After a restart classic members may re-form the group first: a consumer-protocol member
+    of the previous run (epoch > 0) is told UNKNOWN_MEMBER_ID and rejoins, which upgrades the
+    group; once the id was a consumer group in this run, Kafka's GROUP_ID_NOT_FOUND."""
+    await stable_classic_group(coordinator)
+    answer = consumer_beat(coordinator, "old-run", 7, owned={})
+    assert answer.error is ErrorCode.unknown_member_id and coordinator.group_type("g") == "classic"
+    assert consumer_beat(coordinator, "old-run", 0).error is ErrorCode.none
+    coordinator.consumer.heartbeat(HeartbeatRequest("g", "old-run", -1), "new", "h", api_version=1)
+    assert coordinator.group_type("g") == "classic"  # downgraded
+    answer = consumer_beat(coordinator, "old-run", 4, owned={})
+    assert answer.error is ErrorCode.group_id_not_found
+    assert answer.message == "Group g is not a consumer group."
