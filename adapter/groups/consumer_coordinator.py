@@ -322,10 +322,11 @@ class ConsumerGroupCoordinator:
         if classic is not None:
             if classic > 0 and create and self._classic is not None:
                 return self._upgrade(group_id)
-            if classic > 0 and not create and self._classic is not None \
+            if not create and self._classic is not None \
                     and not self._classic.classic_group(group_id).was_consumer_group:
                 # A member of the previous run's consumer group (membership is not persisted)
-                # whose id classic members took after the restart: Kafka would still know it.
+                # whose id classic members took (or are joining) after the restart: Kafka
+                # would still know it.
                 # Rejoining with epoch 0 upgrades the group (GROUP_ID_NOT_FOUND is fatal to
                 # librdkafka); a group that was a consumer group in this run answers as Kafka.
                 raise HeartbeatError(ErrorCode.unknown_member_id,

@@ -282,3 +282,10 @@ async def test_a_previous_runs_consumer_member_meeting_a_classic_group_rejoins(c
     answer = consumer_beat(coordinator, "old-run", 4, owned={})
     assert answer.error is ErrorCode.group_id_not_found
     assert answer.message == "Group g is not a consumer group."
+
+
+async def test_a_previous_runs_consumer_member_meeting_a_joining_classic_member_rejoins(coordinator):
+    """The classic group exists with no member yet (a MEMBER_ID_REQUIRED round in flight)."""
+    first = await classic_join(coordinator)
+    assert first["error_code"] is ErrorCode.member_id_required and not coordinator.groups["g"].members
+    assert consumer_beat(coordinator, "old-run", 3, owned={}).error is ErrorCode.unknown_member_id
