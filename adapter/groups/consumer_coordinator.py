@@ -608,19 +608,16 @@ class ConsumerGroupCoordinator:
                      transactional: bool, api_version: int | None) -> ErrorCode:
         """Kafka's ConsumerGroup.validateOffsetCommit: an epoch below 0 commits only to an
         empty group (admin tools, simple consumers); otherwise the member must exist, commit
-        with OffsetCommit v9+ (transactional commits excepted) and at its current epoch."""
+        with OffsetCommit v9+ (transactional commits and classic members excepted) and at its
+        current epoch (a classic member's generation is its epoch)."""
         if member_epoch < 0 and not group.members:
             return ErrorCode.none
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id
-        if member.classic is not None:  # its generation is its member epoch
-            return ErrorCode.illegal_generation if member_epoch != member.epoch else ErrorCode.none
-        if not transactional and api_version is not None and api_version < 9:
+        if member.classic is None and not transactional and api_version is not None and api_version < 9:
             return ErrorCode.unsupported_version
-        if member_epoch != member.epoch:
-            return ErrorCode.stale_member_epoch
-        return ErrorCode.none
+        return _check_epoch(member, member_epoch)
 
     def check_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
         """Kafka's ConsumerGroup.validateOffsetFetch: epoch -1 (admin tools, and librdkafka's
@@ -631,9 +628,7 @@ class ConsumerGroupCoordinator:
         member = group.members.get(member_id or "")
         if member is None:
             return ErrorCode.unknown_member_id
-        if member_epoch != member.epoch:
-            return ErrorCode.stale_member_epoch
-        return ErrorCode.none
+        return _check_epoch(member, member_epoch)
 
     # -- administration --------------------------------------------------------------------
     def state_of(self, group_id: str) -> ConsumerGroupState | None:
@@ -660,6 +655,13 @@ class ConsumerGroupCoordinator:
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         return self._catalog.name_of(topic_id)
+
+
+def _check_epoch(member: ConsumerMember, epoch: int) -> ErrorCode:
+    """Kafka's validateMemberEpoch: a classic member's mismatch is ILLEGAL_GENERATION."""
+    if epoch == member.epoch:
+        return ErrorCode.none
+    return ErrorCode.illegal_generation if member.classic is not None else ErrorCode.stale_member_epoch
 
 
 def _owned_by_the_previous_run(topic_id: uuid.UUID, partition: int) -> int:

@@ -156,6 +156,8 @@ async def test_classic_members_rejoin_revoke_and_hand_partitions_to_the_new_memb
     assert c.heartbeat("g", 3, ids["a"], None) in (ErrorCode.none, ErrorCode.rebalance_in_progress)
     assert c.check_commit("g", 2, ids["a"], None, api_version=7) is ErrorCode.illegal_generation
     assert c.check_commit("g", 3, ids["a"], None, api_version=7) is ErrorCode.none
+    assert c.consumer.check_fetch("g", ids["a"], 2) is ErrorCode.illegal_generation
+    assert c.consumer.check_fetch("g", ids["a"], 3) is ErrorCode.none
     # A cooperative member rejoins still owning its partitions (v1): it keeps its epoch and
     # the partitions it may keep, revokes the others, then rejoins.
     b_owned = {("t", 3), ("t", 4), ("t", 5)}
