@@ -109,8 +109,10 @@ def drain(conn: KafkaRaw, group: str, topic: str, producer: BackgroundProducer |
 
 
 @pytest.mark.timeout(300)
-def test_rolling_upgrade_and_downgrade_under_load(tmp_path):
-    """classic x3 -> (one at a time) consumer x3 -> (one at a time) classic x3, producing throughout."""
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_rolling_upgrade_and_downgrade_under_load(tmp_path, strategy):
+    """classic x3 -> (one at a time) consumer x3 -> (one at a time) classic x3, producing
+    throughout; the classic members use an eager (range) or the cooperative assignor."""
     with start_with(tmp_path) as b, KafkaRaw(b.host, b.port) as conn, member_pool(tmp_path) as start:
         topic, group = unique("migrate"), unique("migrate")
         conn.create_topic(topic, PARTITIONS)
@@ -119,7 +121,7 @@ def test_rolling_upgrade_and_downgrade_under_load(tmp_path):
         bootstrap = b.bootstrap_servers
 
         def member(name: str, protocol: str) -> Member:
-            return start("confluent", bootstrap, group, [topic], name, protocol=protocol)
+            return start("confluent", bootstrap, group, [topic], name, protocol=protocol, strategy=strategy)
 
         live = [member(f"classic-{i}", "classic") for i in (1, 2, 3)]
         everyone = list(live)
@@ -150,7 +152,7 @@ def test_rolling_upgrade_and_downgrade_under_load(tmp_path):
             m.close()
     dump_events(everyone, tmp_path)
     records, again = check_records(everyone, ends, topic)
-    print(f"\n[migration] {records} records; {again} read twice (all uncommitted by their first reader); "
+    print(f"\n[migration, {strategy}] {records} records; {again} read twice (all uncommitted by their first reader); "
           f"each step converged in {', '.join(f'{t:.1f}' for t in timings)} s")
 
 
@@ -206,27 +208,32 @@ def test_policy_upgrade_never_downgrades(tmp_path):
 
 
 @pytest.mark.timeout(240)
-def test_broker_kill_during_a_migration_rebalance(tmp_path):
-    """kill -9 just after a new-protocol member joined a classic group (the upgrade rebalance in
-    flight): after the restart (same port) members get UNKNOWN_MEMBER_ID, rejoin and converge
-    again; no committed offset goes backwards; every record is consumed."""
+@pytest.mark.parametrize("with_offsets", [True, False], ids=["committed-offsets", "no-offsets"])
+def test_broker_kill_during_a_migration_rebalance(tmp_path, with_offsets):
+    """kill -9 as soon as a new-protocol member has turned a classic group into a consumer
+    group (the classic members are then being told to rejoin): after the restart (same port)
+    members get UNKNOWN_MEMBER_ID, rejoin and converge again, the group upgraded once more; no
+    committed offset goes backwards; every record is consumed. Without committed offsets (no
+    record yet) the members rejoin the same way and start from the beginning."""
     with start_with(tmp_path) as b, member_pool(tmp_path) as start:
         topic, group = unique("migrate-kill"), unique("migrate-kill")
         everything = {(topic, p) for p in range(PARTITIONS)}
         with KafkaRaw(b.host, b.port) as conn:
             conn.create_topic(topic, PARTITIONS)
-            produce_round_robin(conn, topic, PARTITIONS, 300)
+            if with_offsets:
+                produce_round_robin(conn, topic, PARTITIONS, 300)
         members = [start("confluent", b.bootstrap_servers, group, [topic], f"classic-{i}") for i in (1, 2)]
         with KafkaRaw(b.host, b.port) as conn:
             wait_converged(conn, group, members, everything)
         with BackgroundProducer(b.bootstrap_servers, topic, PARTITIONS) as producer:
-            producer.start()
-            for m in members:
-                m.wait_for(lambda ev: any(e["ev"] == "committed" for e in ev), "a first commit")
+            if with_offsets:
+                producer.start()
+                for m in members:
+                    m.wait_for(lambda ev: any(e["ev"] == "committed" for e in ev), "a first commit")
             new = start("confluent", b.bootstrap_servers, group, [topic], "consumer-1", protocol="consumer")
             members.append(new)
             with KafkaRaw(b.host, b.port) as conn:
-                wait_until(lambda: group_type(conn, group) == "consumer", WAIT, message="the upgrade")
+                wait_until(lambda: group_type(conn, group) == "consumer", WAIT, 0.01, message="the upgrade")
                 before = {tp: c[0] for tp, c in fetch_offsets(conn, group, everything).items()}
             producer.stop()  # its connection would not survive the kill
         marks = [len(m.events) for m in members]
@@ -235,6 +242,8 @@ def test_broker_kill_during_a_migration_rebalance(tmp_path):
         with KafkaRaw(b.host, b.port) as conn:
             after = {tp: c[0] for tp, c in fetch_offsets(conn, group, everything).items()}
             assert all(after[tp] >= offset for tp, offset in before.items()), (before, after)
+            if not with_offsets:
+                assert set(before.values()) == set(after.values()) == {-1}
             produce_round_robin(conn, topic, PARTITIONS, 60)
             wait_converged(conn, group, members, everything, timeout=60)
             for m, mark in zip(members, marks):  # everyone rejoined under a new membership
