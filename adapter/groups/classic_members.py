@@ -192,8 +192,7 @@ class ClassicMembers:
             return None, ErrorCode.unknown_member_id
         return member, ErrorCode.none
 
-    @staticmethod
-    def _must_rejoin(group: ConsumerProtocolGroup, member: ConsumerMember) -> bool:
+    def _must_rejoin(self, group: ConsumerProtocolGroup, member: ConsumerMember) -> bool:
         """Kafka's throwIfRebalanceInProgress, and a member waiting for partitions that have
         been released since (a rejoin is the only way a classic member learns of them)."""
         if member.state is MemberState.UNREVOKED_PARTITIONS:
@@ -202,7 +201,8 @@ class ClassicMembers:
             return True
         if member.state is MemberState.UNRELEASED_PARTITIONS:
             target = group.target.get(member.member_id, {})
-            return any(group.owner_epoch(topic_id, p) == -1
+            owner_epoch = self._coordinator.partition_owner(group)
+            return any(owner_epoch(topic_id, p) == -1
                        for topic_id, ps in target.items() for p in ps - member.assigned.get(topic_id, frozenset()))
         return False
 

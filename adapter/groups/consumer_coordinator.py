@@ -201,6 +201,8 @@ class ConsumerGroupCoordinator:
         now = self._clock.monotonic()
         for group in list(self.groups.values()):
             for member in list(group.members.values()):
+                if group.dead:  # downgraded to a classic group: its timers are there now
+                    break
                 if now >= member.session_deadline:
                     log.info("group %s: member %s timed out", group.group_id, member.member_id)
                     self.remove(group, member, reason="timed out")
@@ -273,6 +275,14 @@ class ConsumerGroupCoordinator:
         """The member was heard from: its session starts over."""
         member.session_deadline = self._clock.monotonic() + session_timeout_ms / 1000
         self._timers.wakeup.set()
+
+    def partition_owner(self, group: ConsumerProtocolGroup) -> Callable[[uuid.UUID, int], int]:
+        """The epoch of the member owning a partition (-1: free) as reconciliation must see
+        it: right after a start, partitions of groups that existed before belong to members
+        of the previous run, which may still consume."""
+        if self._clock.monotonic() < self._recovery_until and self._existed_before_start(group.group_id):
+            return _owned_by_the_previous_run
+        return group.owner_epoch
 
     def lookup_topic(self, name: str) -> tuple[uuid.UUID, int] | None:
         return self._catalog.lookup(name)
@@ -514,9 +524,7 @@ class ConsumerGroupCoordinator:
         names = self._catalog.names() if member.subscribed_regex else None
         metadata = group.subscription_metadata
         subscribed = frozenset(metadata[n][0] for n in self._resolved(member, names) if n in metadata)
-        owner_epoch = group.owner_epoch
-        if self._clock.monotonic() < self._recovery_until and self._existed_before_start(group.group_id):
-            owner_epoch = _owned_by_the_previous_run
+        owner_epoch = self.partition_owner(group)
         result = reconcile(
             state=member.state, epoch=member.epoch, assigned=member.assigned,
             pending_revocation=member.pending_revocation, target_epoch=group.assignment_epoch,

@@ -291,3 +291,16 @@ async def test_a_previous_runs_consumer_member_meeting_a_joining_classic_member_
     first = await classic_join(coordinator)
     assert first["error_code"] is ErrorCode.member_id_required and not coordinator.groups["g"].members
     assert consumer_beat(coordinator, "old-run", 3, owned={}).error is ErrorCode.unknown_member_id
+
+
+async def test_downgrade_when_the_last_consumer_member_times_out(coordinator, clock):
+    ids = await stable_classic_group(coordinator)
+    consumer_beat(coordinator, "new-1", 0)
+    for _ in range(6):  # the classic members keep their sessions (10 s); the new one is silent
+        clock.advance(8_000)
+        for name in ("a", "b"):
+            assert coordinator.heartbeat("g", 2, ids[name], None) is ErrorCode.rebalance_in_progress
+        coordinator.consumer.tick()
+    assert coordinator.group_type("g") == "classic"
+    group = coordinator.groups["g"]
+    assert set(group.members) == set(ids.values()) and group.state is GroupState.PREPARING_REBALANCE
