@@ -12,10 +12,11 @@ Leave counterparts).
   the member sends SyncGroup without assignments.
 - SyncGroup: the member's current assignment as a ConsumerProtocolAssignment.
 - Heartbeat: REBALANCE_IN_PROGRESS when the member must rejoin: the group epoch moved past
-  its epoch (unless it is still revoking: it rejoins by itself once it has), or partitions it
-  waits for have been released by their previous owners.
+  its epoch, it must revoke partitions, or every partition it waits for has been released.
 - Generations are member epochs (ILLEGAL_GENERATION on mismatch); each member keeps its own
-  session timeout from its JoinGroup.
+  session timeout from its JoinGroup; it must send SyncGroup within its rebalance timeout of
+  a JoinGroup, and rejoin within it once told to, or it is removed (Kafka's sync and join
+  timeouts).
 """
 
 from __future__ import annotations
@@ -65,23 +66,30 @@ class ClassicMembers:
 
     # -- JoinGroup -------------------------------------------------------------------------
     def join(self, group: ConsumerProtocolGroup, request: ClassicJoin) -> JoinAnswer:
+        """Kafka's classicGroupJoinToConsumerGroup, its checks in Kafka's order."""
         c = self._coordinator
+        unknown = not request.member_id
+        member_id = request.member_id or str(uuid.uuid4())
+        if member_id not in group.members and len(group.members) >= c.settings.max_size:
+            return JoinAnswer(ErrorCode.group_max_size_reached, member_id)
         names = [name for name, _ in request.protocols]
         common = group.classic_protocol_names()
         if request.protocol_type != PROTOCOL_TYPE or not names or (common is not None and not common & set(names)):
             # Kafka: "Member <id>'s protocols are not supported." (JoinGroup has no message)
-            return JoinAnswer(ErrorCode.inconsistent_group_protocol, request.member_id)
+            return JoinAnswer(ErrorCode.inconsistent_group_protocol, member_id)
+        if unknown and request.instance_id is None and request.require_known_member_id:
+            return JoinAnswer(ErrorCode.member_id_required, member_id)
         try:
             subscription = decode_subscription(request.protocols[0][1])
         except MalformedProtocol:
-            return JoinAnswer(ErrorCode.inconsistent_group_protocol, request.member_id)
-        member_or_error = self._member_for_join(group, request)
+            # Kafka throws IllegalStateException ("Malformed embedded consumer protocol in
+            # subscription deserialization."), which reaches the client as this.
+            return JoinAnswer(ErrorCode.unknown_server_error, member_id)
+        member_or_error = self._member_for_join(group, member_id, unknown, request)
         if isinstance(member_or_error, JoinAnswer):
             return member_or_error
         member = member_or_error
         new = member.member_id not in group.members
-        if new and len(group.members) >= c.settings.max_size:
-            return JoinAnswer(ErrorCode.group_max_size_reached, request.member_id)
         if new:
             group.members[member.member_id] = member
             if member.instance_id is not None:
@@ -96,30 +104,28 @@ class ClassicMembers:
         owned = to_topic_ids(subscription.owned or frozenset(), c.lookup_topic)
         c.advance(group, member, owned, changed)
         c.touch(member, request.session_timeout_ms)
-        chosen = next(n for n in names if common is None or n in common)
-        return JoinAnswer(ErrorCode.none, member.member_id, member.epoch, chosen)
+        # It rejoined; now it must send SyncGroup within its rebalance timeout.
+        member.join_deadline = None
+        member.sync_deadline = c.now() + member.rebalance_timeout_ms / 1000
+        return JoinAnswer(ErrorCode.none, member.member_id, member.epoch, names[0])
 
-    def _member_for_join(self, group: ConsumerProtocolGroup, request: ClassicJoin) -> ConsumerMember | JoinAnswer:
-        member_id = request.member_id
+    def _member_for_join(self, group: ConsumerProtocolGroup, member_id: str, unknown: bool,
+                         request: ClassicJoin) -> ConsumerMember | JoinAnswer:
         if request.instance_id is None:
-            if not member_id:
-                member_id = _new_member_id(request.client_id)
-                if request.require_known_member_id:
-                    return JoinAnswer(ErrorCode.member_id_required, member_id)
             member = group.members.get(member_id)
             if member is not None and member.classic is None:
-                return JoinAnswer(ErrorCode.unknown_member_id, request.member_id)
+                return JoinAnswer(ErrorCode.unknown_member_id, member_id)
             return member or self._new_member(member_id, None, request)
         holder_id = group.static_members.get(request.instance_id)
         holder = group.members.get(holder_id) if holder_id is not None else None
         if holder is None:
-            return self._new_member(member_id or _new_member_id(request.client_id), request.instance_id, request)
-        if member_id and member_id != holder.member_id:
+            return self._new_member(member_id, request.instance_id, request)
+        if not unknown and member_id != holder.member_id:
             return JoinAnswer(ErrorCode.fenced_instance_id, member_id)
-        if member_id:
+        if not unknown:
             return holder
         # A static member back under a new id takes its predecessor's place and assignment.
-        replacement = self._new_member(_new_member_id(request.client_id), request.instance_id, request)
+        replacement = self._new_member(member_id, request.instance_id, request)
         replacement.subscribed_names = holder.subscribed_names
         replacement.epoch, replacement.previous_epoch = holder.epoch, holder.previous_epoch
         replacement.state, replacement.assigned = holder.state, holder.assigned
@@ -142,38 +148,52 @@ class ClassicMembers:
     # -- SyncGroup, Heartbeat, LeaveGroup --------------------------------------------------
     def sync(self, group: ConsumerProtocolGroup, generation_id: int, member_id: str, instance_id: str | None,
              protocol_type: str | None, protocol_name: str | None) -> tuple[ErrorCode, bytes, str | None, str | None]:
+        """Kafka's classicGroupSyncToConsumerGroup; the answer echoes the request's protocol
+        type and name, as Kafka's does."""
         member, error = self._known(group, member_id, instance_id)
         if member is None:
             return error, b"", None, None
+        if member.classic is None:
+            return ErrorCode.unknown_member_id, b"", None, None
         if generation_id != member.epoch:
             return ErrorCode.illegal_generation, b"", None, None
-        names = member.classic.names()
         if (protocol_type is not None and protocol_type != PROTOCOL_TYPE) or (
-                protocol_name is not None and protocol_name not in names):
+                protocol_name is not None and protocol_name != member.classic.names()[0]):
             return ErrorCode.inconsistent_group_protocol, b"", None, None
-        if self._must_rejoin(group, member):
+        if group.epoch > member.epoch and member.state is not MemberState.UNREVOKED_PARTITIONS:
+            self._expect_rejoin(member)
             return ErrorCode.rebalance_in_progress, b"", None, None
+        member.sync_deadline = None
         self._coordinator.touch(member, member.classic.session_timeout_ms)
-        common = group.classic_protocol_names() or set(names)
-        name = protocol_name or next((n for n in names if n in common), names[0])
-        assignment = encode_assignment(to_topic_names(member.assigned, self._coordinator.topic_name))
-        return ErrorCode.none, assignment, PROTOCOL_TYPE, name
+        assigned = to_topic_names(member.assigned, self._coordinator.topic_name)
+        return ErrorCode.none, encode_assignment(assigned, member.classic.version()), protocol_type, protocol_name
 
     def heartbeat(self, group: ConsumerProtocolGroup, generation_id: int, member_id: str,
                   instance_id: str | None) -> ErrorCode:
+        """Kafka's classicGroupHeartbeatToConsumerGroup: REBALANCE_IN_PROGRESS when the group
+        epoch moved past the member's, when it must revoke partitions, or when every
+        partition it waits for has been released."""
         member, error = self._known(group, member_id, instance_id)
         if member is None:
             return error
+        if member.classic is None:
+            return ErrorCode.unknown_member_id
         if generation_id != member.epoch:
             return ErrorCode.illegal_generation
         self._coordinator.touch(member, member.classic.session_timeout_ms)
-        if self._must_rejoin(group, member):
+        if (member.epoch < group.epoch or member.state is MemberState.UNREVOKED_PARTITIONS
+                or (member.state is MemberState.UNRELEASED_PARTITIONS and not self._waits_for_others(group, member))):
+            self._expect_rejoin(member)
             return ErrorCode.rebalance_in_progress
         return ErrorCode.none
 
     def leave(self, group: ConsumerProtocolGroup, member_id: str, instance_id: str | None) -> ErrorCode:
-        if not member_id and instance_id is not None:
+        """Kafka's classicGroupLeaveToConsumerGroup: any member (classic or not) may be removed
+        this way; by instance id alone too (administrative removal)."""
+        if instance_id is not None and not member_id:
             member_id = group.static_members.get(instance_id, "")
+            if not member_id:
+                return ErrorCode.unknown_member_id
         member, error = self._known(group, member_id, instance_id)
         if member is None:
             return error
@@ -183,29 +203,26 @@ class ClassicMembers:
     @staticmethod
     def _known(group: ConsumerProtocolGroup, member_id: str,
                instance_id: str | None) -> tuple[ConsumerMember | None, ErrorCode]:
-        if instance_id is not None:
-            holder = group.static_members.get(instance_id)
-            if holder is not None and holder != member_id:
-                return None, ErrorCode.fenced_instance_id
-        member = group.members.get(member_id)
-        if member is None or member.classic is None:
+        """Kafka's validateConsumerGroupMember."""
+        if instance_id is None:
+            member = group.members.get(member_id)
+            return (member, ErrorCode.none) if member is not None else (None, ErrorCode.unknown_member_id)
+        holder = group.static_members.get(instance_id)
+        if holder is None or holder not in group.members:
             return None, ErrorCode.unknown_member_id
-        return member, ErrorCode.none
+        if holder != member_id:
+            return None, ErrorCode.fenced_instance_id
+        return group.members[holder], ErrorCode.none
 
-    def _must_rejoin(self, group: ConsumerProtocolGroup, member: ConsumerMember) -> bool:
-        """Kafka's throwIfRebalanceInProgress, and a member waiting for partitions that have
-        been released since (a rejoin is the only way a classic member learns of them)."""
-        if member.state is MemberState.UNREVOKED_PARTITIONS:
-            return False
-        if group.epoch > member.epoch:
-            return True
-        if member.state is MemberState.UNRELEASED_PARTITIONS:
-            target = group.target.get(member.member_id, {})
-            owner_epoch = self._coordinator.partition_owner(group)
-            return any(owner_epoch(topic_id, p) == -1
-                       for topic_id, ps in target.items() for p in ps - member.assigned.get(topic_id, frozenset()))
-        return False
+    def _expect_rejoin(self, member: ConsumerMember) -> None:
+        """It was told to rejoin: it must within its rebalance timeout (Kafka's join timeout)."""
+        if member.join_deadline is None:
+            member.join_deadline = self._coordinator.now() + member.rebalance_timeout_ms / 1000
 
-
-def _new_member_id(client_id: str) -> str:
-    return f"{client_id or 'member'}-{uuid.uuid4()}"
+    def _waits_for_others(self, group: ConsumerProtocolGroup, member: ConsumerMember) -> bool:
+        """Kafka's waitingOnUnreleasedPartition: a partition of its target is still owned by
+        another member."""
+        owner_epoch = self._coordinator.partition_owner(group)
+        target = group.target.get(member.member_id, {})
+        return any(owner_epoch(topic_id, p) != -1
+                   for topic_id, ps in target.items() for p in ps - member.assigned.get(topic_id, frozenset()))

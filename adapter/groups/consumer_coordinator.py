@@ -193,7 +193,8 @@ class ConsumerGroupCoordinator:
 
     def _next_deadline(self) -> float | None:
         deadlines = [d for group in self.groups.values() for m in group.members.values()
-                     for d in (m.session_deadline, m.revocation_deadline) if d is not None]
+                     for d in (m.session_deadline, m.revocation_deadline, m.sync_deadline, m.join_deadline)
+                     if d is not None]
         return min(deadlines, default=None)
 
     def tick(self) -> None:
@@ -210,6 +211,10 @@ class ConsumerGroupCoordinator:
                     log.info("group %s: member %s did not revoke its partitions in time",
                              group.group_id, member.member_id)
                     self.remove(group, member, reason="did not revoke in time")
+                elif member.sync_deadline is not None and now >= member.sync_deadline:
+                    self.remove(group, member, reason="did not send SyncGroup in time")
+                elif member.join_deadline is not None and now >= member.join_deadline:
+                    self.remove(group, member, reason="did not rejoin in time")
 
     # -- the heartbeat ---------------------------------------------------------------------
     def heartbeat(self, request: HeartbeatRequest, client_id: str, client_host: str,
@@ -270,6 +275,9 @@ class ConsumerGroupCoordinator:
         if group.epoch > group.assignment_epoch:
             self._assign(group)
         self._reconcile(group, member, owned)
+
+    def now(self) -> float:
+        return self._clock.monotonic()
 
     def touch(self, member: ConsumerMember, session_timeout_ms: int) -> None:
         """The member was heard from: its session starts over."""
@@ -598,10 +606,9 @@ class ConsumerGroupCoordinator:
         self._timers.wakeup.set()
 
     def _may_downgrade(self, group: ConsumerProtocolGroup, leaving: ConsumerMember) -> bool:
-        """Kafka's validateOnlineDowngradeWithFencedMembers: the leaving member uses the
-        consumer protocol, every other one the classic protocol, and the policy allows it."""
-        return (self._classic is not None and leaving.classic is None
-                and group.only_classic_members_besides(leaving)
+        """Kafka's validateOnlineDowngradeWithFencedMembers: every other member uses the
+        classic protocol (there is one), and the policy allows it."""
+        return (self._classic is not None and group.only_classic_members_besides(leaving)
                 and self.settings.migration_policy.downgrade_enabled)
 
     def _downgrade(self, group: ConsumerProtocolGroup, leaving: ConsumerMember, reason: str) -> None:

@@ -24,6 +24,7 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 
 PROTOCOL_TYPE = "consumer"
+ASSIGNMENT_MAX_VERSION = 3
 
 
 class MalformedProtocol(ValueError):
@@ -88,6 +89,13 @@ class _Reader:
         return out
 
 
+def subscription_version(metadata: bytes) -> int:
+    """The version a subscription (and so the member's assignment) is in, within 0-3."""
+    if len(metadata) < _I16.size:
+        return 0
+    return min(max(_I16.unpack_from(metadata)[0], 0), ASSIGNMENT_MAX_VERSION)
+
+
 def decode_subscription(metadata: bytes) -> Subscription:
     reader = _Reader(metadata)
     version = reader.i16()
@@ -124,9 +132,10 @@ def decode_assignment(data: bytes) -> set[tuple[str, int]]:
     return reader.topic_partitions()
 
 
-def encode_assignment(partitions: Mapping[str, frozenset[int] | set[int]]) -> bytes:
-    """A ConsumerProtocolAssignment v0 (every client reads it), topics and partitions sorted."""
-    out = bytearray(_I16.pack(0) + _I32.pack(len(partitions)))
+def encode_assignment(partitions: Mapping[str, frozenset[int] | set[int]], version: int = 0) -> bytes:
+    """A ConsumerProtocolAssignment (every version 0-3 has the same fields), topics and
+    partitions sorted."""
+    out = bytearray(_I16.pack(version) + _I32.pack(len(partitions)))
     for topic in sorted(partitions):
         raw = topic.encode()
         ps = sorted(partitions[topic])

@@ -168,7 +168,8 @@ async def test_classic_members_rejoin_revoke_and_hand_partitions_to_the_new_memb
     error, data, _, _ = await c.sync("g", 2, ids["b"], None, "consumer", "range", {})
     kept = decode_assignment(data)
     assert error is ErrorCode.none and kept < b_owned
-    assert c.heartbeat("g", 2, ids["b"], None) is ErrorCode.none  # still revoking: no rejoin asked
+    # Kafka: a member that must revoke is told to rejoin (once it has revoked).
+    assert c.heartbeat("g", 2, ids["b"], None) is ErrorCode.rebalance_in_progress
     joined = await classic_join(c, ids["b"], owned=kept, client="b")
     assert joined["generation_id"] == 3
     b_parts = decode_assignment((await c.sync("g", 3, ids["b"], None, None, None, {}))[1])
@@ -296,11 +297,60 @@ async def test_a_previous_runs_consumer_member_meeting_a_joining_classic_member_
 async def test_downgrade_when_the_last_consumer_member_times_out(coordinator, clock):
     ids = await stable_classic_group(coordinator)
     consumer_beat(coordinator, "new-1", 0)
+    for name in ("a", "b"):  # eager members: they revoke everything and rejoin
+        assert (await classic_join(coordinator, ids[name], client=name))["generation_id"] == 3
+        assert (await coordinator.sync("g", 3, ids[name], None, None, None, {}))[0] is ErrorCode.none
+    answers = []
     for _ in range(6):  # the classic members keep their sessions (10 s); the new one is silent
         clock.advance(8_000)
-        for name in ("a", "b"):
-            assert coordinator.heartbeat("g", 2, ids[name], None) is ErrorCode.rebalance_in_progress
+        answers.append({coordinator.heartbeat("g", 3, ids[name], None) for name in ("a", "b")})
         coordinator.consumer.tick()
     assert coordinator.group_type("g") == "classic"
     group = coordinator.groups["g"]
     assert set(group.members) == set(ids.values()) and group.state is GroupState.PREPARING_REBALANCE
+    assert group.generation_id == 3  # no epoch bump: the classic members are told to rejoin
+    assert answers == [{ErrorCode.none}] * 6
+    assert {coordinator.heartbeat("g", 3, ids[name], None) for name in ("a", "b")} == {ErrorCode.rebalance_in_progress}
+
+
+async def test_a_classic_member_that_does_not_sync_or_rejoin_in_time_is_removed(coordinator, clock):
+    ids = await stable_classic_group(coordinator)
+    consumer_beat(coordinator, "new-1", 0)
+    assert coordinator.heartbeat("g", 2, ids["a"], None) is ErrorCode.rebalance_in_progress
+    assert (await classic_join(coordinator, ids["b"], client="b"))["error_code"] is ErrorCode.none
+    for _ in range(3):  # both keep heartbeating (sessions of 10 s), neither rejoins nor syncs
+        clock.advance(9_000)
+        coordinator.heartbeat("g", 2, ids["a"], None)
+        coordinator.heartbeat("g", 3, ids["b"], None)
+        coordinator.consumer.tick()
+    clock.advance(4_000)  # 31 s: past both rebalance timeouts (30 s)
+    coordinator.consumer.tick()
+    assert set(coordinator.consumer.groups["g"].members) == {"new-1"}
+
+
+async def test_classic_sync_checks_the_first_protocol_and_answers_in_its_version(coordinator):
+    consumer_beat(coordinator, "new-1", 0)
+    protocols = [("cooperative-sticky", subscription(owned=set())), ("range", subscription())]
+    first = await coordinator.join("g", "", None, "consumer", protocols, SESSION, REBALANCE, "c", "h", True)
+    joined = await coordinator.join("g", first["member_id"], None, "consumer", protocols, SESSION, REBALANCE,
+                                    "c", "h", True)
+    member, generation = joined["member_id"], joined["generation_id"]
+    assert joined["protocol_name"] == "cooperative-sticky"  # the member's first protocol, as Kafka
+    assert (await coordinator.sync("g", generation, member, None, "consumer", "range", {}))[0] \
+        is ErrorCode.inconsistent_group_protocol
+    error, data, ptype, pname = await coordinator.sync("g", generation, member, None, None, None, {})
+    assert (error, ptype, pname) == (ErrorCode.none, None, None)  # echoes the request (v0-4: none)
+    assert struct.unpack_from(">h", data)[0] == 1  # the version of its subscription
+    # A LeaveGroup may remove the consumer-protocol member too (admin removal): a downgrade.
+    assert coordinator.leave("g", "new-1", None) is ErrorCode.none
+    assert coordinator.group_type("g") == "classic"
+
+
+async def test_classic_join_errors_come_in_kafkas_order(coordinator):
+    consumer_beat(coordinator, "new-1", 0)
+    malformed = await coordinator.join("g", "", None, "consumer", [("range", b"\x00")], SESSION, REBALANCE,
+                                       "c", "h", False)
+    assert malformed["error_code"] is ErrorCode.unknown_server_error
+    required = await coordinator.join("g", "", None, "consumer", [("range", b"\x00")], SESSION, REBALANCE,
+                                      "c", "h", True)
+    assert required["error_code"] is ErrorCode.member_id_required  # before the metadata is read
