@@ -344,9 +344,9 @@ class ConsumerGroupCoordinator:
                     and not self._classic.classic_group(group_id).was_consumer_group:
                 # A member of the previous run's consumer group (membership is not persisted)
                 # whose id classic members took (or are joining) after the restart: Kafka
-                # would still know it.
-                # Rejoining with epoch 0 upgrades the group (GROUP_ID_NOT_FOUND is fatal to
-                # librdkafka); a group that was a consumer group in this run answers as Kafka.
+                # would still know it. Rejoining with epoch 0 upgrades the group
+                # (GROUP_ID_NOT_FOUND is fatal to librdkafka); a group that was a consumer
+                # group earlier in this run answers as Kafka does.
                 raise HeartbeatError(ErrorCode.unknown_member_id,
                                      f"Member {member_id} is not a member of group {group_id}.")
             if classic > 0 or not create:
