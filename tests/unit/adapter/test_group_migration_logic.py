@@ -354,3 +354,23 @@ async def test_classic_join_errors_come_in_kafkas_order(coordinator):
     required = await coordinator.join("g", "", None, "consumer", [("range", b"\x00")], SESSION, REBALANCE,
                                       "c", "h", True)
     assert required["error_code"] is ErrorCode.member_id_required  # before the metadata is read
+
+
+async def test_a_static_classic_member_comes_back_under_a_new_id_with_its_assignment(coordinator):
+    consumer_beat(coordinator, "new-1", 0)
+
+    def static_join(member_id=""):
+        return coordinator.join("g", member_id, "instance-1", "consumer", [("range", subscription())], SESSION,
+                                REBALANCE, "s", "h", True)
+
+    first = await static_join()  # a static member needs no MEMBER_ID_REQUIRED round
+    assert first["error_code"] is ErrorCode.none
+    old_id = first["member_id"]
+    group = coordinator.consumer.groups["g"]
+    before = (group.members[old_id].epoch, group.members[old_id].assigned)
+    again = await static_join()  # restarted: no member id
+    assert again["error_code"] is ErrorCode.none and again["member_id"] != old_id
+    assert (group.members[again["member_id"]].epoch, group.members[again["member_id"]].assigned) == before
+    assert old_id not in group.members and group.static_members["instance-1"] == again["member_id"]
+    assert coordinator.heartbeat("g", again["generation_id"], old_id, "instance-1") is ErrorCode.fenced_instance_id
+    assert (await static_join(old_id))["error_code"] is ErrorCode.fenced_instance_id
