@@ -1,7 +1,8 @@
 """Issue 22: online migration of a live group between the classic and the consumer group
-protocol (KIP-848), with real confluent-kafka (librdkafka 2.16) members in their own
-processes (``group_member.py``: classic = ``group.protocol=classic`` with the eager ``range``
-assignor, new = ``group.protocol=consumer``) against a real broker process.
+protocol (KIP-848), with real client members in their own processes (``group_member.py``)
+against a real broker process: new = confluent-kafka (librdkafka 2.16) with
+``group.protocol=consumer``; classic = confluent-kafka with ``group.protocol=classic`` and the
+eager ``range`` or the ``cooperative-sticky`` assignor, kafka-python or aiokafka (range).
 
 * A rolling upgrade classic -> consumer -> classic of a 3-member group while a producer runs
   throughout: one member at a time is closed and replaced by a member of the other protocol.
@@ -109,10 +110,13 @@ def drain(conn: KafkaRaw, group: str, topic: str, producer: BackgroundProducer |
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
-def test_rolling_upgrade_and_downgrade_under_load(tmp_path, strategy):
+@pytest.mark.parametrize(("classic_client", "strategy"), [
+    ("confluent", "range"), ("confluent", "cooperative-sticky"), ("kafka-python", "range"), ("aiokafka", "range")])
+def test_rolling_upgrade_and_downgrade_under_load(tmp_path, classic_client, strategy):
     """classic x3 -> (one at a time) consumer x3 -> (one at a time) classic x3, producing
-    throughout; the classic members use an eager (range) or the cooperative assignor."""
+    throughout; the classic members use an eager (range) or the cooperative assignor, and
+    librdkafka, kafka-python or aiokafka (the new members are librdkafka's: only it speaks
+    KIP-848 of the three)."""
     with start_with(tmp_path) as b, KafkaRaw(b.host, b.port) as conn, member_pool(tmp_path) as start:
         topic, group = unique("migrate"), unique("migrate")
         conn.create_topic(topic, PARTITIONS)
@@ -121,7 +125,8 @@ def test_rolling_upgrade_and_downgrade_under_load(tmp_path, strategy):
         bootstrap = b.bootstrap_servers
 
         def member(name: str, protocol: str) -> Member:
-            return start("confluent", bootstrap, group, [topic], name, protocol=protocol, strategy=strategy)
+            client = classic_client if protocol == "classic" else "confluent"
+            return start(client, bootstrap, group, [topic], name, protocol=protocol, strategy=strategy)
 
         live = [member(f"classic-{i}", "classic") for i in (1, 2, 3)]
         everyone = list(live)
@@ -152,7 +157,7 @@ def test_rolling_upgrade_and_downgrade_under_load(tmp_path, strategy):
             m.close()
     dump_events(everyone, tmp_path)
     records, again = check_records(everyone, ends, topic)
-    print(f"\n[migration, {strategy}] {records} records; {again} read twice (all uncommitted by their first reader); "
+    print(f"\n[migration, {classic_client} {strategy}] {records} records; {again} read twice (all uncommitted by their first reader); "
           f"each step converged in {', '.join(f'{t:.1f}' for t in timings)} s")
 
 
