@@ -22,6 +22,7 @@ from .context import BrokerContext, Live
 from .group_configs import GroupConfigStore
 from .groups.consumer_coordinator import ConsumerGroupSettings
 from .groups.coordinator import GroupCoordinator, GroupSettings
+from .groups.share_coordinator import ShareCoordinatorSettings
 from .groups.topic_catalog import SemanticsCatalog
 from .long_poll import FetchWaiters
 from .mutation_quota import MutationQuota
@@ -150,6 +151,12 @@ class Broker:
             ),
             lambda group_id: group_configs.consumer_timeouts(group_id, self.adapter_config),
             group_configs,
+            ShareCoordinatorSettings(
+                session_timeout_ms=cfg.group_share_session_timeout_ms,
+                heartbeat_interval_ms=cfg.group_share_heartbeat_interval_ms,
+                max_size=cfg.group_share_max_size,
+            ),
+            lambda group_id: group_configs.share_timeouts(group_id, self.adapter_config),
         )
         self.groups.start()
         self.transactions = TransactionService(

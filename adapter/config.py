@@ -148,6 +148,14 @@ class AdapterConfig:
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors
     # group.consumer.migration.policy: online migration between the classic and consumer protocols
     group_consumer_migration_policy: MigrationPolicy = MigrationPolicy.BIDIRECTIONAL
+    # Share groups (KIP-932) membership: Kafka's names, defaults and ranges.
+    group_share_session_timeout_ms: int = 45_000  # group.share.session.timeout.ms
+    group_share_min_session_timeout_ms: int = 45_000  # group.share.min.session.timeout.ms
+    group_share_max_session_timeout_ms: int = 60_000  # group.share.max.session.timeout.ms
+    group_share_heartbeat_interval_ms: int = 5_000  # group.share.heartbeat.interval.ms
+    group_share_min_heartbeat_interval_ms: int = 5_000  # group.share.min.heartbeat.interval.ms
+    group_share_max_heartbeat_interval_ms: int = 15_000  # group.share.max.heartbeat.interval.ms
+    group_share_max_size: int = 200  # group.share.max.size
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
     offsets_topic_num_partitions: int = 50  # offsets.topic.num.partitions (__consumer_offsets, presented)
     transaction_max_timeout_ms: int = 900_000  # transaction.max.timeout.ms

@@ -105,6 +105,12 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
 ``group.consumer.migration.policy`` online migration between the classic and consumer group
                                     protocols: ``bidirectional`` (default), ``upgrade``,
                                     ``downgrade`` or ``disabled`` (any case)
+``group.share.session.timeout.ms``  share group (KIP-932) session timeout (45000, within
+                                    ``group.share.min|max.session.timeout.ms``, 45000 and 60000)
+``group.share.heartbeat.interval.ms`` share group heartbeat interval (5000, within
+                                    ``group.share.min|max.heartbeat.interval.ms``, 5000 and
+                                    15000; less than the session timeout)
+``group.share.max.size``            members of a share group (200; 1..1000)
 ``offset.metadata.max.bytes``       longest metadata string of a committed offset (4096)
 ``offsets.topic.num.partitions``    partitions of ``__consumer_offsets`` (50; presented only)
 ``transaction.max.timeout.ms``      largest transaction timeout a producer may ask for (900000)
@@ -244,6 +250,13 @@ KNOWN_KEYS = frozenset(
         "group.consumer.max.size",
         "group.consumer.assignors",
         "group.consumer.migration.policy",
+        "group.share.session.timeout.ms",
+        "group.share.min.session.timeout.ms",
+        "group.share.max.session.timeout.ms",
+        "group.share.heartbeat.interval.ms",
+        "group.share.min.heartbeat.interval.ms",
+        "group.share.max.heartbeat.interval.ms",
+        "group.share.max.size",
         "offset.metadata.max.bytes",
         "offsets.topic.num.partitions",
         "transaction.max.timeout.ms",
@@ -341,10 +354,12 @@ INTEGER_RANGES: dict[str, IntRange] = {
     "controller.mutation.rate": IntRange(-1, INT_MAX, "ours: -1 = unlimited, 0 is refused"),
     "controller.quota.window.num": IntRange(1, INT_MAX, _KAFKA),
     "controller.quota.window.size.seconds": IntRange(1, INT_MAX, _KAFKA),
-    # each also bounded by its neighbours (_consumer_group_settings)
-    **{f"group.consumer.{suffix}": IntRange(1, INT_MAX, _KAFKA) for suffix in (
+    # each also bounded by its neighbours (_heartbeat_group_settings)
+    **{f"group.{kind}.{suffix}": IntRange(1, INT_MAX, _KAFKA) for kind in ("consumer", "share") for suffix in (
         "session.timeout.ms", "min.session.timeout.ms", "max.session.timeout.ms", "heartbeat.interval.ms",
-        "min.heartbeat.interval.ms", "max.heartbeat.interval.ms", "max.size")},
+        "min.heartbeat.interval.ms", "max.heartbeat.interval.ms")},
+    "group.consumer.max.size": IntRange(1, INT_MAX, _KAFKA),
+    "group.share.max.size": IntRange(1, 1000, _KAFKA),
     "offsets.topic.num.partitions": IntRange(1, INT_MAX, _KAFKA),
     "transaction.max.timeout.ms": IntRange(1, INT_MAX, _KAFKA),
     "transactional.id.expiration.ms": IntRange(1, INT_MAX, _KAFKA),
@@ -514,30 +529,37 @@ _LISTENER = re.compile(
 )
 
 
-def _consumer_group_settings(p: _Props) -> dict[str, object]:
-    """group.consumer.*, with the relations Kafka's GroupCoordinatorConfig requires."""
+def _heartbeat_group_settings(p: _Props, kind: str) -> dict[str, object]:
+    """group.<kind>.* timeouts and size (kind: consumer or share), with the relations
+    Kafka's GroupCoordinatorConfig requires."""
     defaults = AdapterConfig()
     values: dict[str, object] = {}
     for suffix in ("session.timeout.ms", "min.session.timeout.ms", "max.session.timeout.ms",
                    "heartbeat.interval.ms", "min.heartbeat.interval.ms", "max.heartbeat.interval.ms",
                    "max.size"):
-        name = "group_consumer_" + suffix.replace(".", "_")
-        given = p.integer("group.consumer." + suffix)
+        name = f"group_{kind}_" + suffix.replace(".", "_")
+        given = p.integer(f"group.{kind}." + suffix)
         values[name] = given if given is not None else getattr(defaults, name)
-    for kind in ("session.timeout", "heartbeat.interval"):
-        attr = kind.replace(".", "_")
-        value = values[f"group_consumer_{attr}_ms"]
-        low, high = values[f"group_consumer_min_{attr}_ms"], values[f"group_consumer_max_{attr}_ms"]
-        key = f"group.consumer.{kind}.ms"
+    for timeout in ("session.timeout", "heartbeat.interval"):
+        attr = timeout.replace(".", "_")
+        value = values[f"group_{kind}_{attr}_ms"]
+        low, high = values[f"group_{kind}_min_{attr}_ms"], values[f"group_{kind}_max_{attr}_ms"]
+        key = f"group.{kind}.{timeout}.ms"
         if high < low:
-            raise p.error(f"group.consumer.max.{kind}.ms", str(high),
-                          f"must be greater than or equal to group.consumer.min.{kind}.ms")
+            raise p.error(f"group.{kind}.max.{timeout}.ms", str(high),
+                          f"must be greater than or equal to group.{kind}.min.{timeout}.ms")
         if not low <= value <= high:
-            raise p.error(key, str(value), f"must be between group.consumer.min.{kind}.ms ({low}) "
-                                           f"and group.consumer.max.{kind}.ms ({high})")
-    if values["group_consumer_heartbeat_interval_ms"] >= values["group_consumer_session_timeout_ms"]:
-        raise p.error("group.consumer.heartbeat.interval.ms", str(values["group_consumer_heartbeat_interval_ms"]),
-                      "must be less than group.consumer.session.timeout.ms")
+            raise p.error(key, str(value), f"must be between group.{kind}.min.{timeout}.ms ({low}) "
+                                           f"and group.{kind}.max.{timeout}.ms ({high})")
+    if values[f"group_{kind}_heartbeat_interval_ms"] >= values[f"group_{kind}_session_timeout_ms"]:
+        raise p.error(f"group.{kind}.heartbeat.interval.ms", str(values[f"group_{kind}_heartbeat_interval_ms"]),
+                      f"must be less than group.{kind}.session.timeout.ms")
+    return values
+
+
+def _consumer_group_settings(p: _Props) -> dict[str, object]:
+    """group.consumer.*: timeouts, size and assignors."""
+    values = _heartbeat_group_settings(p, "consumer")
     assignors = p.get("group.consumer.assignors")
     if assignors is not None:
         names = []
@@ -728,6 +750,7 @@ def build_config(
         "group_min_session_timeout_ms": p.integer("group.min.session.timeout.ms"),
         "group_max_session_timeout_ms": p.integer("group.max.session.timeout.ms"),
         **_consumer_group_settings(p),
+        **_heartbeat_group_settings(p, "share"),
         "offset_metadata_max_bytes": p.integer("offset.metadata.max.bytes"),
         "offsets_topic_num_partitions": p.integer("offsets.topic.num.partitions"),
         "transaction_max_timeout_ms": p.integer("transaction.max.timeout.ms"),

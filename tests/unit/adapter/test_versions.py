@@ -72,6 +72,8 @@ def test_table_is_exactly_the_agreed_one() -> None:
         69: (0, 1),
         74: (0, 1),
         75: (0, 0),
+        76: (1, 1),
+        77: (1, 1),
     }
     assert {key: set(versions) for key, versions in REJECTED_VERSIONS.items()} == {
         0: {0, 1, 2}
