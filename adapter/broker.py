@@ -148,6 +148,7 @@ class Broker:
                 max_size=cfg.group_consumer_max_size,
                 assignors=cfg.group_consumer_assignors,
                 regex_refresh_interval_ms=cfg.group_consumer_regex_refresh_interval_ms,
+                migration_policy=cfg.group_consumer_migration_policy,
             ),
             lambda group_id: group_configs.consumer_timeouts(group_id, self.adapter_config),
             group_configs,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from .groups.migration import MigrationPolicy
+
 PLAINTEXT = "PLAINTEXT"
 SSL = "SSL"
 SASL_PLAINTEXT = "SASL_PLAINTEXT"
@@ -144,6 +146,8 @@ class AdapterConfig:
     group_consumer_max_heartbeat_interval_ms: int = 15_000  # group.consumer.max.heartbeat.interval.ms
     group_consumer_max_size: int = 2**31 - 1  # group.consumer.max.size
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors
+    # group.consumer.migration.policy: online migration between the classic and consumer protocols
+    group_consumer_migration_policy: MigrationPolicy = MigrationPolicy.BIDIRECTIONAL
     # Share groups (KIP-932) membership: Kafka's names, defaults and ranges.
     group_share_session_timeout_ms: int = 45_000  # group.share.session.timeout.ms
     group_share_min_session_timeout_ms: int = 45_000  # group.share.min.session.timeout.ms

@@ -102,6 +102,9 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
 ``group.consumer.max.size``         members of a consumer-protocol group (2147483647)
 ``group.consumer.assignors``        server assignors, the first the default (``uniform,range``;
                                     Kafka's class names are accepted)
+``group.consumer.migration.policy`` online migration between the classic and consumer group
+                                    protocols: ``bidirectional`` (default), ``upgrade``,
+                                    ``downgrade`` or ``disabled`` (any case)
 ``group.share.session.timeout.ms``  share group (KIP-932) session timeout (45000, within
                                     ``group.share.min|max.session.timeout.ms``, 45000 and 60000)
 ``group.share.heartbeat.interval.ms`` share group heartbeat interval (5000, within
@@ -177,6 +180,7 @@ from rmqkafka.adapter.config import (
     TlsConfig,
 )
 from rmqkafka.adapter.groups.assignors import ASSIGNORS, CLASS_NAMES
+from rmqkafka.adapter.groups.migration import MigrationPolicy
 from rmqkafka.rmqsemantics.config import SemanticsConfig
 from rmqkafka.rmqsemantics.delay_levels import LONGEST_DELAY_SEC, parse_delay_levels
 from rmqkafka.storage.config import StorageConfig
@@ -249,6 +253,7 @@ KNOWN_KEYS = frozenset(
         "group.consumer.max.heartbeat.interval.ms",
         "group.consumer.max.size",
         "group.consumer.assignors",
+        "group.consumer.migration.policy",
         "group.share.session.timeout.ms",
         "group.share.min.session.timeout.ms",
         "group.share.max.session.timeout.ms",
@@ -576,6 +581,12 @@ def _consumer_group_settings(p: _Props) -> dict[str, object]:
         if not names:
             raise p.error("group.consumer.assignors", assignors, "at least one assignor is needed")
         values["group_consumer_assignors"] = tuple(names)
+    policy = p.get("group.consumer.migration.policy")
+    if policy is not None:
+        try:
+            values["group_consumer_migration_policy"] = MigrationPolicy.parse(policy)
+        except ValueError as exc:
+            raise p.error("group.consumer.migration.policy", policy, str(exc)) from None
     return values
 
 

@@ -15,8 +15,12 @@ that has not revoked its partitions within its rebalance timeout; both bump the 
 Deadlines are kept on the injected clock and served by one timer task.
 
 Group ids are shared with the classic coordinator: an id has one type. A heartbeat joining
-an empty classic group replaces it; a non-empty classic group answers GROUP_ID_NOT_FOUND
-(online migration is not implemented yet).
+an empty classic group replaces it; one joining a classic group with members converts it to
+a consumer group (online migration, ``migration.py``) if ``group.consumer.migration.policy``
+allows it, else GROUP_ID_NOT_FOUND with Kafka's message. Classic members of a consumer
+group are served by ``classic_members.py``; when the last member using the consumer protocol
+leaves, a group of classic members goes back to the classic coordinator (if the policy
+allows it).
 
 Membership is kept in memory only; see README "Consumer groups (KIP-848)" for what a
 restart does.
@@ -36,12 +40,21 @@ from kio.schema.errors import ErrorCode
 from rmqkafka.storage.clock import Clock
 
 from .assignors import ASSIGNORS, MemberSpec
+from .classic_members import ClassicMembers
 from .consumer_group import (
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
     ConsumerGroupState,
     ConsumerMember,
     ConsumerProtocolGroup,
+)
+from .group import ConsumerGroup
+from .migration import (
+    MigrationPolicy,
+    UpgradeRefused,
+    check_upgrade,
+    classic_group_from_consumer,
+    consumer_group_from_classic,
 )
 from .reconciliation import MemberState, TopicPartitions, reconcile
 from .regex_resolution import resolve
@@ -74,6 +87,20 @@ class ConsumerGroupSettings:
     max_size: int = 2**31 - 1
     assignors: tuple[str, ...] = ("uniform", "range")  # the first is the default
     regex_refresh_interval_ms: int = 600_000
+    migration_policy: MigrationPolicy = MigrationPolicy.BIDIRECTIONAL
+
+
+class ClassicGroups(Protocol):
+    """The classic coordinator's side of online migration."""
+
+    def classic_group(self, group_id: str) -> ConsumerGroup | None:
+        """The classic group with this id, if any."""
+
+    def take_classic(self, group_id: str) -> None:
+        """Forget it (it became a consumer group); its waiting requests get REBALANCE_IN_PROGRESS."""
+
+    def adopt_classic(self, group: ConsumerGroup) -> None:
+        """Take a consumer group turned classic and start its rebalance."""
 
 
 class HeartbeatError(Exception):
@@ -121,7 +148,8 @@ class ConsumerGroupCoordinator:
                  drop_classic: Callable[[str], None],
                  existed_before_start: Callable[[str], bool] = lambda group_id: False,
                  timeouts: Callable[[str], tuple[int, int]] | None = None,
-                 is_share_group: Callable[[str], bool] = lambda group_id: False) -> None:
+                 is_share_group: Callable[[str], bool] = lambda group_id: False,
+                 classic: ClassicGroups | None = None) -> None:
         """``classic_members(group id)``: the member count of a classic group with that id
         (None: there is none); ``drop_classic`` forgets an empty one;
         ``existed_before_start(group id)``: whether the group had committed offsets when the
@@ -129,7 +157,8 @@ class ConsumerGroupCoordinator:
         ``timeouts(group id)``: (session timeout, heartbeat interval) in ms for that group's
         members (its group configs), read at each heartbeat; the settings' by default;
         ``is_share_group(group id)``: whether a share group has the id (a heartbeat then
-        gets GROUP_ID_NOT_FOUND, as in Kafka)."""
+        gets GROUP_ID_NOT_FOUND, as in Kafka); ``classic``: the classic groups, for online
+        migration (None: no migration)."""
         self._clock = clock
         self._timeouts = timeouts or (lambda group_id: (settings.session_timeout_ms, settings.heartbeat_interval_ms))
         self._existed_before_start = existed_before_start
@@ -142,6 +171,8 @@ class ConsumerGroupCoordinator:
         self._classic_members = classic_members
         self._drop_classic = drop_classic
         self._is_share_group = is_share_group
+        self._classic = classic
+        self.classic_members = ClassicMembers(self)
         self.groups: dict[str, ConsumerProtocolGroup] = {}
         self._timers = _Timers()
 
@@ -171,7 +202,8 @@ class ConsumerGroupCoordinator:
 
     def _next_deadline(self) -> float | None:
         deadlines = [d for group in self.groups.values() for m in group.members.values()
-                     for d in (m.session_deadline, m.revocation_deadline) if d is not None]
+                     for d in (m.session_deadline, m.revocation_deadline, m.sync_deadline, m.join_deadline)
+                     if d is not None]
         return min(deadlines, default=None)
 
     def tick(self) -> None:
@@ -179,13 +211,19 @@ class ConsumerGroupCoordinator:
         now = self._clock.monotonic()
         for group in list(self.groups.values()):
             for member in list(group.members.values()):
+                if group.dead:  # downgraded to a classic group: its timers are there now
+                    break
                 if now >= member.session_deadline:
                     log.info("group %s: member %s timed out", group.group_id, member.member_id)
-                    self._remove(group, member)
+                    self.remove(group, member, reason="timed out")
                 elif member.revocation_deadline is not None and now >= member.revocation_deadline:
                     log.info("group %s: member %s did not revoke its partitions in time",
                              group.group_id, member.member_id)
-                    self._remove(group, member)
+                    self.remove(group, member, reason="did not revoke in time")
+                elif member.sync_deadline is not None and now >= member.sync_deadline:
+                    self.remove(group, member, reason="did not send SyncGroup in time")
+                elif member.join_deadline is not None and now >= member.join_deadline:
+                    self.remove(group, member, reason="did not rejoin in time")
 
     # -- the heartbeat ---------------------------------------------------------------------
     def heartbeat(self, request: HeartbeatRequest, client_id: str, client_host: str,
@@ -218,8 +256,24 @@ class ConsumerGroupCoordinator:
             if member.instance_id is not None:
                 group.static_members[member.instance_id] = member.member_id
             self.groups[group.group_id] = group
-        bump = group.epoch == 0 or new
-        bump |= self._update_member(member, request, client_id, client_host)
+        changed = self._update_member(member, request, client_id, client_host)
+        before = member.assigned
+        self.advance(group, member, request.owned, changed or new)
+        session_timeout_ms, heartbeat_interval_ms = self._timeouts(group.group_id)
+        self.touch(member, session_timeout_ms)
+        full = joining or (request.rebalance_timeout_ms != -1 and request.subscribed_names is not None
+                           and request.owned is not None)
+        return HeartbeatAnswer(
+            member.member_id, member.epoch, heartbeat_interval_ms,
+            assignment=member.assigned if full or member.assigned != before else None,
+        )
+
+    def advance(self, group: ConsumerProtocolGroup, member: ConsumerMember, owned: TopicPartitions | None,
+                changed: bool) -> None:
+        """Bump the group epoch if ``changed`` (a member joined or changed its subscription) or
+        the subscribed topics changed, compute the target assignment if the epoch moved past
+        it, and move ``member`` one reconciliation step (``owned``: what it says it owns)."""
+        bump = group.epoch == 0 or changed
         matches = self._regex_matches(group)
         metadata = self._subscription_metadata(group, matches)
         if metadata != group.subscription_metadata or matches != group.regex_matches:
@@ -230,17 +284,26 @@ class ConsumerGroupCoordinator:
             log.info("group %s: epoch %d", group.group_id, group.epoch)
         if group.epoch > group.assignment_epoch:
             self._assign(group)
-        before = member.assigned
-        self._reconcile(group, member, request.owned)
-        session_timeout_ms, heartbeat_interval_ms = self._timeouts(group.group_id)
+        self._reconcile(group, member, owned)
+
+    def now(self) -> float:
+        return self._clock.monotonic()
+
+    def touch(self, member: ConsumerMember, session_timeout_ms: int) -> None:
+        """The member was heard from: its session starts over."""
         member.session_deadline = self._clock.monotonic() + session_timeout_ms / 1000
         self._timers.wakeup.set()
-        full = joining or (request.rebalance_timeout_ms != -1 and request.subscribed_names is not None
-                           and request.owned is not None)
-        return HeartbeatAnswer(
-            member.member_id, member.epoch, heartbeat_interval_ms,
-            assignment=member.assigned if full or member.assigned != before else None,
-        )
+
+    def partition_owner(self, group: ConsumerProtocolGroup) -> Callable[[uuid.UUID, int], int]:
+        """The epoch of the member owning a partition (-1: free) as reconciliation must see
+        it: right after a start, partitions of groups that existed before belong to members
+        of the previous run, which may still consume."""
+        if self._clock.monotonic() < self._recovery_until and self._existed_before_start(group.group_id):
+            return _owned_by_the_previous_run
+        return group.owner_epoch
+
+    def lookup_topic(self, name: str) -> tuple[uuid.UUID, int] | None:
+        return self._catalog.lookup(name)
 
     def _validate(self, request: HeartbeatRequest, api_version: int) -> None:
         def invalid(message: str) -> HeartbeatError:
@@ -287,6 +350,17 @@ class ConsumerGroupCoordinator:
             raise HeartbeatError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
         classic = self._classic_members(group_id)
         if classic is not None:
+            if classic > 0 and create and self._classic is not None:
+                return self._upgrade(group_id)
+            if not create and self._classic is not None \
+                    and not self._classic.classic_group(group_id).was_consumer_group:
+                # A member of the previous run's consumer group (membership is not persisted)
+                # whose id classic members took (or are joining) after the restart: Kafka
+                # would still know it. Rejoining with epoch 0 upgrades the group
+                # (GROUP_ID_NOT_FOUND is fatal to librdkafka); a group that was a consumer
+                # group earlier in this run answers as Kafka does.
+                raise HeartbeatError(ErrorCode.unknown_member_id,
+                                     f"Member {member_id} is not a member of group {group_id}.")
             if classic > 0 or not create:
                 raise HeartbeatError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
             self._drop_classic(group_id)  # Kafka replaces an empty classic group
@@ -297,6 +371,24 @@ class ConsumerGroupCoordinator:
             raise HeartbeatError(ErrorCode.unknown_member_id,
                                  f"Member {member_id} is not a member of group {group_id}.")
         return ConsumerProtocolGroup(group_id)
+
+    def _upgrade(self, group_id: str) -> ConsumerProtocolGroup:
+        """Kafka's validateOnlineUpgrade and convertToConsumerGroup."""
+        classic = self._classic.classic_group(group_id)
+        try:
+            check_upgrade(classic, self.settings.migration_policy, self.settings.max_size)
+            group = consumer_group_from_classic(classic, self._catalog.lookup, self._clock.monotonic())
+        except UpgradeRefused as exc:
+            log.info("group %s: %s", group_id, exc)
+            raise HeartbeatError(ErrorCode.group_id_not_found, str(exc)) from None
+        self._classic.take_classic(group_id)
+        group.subscription_metadata = self._subscription_metadata(group)
+        group.assignor_name = self._preferred_assignor(group)
+        self.groups[group_id] = group
+        self._timers.wakeup.set()
+        log.info("group %s: converted the classic group to a consumer group (%d classic members, epoch %d)",
+                 group_id, len(group.members), group.epoch)
+        return group
 
     def _dynamic_member(self, group: ConsumerProtocolGroup, member_id: str,
                         request: HeartbeatRequest) -> ConsumerMember:
@@ -447,9 +539,7 @@ class ConsumerGroupCoordinator:
                    owned: TopicPartitions | None) -> None:
         metadata = group.subscription_metadata
         subscribed = frozenset(metadata[n][0] for n in self._resolved(member, group.regex_matches) if n in metadata)
-        owner_epoch = group.owner_epoch
-        if self._clock.monotonic() < self._recovery_until and self._existed_before_start(group.group_id):
-            owner_epoch = _owned_by_the_previous_run
+        owner_epoch = self.partition_owner(group)
         result = reconcile(
             state=member.state, epoch=member.epoch, assigned=member.assigned,
             pending_revocation=member.pending_revocation, target_epoch=group.assignment_epoch,
@@ -503,10 +593,15 @@ class ConsumerGroupCoordinator:
                 raise HeartbeatError(ErrorCode.unknown_member_id,
                                      f"Member {request.member_id} is not a member of group {group.group_id}.")
         log.info("group %s: member %s left", group.group_id, member.member_id)
-        self._remove(group, member)
+        self.remove(group, member, reason="left")
         return HeartbeatAnswer(member.member_id, request.member_epoch, 0)
 
-    def _remove(self, group: ConsumerProtocolGroup, member: ConsumerMember) -> None:
+    def remove(self, group: ConsumerProtocolGroup, member: ConsumerMember, reason: str) -> None:
+        """Remove a member (it left, or was fenced: ``reason`` is logged); a group left with
+        classic members only goes back to the classic coordinator if the policy allows it."""
+        if self._may_downgrade(group, member):
+            self._downgrade(group, member, reason)
+            return
         group.release(member)
         del group.members[member.member_id]
         if member.instance_id is not None and group.static_members.get(member.instance_id) == member.member_id:
@@ -518,22 +613,34 @@ class ConsumerGroupCoordinator:
         group.subscription_metadata = self._subscription_metadata(group)
         self._timers.wakeup.set()
 
+    def _may_downgrade(self, group: ConsumerProtocolGroup, leaving: ConsumerMember) -> bool:
+        """Kafka's validateOnlineDowngradeWithFencedMembers: every other member uses the
+        classic protocol (there is one), and the policy allows it."""
+        return (self._classic is not None and group.only_classic_members_besides(leaving)
+                and self.settings.migration_policy.downgrade_enabled)
+
+    def _downgrade(self, group: ConsumerProtocolGroup, leaving: ConsumerMember, reason: str) -> None:
+        classic = classic_group_from_consumer(group, leaving, self._catalog.name_of, self._clock.monotonic())
+        self.forget(group.group_id)
+        log.info("group %s: member %s %s; converted the consumer group to a classic group (generation %d)",
+                 group.group_id, leaving.member_id, reason, classic.generation_id)
+        self._classic.adopt_classic(classic)
+
     # -- offsets ---------------------------------------------------------------------------
     def check_commit(self, group: ConsumerProtocolGroup, member_id: str, member_epoch: int,
                      transactional: bool, api_version: int | None) -> ErrorCode:
         """Kafka's ConsumerGroup.validateOffsetCommit: an epoch below 0 commits only to an
         empty group (admin tools, simple consumers); otherwise the member must exist, commit
-        with OffsetCommit v9+ (transactional commits excepted) and at its current epoch."""
+        with OffsetCommit v9+ (transactional commits and classic members excepted) and at its
+        current epoch (a classic member's generation is its epoch)."""
         if member_epoch < 0 and not group.members:
             return ErrorCode.none
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id
-        if not transactional and api_version is not None and api_version < 9:
+        if member.classic is None and not transactional and api_version is not None and api_version < 9:
             return ErrorCode.unsupported_version
-        if member_epoch != member.epoch:
-            return ErrorCode.stale_member_epoch
-        return ErrorCode.none
+        return _check_epoch(member, member_epoch)
 
     def check_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
         """Kafka's ConsumerGroup.validateOffsetFetch: epoch -1 (admin tools, and librdkafka's
@@ -544,9 +651,7 @@ class ConsumerGroupCoordinator:
         member = group.members.get(member_id or "")
         if member is None:
             return ErrorCode.unknown_member_id
-        if member_epoch != member.epoch:
-            return ErrorCode.stale_member_epoch
-        return ErrorCode.none
+        return _check_epoch(member, member_epoch)
 
     # -- administration --------------------------------------------------------------------
     def state_of(self, group_id: str) -> ConsumerGroupState | None:
@@ -572,6 +677,13 @@ class ConsumerGroupCoordinator:
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         return self._catalog.name_of(topic_id)
+
+
+def _check_epoch(member: ConsumerMember, epoch: int) -> ErrorCode:
+    """Kafka's validateMemberEpoch: a classic member's mismatch is ILLEGAL_GENERATION."""
+    if epoch == member.epoch:
+        return ErrorCode.none
+    return ErrorCode.illegal_generation if member.classic is not None else ErrorCode.stale_member_epoch
 
 
 def _owned_by_the_previous_run(topic_id: uuid.UUID, partition: int) -> int:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .reconciliation import MemberState, TopicPartitions
+from .subscription import subscription_version
 
 
 class ConsumerGroupState(enum.Enum):
@@ -30,6 +31,23 @@ class ConsumerGroupState(enum.Enum):
 
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2  # a static member leaving that will come back
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicProtocol:
+    """What a member speaking the classic protocol (JoinGroup/SyncGroup/Heartbeat) inside a
+    consumer group keeps of it: its own session timeout and its JoinGroup protocols."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+    def names(self) -> list[str]:
+        return [name for name, _ in self.protocols]
+
+    def version(self) -> int:
+        """The ConsumerProtocol version of its first protocol's metadata (0-3): its
+        assignment is sent in that version, as Kafka does."""
+        return subscription_version(self.protocols[0][1]) if self.protocols else 0
 
 
 @dataclass(slots=True)
@@ -53,6 +71,12 @@ class ConsumerMember:
     # Whether the member's principal may DESCRIBE a topic (or view): what its regular
     # expression may match, decided whenever the group resolves it.
     may_describe: Callable[[str], bool] = lambda name: True
+    # Set for a member using the classic protocol (online migration, KIP-848), with the
+    # deadlines of its next SyncGroup (after a JoinGroup) and JoinGroup (after it was told
+    # to rejoin): Kafka's sync and join timeouts, its rebalance timeout.
+    classic: ClassicProtocol | None = None
+    sync_deadline: float | None = None
+    join_deadline: float | None = None
 
     def owns(self) -> TopicPartitions:
         """Assigned and pending revocation: what nobody else may be given."""
@@ -118,3 +142,14 @@ class ConsumerProtocolGroup:
         for member in self.members.values():
             names.update(member.subscribed_names)
         return names
+
+    def classic_protocol_names(self) -> set[str] | None:
+        """Protocol names every classic member supports (None: there is no classic member)."""
+        sets = [set(m.classic.names()) for m in self.members.values() if m.classic is not None]
+        return set.intersection(*sets) if sets else None
+
+    def only_classic_members_besides(self, leaving: ConsumerMember) -> bool:
+        """Whether every other member uses the classic protocol (and there is one): Kafka's
+        allMembersUseClassicProtocolExcept."""
+        others = [m for m in self.members.values() if m is not leaving]
+        return bool(others) and all(m.classic is not None for m in others)

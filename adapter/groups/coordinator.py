@@ -19,6 +19,10 @@ Behaviour follows Kafka's classic GroupCoordinator:
   prepared, so eager members can commit before rejoining) and from "simple" clients of a
   group without members; offsets go to the store durably before the answer.
 
+A group id may instead belong to a consumer-protocol group (``consumer_coordinator.py``);
+classic members of such a group (online migration) are served by it, and a classic group
+converts to it and back (``migration.py``).
+
 Group membership is not persisted: after a broker restart members get UNKNOWN_MEMBER_ID
 and rejoin, which every client handles; committed offsets are persisted.
 """
@@ -38,6 +42,7 @@ from rmqkafka.storage.offset_store import CommittedOffset
 from rmqkafka.storage.store import MessageStore
 
 from ..group_configs import GroupConfigStore
+from .classic_members import ClassicJoin
 from .consumer_coordinator import ConsumerGroupCoordinator, ConsumerGroupSettings, TopicCatalog
 from .consumer_group import ConsumerGroupState
 from .group import ConsumerGroup, GroupState, Member
@@ -91,7 +96,7 @@ class GroupCoordinator:
         groups_at_start = frozenset(store.offsets.groups())
         self.consumer = ConsumerGroupCoordinator(
             clock, consumer_settings, catalog or _NoTopics(), self._classic_member_count, self._drop_empty_classic,
-            groups_at_start.__contains__, consumer_timeouts, is_share_group=self._is_share)
+            groups_at_start.__contains__, consumer_timeouts, is_share_group=self._is_share, classic=self)
         self.share = ShareGroupCoordinator(
             clock, share_settings, catalog or _NoTopics(), self._non_share_type, share_timeouts,
             on_share_member_left, on_share_group_deleted)
@@ -210,12 +215,13 @@ class GroupCoordinator:
         if group is None:
             members = self.consumer.member_count(group_id)
             if members:
-                # Kafka 4 would take the classic member into the consumer group (online
-                # migration), which is not implemented: refused as an unsupported protocol.
-                return _join_error(ErrorCode.inconsistent_group_protocol, member_id)
+                return self._join_consumer_group(ClassicJoin(
+                    group_id, member_id, group_instance_id, protocol_type, tuple(protocols), session_timeout_ms,
+                    rebalance_timeout_ms, client_id, client_host, require_known_member_id))
+            group = self.groups[group_id] = ConsumerGroup(group_id)
             if members == 0:
                 self.consumer.forget(group_id)  # Kafka replaces an empty consumer group
-            group = self.groups[group_id] = ConsumerGroup(group_id)
+                group.was_consumer_group = True
         if group.state is GroupState.DEAD:
             return _join_error(ErrorCode.coordinator_not_available, member_id)
         if not group.supports(protocol_type, protocols):
@@ -266,6 +272,38 @@ class GroupCoordinator:
         _fail(member.join_waiter, ErrorCode.unknown_member_id)  # a duplicate join replaces it
         member.join_waiter = asyncio.get_running_loop().create_future()
         return await self._await_join(group, member)
+
+    def _join_consumer_group(self, request: ClassicJoin) -> dict:
+        """A classic member joining a consumer group with members (Kafka 4 serves it there)."""
+        answer = self.consumer.classic_members.join(self.consumer.groups[request.group_id], request)
+        if answer.error is not ErrorCode.none:
+            return _join_error(answer.error, answer.member_id)
+        return dict(error_code=ErrorCode.none, generation_id=answer.generation_id, protocol_type="consumer",
+                    protocol_name=answer.protocol_name, leader="", skip_assignment=False,
+                    member_id=answer.member_id, members=[])
+
+    def _consumer_group(self, group_id: str):
+        """The live consumer-protocol group with this id, if the id is not a classic group's."""
+        if group_id in self.groups:
+            return None
+        group = self.consumer.groups.get(group_id)
+        return None if group is None or group.dead else group
+
+    # -- online migration (the consumer coordinator's ClassicGroups) -----------------------
+    def classic_group(self, group_id: str) -> ConsumerGroup | None:
+        return self.groups.get(group_id)
+
+    def take_classic(self, group_id: str) -> None:
+        group = self.groups.pop(group_id)
+        group.state = GroupState.DEAD
+        for member in group.members.values():
+            _fail(member.join_waiter, ErrorCode.rebalance_in_progress)
+            _fail(member.sync_waiter, ErrorCode.rebalance_in_progress)
+        self._changed()
+
+    def adopt_classic(self, group: ConsumerGroup) -> None:
+        self.groups[group.group_id] = group
+        self._prepare_rebalance(group, "downgraded from the consumer protocol as its last member left")
 
     async def _await_join(self, group: ConsumerGroup, member: Member) -> dict:
         waiter = member.join_waiter
@@ -424,6 +462,10 @@ class GroupCoordinator:
         assignments: dict[str, bytes],
     ) -> tuple[ErrorCode, bytes, str | None, str | None]:
         """A SyncGroup; returns (error, this member's assignment, protocol type, name)."""
+        consumer_group = self._consumer_group(group_id)
+        if consumer_group is not None:
+            return self.consumer.classic_members.sync(consumer_group, generation_id, member_id, group_instance_id,
+                                                      protocol_type, protocol_name)
         try:
             group, member = self._member(group_id, member_id, group_instance_id)
         except GroupError as exc:
@@ -463,6 +505,10 @@ class GroupCoordinator:
     def heartbeat(
         self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
     ) -> ErrorCode:
+        consumer_group = self._consumer_group(group_id)
+        if consumer_group is not None:
+            return self.consumer.classic_members.heartbeat(consumer_group, generation_id, member_id,
+                                                           group_instance_id)
         try:
             group, member = self._member(group_id, member_id, group_instance_id)
         except GroupError as exc:
@@ -475,6 +521,9 @@ class GroupCoordinator:
         return ErrorCode.none
 
     def leave(self, group_id: str, member_id: str, group_instance_id: str | None) -> ErrorCode:
+        consumer_group = self._consumer_group(group_id)
+        if consumer_group is not None:
+            return self.consumer.classic_members.leave(consumer_group, member_id, group_instance_id)
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.unknown_member_id

@@ -73,6 +73,9 @@ class ConsumerGroup:
     # Kafka removes them then (its pending-sync timeout, the rebalance timeout).
     pending_sync: set[str] = field(default_factory=set)
     sync_deadline: float = 0.0
+    # Whether this id was a consumer-protocol group earlier in this run (replaced, or
+    # downgraded): its consumer-protocol members are then known to be gone.
+    was_consumer_group: bool = False
 
     def all_rejoined(self) -> bool:
         return all(m.join_waiter is not None for m in self.members.values()) and not self.pending_members

@@ -22,7 +22,7 @@ from ..groups.reconciliation import TopicPartitions
 from ..security.acls import AclOperation, ResourceType
 
 API_KEY = 69
-CONSUMER_MEMBER = 1  # v1 MemberType: 0 classic, 1 consumer
+CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1  # v1 MemberType (classic: a member of an upgraded group)
 
 
 async def handle(ctx: BrokerContext, request: Request):
@@ -76,7 +76,7 @@ def _member(consumer, group: ConsumerProtocolGroup, member) -> dict:
         subscribed_topic_names=list(member.subscribed_names), subscribed_topic_regex=member.subscribed_regex,
         assignment=_assignment(consumer, member.assigned),
         target_assignment=_assignment(consumer, group.target.get(member.member_id, {})),
-        member_type=CONSUMER_MEMBER,
+        member_type=CLASSIC_MEMBER if member.classic is not None else CONSUMER_MEMBER,
     )
 
 

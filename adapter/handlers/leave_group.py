@@ -32,6 +32,6 @@ async def handle(ctx: BrokerContext, request: Request):
             )
         )
     top = ErrorCode.none
-    if body.group_id not in groups.groups:
+    if body.group_id not in groups.groups and groups.consumer.member_count(body.group_id) is None:
         top = ErrorCode.unknown_member_id
     return make(response_type(request), throttle_time=0, error_code=top, members=members)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -400,11 +401,16 @@ def test_commit_with_a_stale_epoch_and_a_classic_join(bootstrap):
         fetch = conn.request(9, 9, groups=[dict(group_id=group, member_id="raw-member-1", member_epoch=5,
                                                 topics=None)])
         assert fetch.groups[0].error_code == ErrorCode.stale_member_epoch
-        # A classic member cannot join a consumer group with members (no online migration yet).
-        join = conn.request(11, 5, group_id=group, session_timeout=10_000, rebalance_timeout=10_000,
-                            member_id="", protocol_type="consumer",
-                            protocols=[dict(name="range", metadata=b"")])
-        assert join.error_code == ErrorCode.inconsistent_group_protocol
+        # A classic member joining a consumer group with members (online migration) needs the
+        # "consumer" protocol type; metadata that is not a ConsumerProtocol subscription is
+        # Kafka's IllegalStateException, UNKNOWN_SERVER_ERROR (test_group_migration.py).
+        subscription = struct.pack(">hih", 0, 1, len(topic)) + topic.encode() + struct.pack(">i", -1)
+        for protocol_type, metadata, error in (("connect", subscription, ErrorCode.inconsistent_group_protocol),
+                                               ("consumer", b"", ErrorCode.unknown_server_error)):
+            join = conn.request(11, 5, group_id=group, session_timeout=10_000, rebalance_timeout=10_000,
+                                member_id="known-member", protocol_type=protocol_type,
+                                protocols=[dict(name="range", metadata=metadata)])
+            assert join.error_code == error, protocol_type
         # A heartbeat after the member left: UNKNOWN_MEMBER_ID; a classic group id: GROUP_ID_NOT_FOUND.
         conn.request(68, 1, group_id=group, member_id="raw-member-1", member_epoch=-1, topic_partitions=None)
         assert conn.request(68, 1, group_id=group, member_id="raw-member-1", member_epoch=1,

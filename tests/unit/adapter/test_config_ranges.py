@@ -88,6 +88,7 @@ NOT_INTEGERS = {
     "super.users", "allow.everyone.if.no.acl.found", "log.dirs", "log.dir",
     "auto.create.topics.enable", "compression.type", "flush.policy", "flushDiskType",
     "enablePropertyFilter", "messageDelayLevel", "metrics.host", "group.consumer.assignors",
+    "group.consumer.migration.policy",
 }
 
 

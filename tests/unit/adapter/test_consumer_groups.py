@@ -431,6 +431,6 @@ def test_a_new_or_changed_regex_is_resolved_at_once_and_alone(refreshing, clock,
     b = send_b(b.member_epoch, b.assignment, new_regex="t.*")
     assert group.epoch == epoch + 1 and group.regex_matches == {"a": {"t1"}, "b": {"t1", "t2"}}
     assert group.resolved_regexes == {"a": "t1", "b": "t.*"}
-    refreshing._remove(group, group.members["a"])  # a member that leaves takes its entries along
+    refreshing.remove(group, group.members["a"], reason="left")  # a member that leaves takes its entries along
     assert group.regex_matches == {"b": {"t1", "t2"}} and group.resolved_regexes == {"b": "t.*"}
     assert a.error is ErrorCode.none
