@@ -10,6 +10,7 @@ import time
 
 from rmqkafka.rmqsemantics.config import SemanticsConfig
 from rmqkafka.rmqsemantics.semantics import Semantics
+from rmqkafka.rmqsemantics.share.state_store import ShareStateStore
 from rmqkafka.storage import record_batch
 from rmqkafka.storage.clock import Clock, SystemClock
 from rmqkafka.storage.config import StorageConfig
@@ -29,6 +30,9 @@ from .properties import ServerConfig
 from .request_stats import RequestStats
 from .response_budget import ResponseBudget
 from .security.service import Security
+from .share.partitions import SharePartitionManager
+from .share.sessions import ShareSessionCache
+from .share.settings import ShareBrokerDefaults, group_settings
 from .topic_configs import effective
 from .transactions.coordinator import TxnSettings
 from .transactions.service import TransactionService
@@ -47,6 +51,7 @@ class Broker:
         self.context: BrokerContext | None = None
         self.semantics: Semantics | None = None
         self.groups: GroupCoordinator | None = None
+        self.shares: SharePartitionManager | None = None
         self.transactions: TransactionService | None = None
         self._servers: list[asyncio.Server] = []  # the primary listener first
         self._contexts: list[BrokerContext] = []  # one per listener, same order
@@ -151,6 +156,7 @@ class Broker:
             group_configs,
         )
         self.groups.start()
+        self.shares = self._share_manager(semantics, group_configs, waiters)
         self.transactions = TransactionService(
             self.store, self.clock, self.groups,
             TxnSettings(max_timeout_ms=cfg.transaction_max_timeout_ms,
@@ -180,6 +186,7 @@ class Broker:
                     listener_protocol=protocol,
                     listener_name=name,
                     mutation_quota=mutation_quota,
+                    shares=self.shares,
                 )
             )
         self.context = self._contexts[0]
@@ -197,6 +204,26 @@ class Broker:
             self.storage_config.data_dir, self.storage_config.flush, self.store.recovered_entries,
         )
         return bound[0]
+
+    def _share_manager(self, semantics: Semantics, group_configs: GroupConfigStore,
+                       waiters: FetchWaiters) -> SharePartitionManager:
+        """Share groups' share-partitions over ``__share_group_state`` (replayed here), with
+        the broker's group.share.* defaults under each group's configs."""
+        cfg = self.adapter_config
+        defaults = ShareBrokerDefaults(
+            record_lock_duration_ms=cfg.group_share_record_lock_duration_ms,
+            delivery_count_limit=cfg.group_share_delivery_count_limit,
+            partition_max_record_locks=cfg.group_share_partition_max_record_locks,
+            max_share_sessions=cfg.group_share_max_share_sessions,
+            delay_levels_ms=self.semantics_config.delay_levels_ms,
+        )
+        state = ShareStateStore(self.store, self.clock)
+        state.open()
+        shares = SharePartitionManager(
+            semantics, self.clock, state, lambda group_id: group_settings(group_configs.get(group_id), defaults),
+            ShareSessionCache(defaults.max_share_sessions), lambda topic, partition: waiters.notify(topic, partition))
+        shares.start()
+        return shares
 
     async def _start_watch(self, stats: RequestStats) -> None:
         # imported here: prometheus_client is loaded only with a metrics port
@@ -281,6 +308,8 @@ class Broker:
             self._servers = []
         if self.transactions is not None:
             await self.transactions.stop()
+        if self.shares is not None:
+            await self.shares.stop()
         if self.groups is not None:
             await self.groups.stop()
         if self.semantics is not None:

@@ -5,7 +5,8 @@ resource type GROUP (32) and shown by DescribeConfigs.
 Names, types and checks follow Kafka's GroupConfig.validate: an unknown name is INVALID_CONFIG
 ("Unknown group config name: X"); values are parsed as their type; the consumer and share
 timeouts must lie within the broker's group.consumer.min|max.* (share: Kafka's
-group.share.min|max.* defaults, which this broker does not let change) and a session timeout
+group.share.min|max.* defaults, which this broker does not let change, except the record lock
+duration's group.share.min|max.record.lock.duration.ms) and a session timeout
 must exceed its heartbeat interval, checked on the group's whole set (overrides over defaults).
 The share and rmq.* keys are checked by rmqsemantics.share.config (the share-partition core
 that will read them). A group id needs no group to exist yet, as in Kafka.
@@ -34,7 +35,6 @@ DYNAMIC_GROUP_CONFIG = 8  # DescribeConfigs config source
 # Kafka's GroupCoordinatorConfig defaults for share groups (group.share.*); fixed here
 SHARE_SESSION_TIMEOUT = (45_000, 45_000, 60_000)  # default, min, max
 SHARE_HEARTBEAT_INTERVAL = (5_000, 5_000, 15_000)
-SHARE_RECORD_LOCK_DURATION = (15_000, 60_000)  # group.share.min|max.record.lock.duration.ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,10 +62,10 @@ SPECS: dict[str, GroupConfigSpec] = {
         "INT", _const(str(SHARE_HEARTBEAT_INTERVAL[0])),
         "The heartbeat interval given to the members of a share group."),
     "share.record.lock.duration.ms": GroupConfigSpec(
-        "INT", _const(str(ShareGroupSettings().record_lock_duration_ms)),
+        "INT", lambda c: str(c.group_share_record_lock_duration_ms),
         "The record acquisition lock duration in milliseconds for share groups."),
     "share.delivery.count.limit": GroupConfigSpec(
-        "INT", _const(str(ShareGroupSettings().delivery_count_limit)),
+        "INT", lambda c: str(c.group_share_delivery_count_limit),
         "The maximum number of delivery attempts for a record delivered to a share group."),
     "share.auto.offset.reset": GroupConfigSpec(
         "STRING", _const("latest"), "The strategy to initialize the share-partition start offset."),
@@ -121,7 +121,8 @@ def validate_group_configs(overrides: Mapping[str, str | None], config: AdapterC
             "group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms")
     _within("share.session.timeout.ms", ints["share.session.timeout.ms"], *SHARE_SESSION_TIMEOUT[1:],
             "group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms")
-    _within("share.record.lock.duration.ms", ints["share.record.lock.duration.ms"], *SHARE_RECORD_LOCK_DURATION,
+    _within("share.record.lock.duration.ms", ints["share.record.lock.duration.ms"],
+            c.group_share_min_record_lock_duration_ms, c.group_share_max_record_lock_duration_ms,
             "group.share.min.record.lock.duration.ms", "group.share.max.record.lock.duration.ms")
     if ints["consumer.session.timeout.ms"] <= ints["consumer.heartbeat.interval.ms"]:
         raise InvalidConfig("consumer.session.timeout.ms must be greater than consumer.heartbeat.interval.ms")

@@ -102,6 +102,14 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
 ``group.consumer.max.size``         members of a consumer-protocol group (2147483647)
 ``group.consumer.assignors``        server assignors, the first the default (``uniform,range``;
                                     Kafka's class names are accepted)
+``group.share.record.lock.duration.ms`` share groups' acquisition lock (30000, within
+                                    ``group.share.min|max.record.lock.duration.ms``, 15000
+                                    and 60000; each in [1000, 3600000])
+``group.share.delivery.count.limit`` deliveries before a share group archives a record (5,
+                                    [2, 10])
+``group.share.partition.max.record.locks`` in-flight records per share-partition (2000,
+                                    [100, 10000])
+``group.share.max.share.sessions``  share sessions of the broker (2000, [1, 2147483647])
 ``offset.metadata.max.bytes``       longest metadata string of a committed offset (4096)
 ``offsets.topic.num.partitions``    partitions of ``__consumer_offsets`` (50; presented only)
 ``transaction.max.timeout.ms``      largest transaction timeout a producer may ask for (900000)
@@ -239,6 +247,12 @@ KNOWN_KEYS = frozenset(
         "group.consumer.max.heartbeat.interval.ms",
         "group.consumer.max.size",
         "group.consumer.assignors",
+        "group.share.record.lock.duration.ms",
+        "group.share.min.record.lock.duration.ms",
+        "group.share.max.record.lock.duration.ms",
+        "group.share.delivery.count.limit",
+        "group.share.partition.max.record.locks",
+        "group.share.max.share.sessions",
         "offset.metadata.max.bytes",
         "offsets.topic.num.partitions",
         "transaction.max.timeout.ms",
@@ -340,6 +354,13 @@ INTEGER_RANGES: dict[str, IntRange] = {
     **{f"group.consumer.{suffix}": IntRange(1, INT_MAX, _KAFKA) for suffix in (
         "session.timeout.ms", "min.session.timeout.ms", "max.session.timeout.ms", "heartbeat.interval.ms",
         "min.heartbeat.interval.ms", "max.heartbeat.interval.ms", "max.size")},
+    # Kafka's ShareGroupConfig ranges; the lock duration also within its min and max
+    # (_share_group_settings)
+    **{f"group.share.{suffix}": IntRange(1000, 3_600_000, _KAFKA) for suffix in (
+        "record.lock.duration.ms", "min.record.lock.duration.ms", "max.record.lock.duration.ms")},
+    "group.share.delivery.count.limit": IntRange(2, 10, _KAFKA),
+    "group.share.partition.max.record.locks": IntRange(100, 10_000, _KAFKA),
+    "group.share.max.share.sessions": IntRange(1, INT_MAX, _KAFKA),
     "offsets.topic.num.partitions": IntRange(1, INT_MAX, _KAFKA),
     "transaction.max.timeout.ms": IntRange(1, INT_MAX, _KAFKA),
     "transactional.id.expiration.ms": IntRange(1, INT_MAX, _KAFKA),
@@ -507,6 +528,28 @@ _LISTENER = re.compile(
     r"(?:\[(?P<ipv6>[0-9A-Za-z:.%]+)\]|(?P<host>[A-Za-z0-9._-]*))"
     r":(?P<port>[0-9]+)"
 )
+
+
+def _share_group_settings(p: _Props) -> dict[str, object]:
+    """group.share.*, with the lock duration within its min and max as Kafka's
+    ShareGroupConfig requires."""
+    defaults = AdapterConfig()
+    values: dict[str, object] = {}
+    for suffix in ("record.lock.duration.ms", "min.record.lock.duration.ms", "max.record.lock.duration.ms",
+                   "delivery.count.limit", "partition.max.record.locks", "max.share.sessions"):
+        name = "group_share_" + suffix.replace(".", "_")
+        given = p.integer("group.share." + suffix)
+        values[name] = given if given is not None else getattr(defaults, name)
+    value = values["group_share_record_lock_duration_ms"]
+    low, high = values["group_share_min_record_lock_duration_ms"], values["group_share_max_record_lock_duration_ms"]
+    if high < low:
+        raise p.error("group.share.max.record.lock.duration.ms", str(high),
+                      "must be greater than or equal to group.share.min.record.lock.duration.ms")
+    if not low <= value <= high:
+        raise p.error("group.share.record.lock.duration.ms", str(value),
+                      f"must be between group.share.min.record.lock.duration.ms ({low}) "
+                      f"and group.share.max.record.lock.duration.ms ({high})")
+    return values
 
 
 def _consumer_group_settings(p: _Props) -> dict[str, object]:
@@ -717,6 +760,7 @@ def build_config(
         "group_min_session_timeout_ms": p.integer("group.min.session.timeout.ms"),
         "group_max_session_timeout_ms": p.integer("group.max.session.timeout.ms"),
         **_consumer_group_settings(p),
+        **_share_group_settings(p),
         "offset_metadata_max_bytes": p.integer("offset.metadata.max.bytes"),
         "offsets_topic_num_partitions": p.integer("offsets.topic.num.partitions"),
         "transaction_max_timeout_ms": p.integer("transaction.max.timeout.ms"),

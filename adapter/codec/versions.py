@@ -87,6 +87,8 @@ class ApiKey(enum.IntEnum):
     CONSUMER_GROUP_DESCRIBE = 69
     LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
 
 
 class VersionRange(NamedTuple):
@@ -162,6 +164,10 @@ ADVERTISED_VERSIONS: Mapping[int, VersionRange] = MappingProxyType(
         ApiKey.DESCRIBE_QUORUM: VersionRange(0, 2),
         ApiKey.UPDATE_FEATURES: VersionRange(0, 2),
         ApiKey.LIST_CONFIG_RESOURCES: VersionRange(0, 1),
+        # KIP-932 share groups: v0 was 4.0's early access, removed in 4.1; librdkafka 2.16
+        # sends v1 (and a header of version -1 if v1 is not advertised), Kafka 4.2 serves 1-2.
+        ApiKey.SHARE_FETCH: VersionRange(1, 2),
+        ApiKey.SHARE_ACKNOWLEDGE: VersionRange(1, 2),
     }
 )
 

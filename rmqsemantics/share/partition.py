@@ -196,6 +196,20 @@ class SharePartition:
                   if rec.state == RecordState.AVAILABLE and rec.due_ms > self._clock.now_ms()]
         return min(times, default=None)
 
+    def next_fetch_offset(self) -> int:
+        """The first offset of the window an acquisition could take now (an available,
+        due record), else the end offset: where the next read of the log starts."""
+        now = self._clock.now_ms()
+        for offset in range(self._start, self._end):
+            rec = self._records[offset]
+            if rec.state == RecordState.AVAILABLE and rec.due_ms <= now:
+                return offset
+        return self._end
+
+    def has_due_retries(self) -> bool:
+        """Whether a record waiting below SPSO (retry schedule) is due now."""
+        return bool(self._retries) and self._retries[0][0] <= self._clock.now_ms()
+
     def snapshot(self) -> StateUpdate:
         """The state as a snapshot record would hold it; an acquired record appears as
         available with the delivery count it has now (this acquisition counted)."""
@@ -206,12 +220,14 @@ class SharePartition:
     # -- acquisition ---------------------------------------------------------------------------
     def acquire(self, member_id: str, log_end: int, max_records: int, batch_size: int | None = None, *,
                 last_stable_offset: int | None = None, aborted: Iterable[tuple[int, int]] = (),
-                control: Iterable[tuple[int, int]] = ()) -> list[AcquiredRange]:
+                control: Iterable[tuple[int, int]] = (), below: int | None = None) -> list[AcquiredRange]:
         """Lock up to ``max_records`` available records for ``member_id``: due retries first,
         then the window in offset order, then new records below ``log_end`` (the high
         watermark; with read_committed, ``last_stable_offset``). ``aborted`` ranges are
         archived unseen under read_committed, ``control`` ranges always; both are inclusive
-        offset ranges the caller read from the log. If writing the archived unseen records
+        offset ranges the caller read from the log. ``below``: no record of the window or
+        past it at or above this offset is acquired (the end of the batches the caller read,
+        so that every acquired record goes out with its batch); due retries are exempt. If writing the archived unseen records
         fails, the error propagates and this call's acquisitions come back when their locks
         expire."""
         if not member_id:
@@ -222,6 +238,9 @@ class SharePartition:
         limit = log_end
         if read_committed:
             limit = min(log_end, log_end if last_stable_offset is None else last_stable_offset)
+        window_limit = self._end if below is None else min(self._end, below)
+        if below is not None:
+            limit = min(limit, below)
         unseen = _Ranges([*control, *(aborted if read_committed else ())])
         deadline = now + self.settings.record_lock_duration_ms
         taken: list[int] = []
@@ -239,7 +258,7 @@ class SharePartition:
                     and rec.due_ms == due:
                 take(offset, rec)
         offset = self._start
-        while offset < self._end and len(taken) < max_records:
+        while offset < window_limit and len(taken) < max_records:
             rec = self._records[offset]
             if rec.state == RecordState.AVAILABLE and rec.due_ms <= now:
                 take(offset, rec)

@@ -67,6 +67,10 @@ RANGES = {
     "transactionCheckInterval": (1, LONG_MAX),
     "transactionTimeOut": (0, LONG_MAX),
     "transactionCheckMax": (0, INT_MAX),
+    # Kafka's ShareGroupConfig
+    "group.share.delivery.count.limit": (2, 10),
+    "group.share.partition.max.record.locks": (100, 10_000),
+    "group.share.max.share.sessions": (1, INT_MAX),
 }
 
 # keys whose range also depends on other keys (Kafka's GroupCoordinatorConfig relations,
@@ -75,6 +79,9 @@ RELATED = {
     f"group.consumer.{suffix}": (1, INT_MAX) for suffix in (
         "session.timeout.ms", "min.session.timeout.ms", "max.session.timeout.ms", "heartbeat.interval.ms",
         "min.heartbeat.interval.ms", "max.heartbeat.interval.ms", "max.size")
+} | {
+    f"group.share.{suffix}": (1000, 3_600_000) for suffix in (
+        "record.lock.duration.ms", "min.record.lock.duration.ms", "max.record.lock.duration.ms")
 }
 
 # keys whose value is not one integer (or not a number at all)

@@ -72,6 +72,8 @@ def test_table_is_exactly_the_agreed_one() -> None:
         69: (0, 1),
         74: (0, 1),
         75: (0, 0),
+        78: (1, 2),
+        79: (1, 2),
     }
     assert {key: set(versions) for key, versions in REJECTED_VERSIONS.items()} == {
         0: {0, 1, 2}

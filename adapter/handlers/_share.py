@@ -1,0 +1,98 @@
+"""What ShareFetch (78) and ShareAcknowledge (79) share: their authorization, topic id lookup,
+acknowledgement batches and the Kafka codes of the share layer's errors."""
+
+from __future__ import annotations
+
+import uuid
+
+from kio.schema.errors import ErrorCode
+
+from rmqkafka.rmqsemantics.share.errors import InvalidRecordState, InvalidShareRequest
+from rmqkafka.rmqsemantics.share.partition import AckBatch
+from rmqkafka.storage.topics import TopicMeta
+
+from ..context import BrokerContext
+from ..errors import error_code_for
+from ..security.acls import AclOperation, ResourceType
+from ..share.partitions import SharePartitionManager, UnknownSharePartition
+from ..share.sessions import (
+    InvalidSessionEpoch,
+    InvalidSessionRequest,
+    SessionLimitReached,
+    SessionNotFound,
+    ShareSessionError,
+)
+
+RENEW = 4  # KIP-1222: off here, as with share.renew.acknowledge.enable=false
+NO_LEADER = dict(leader_id=-1, leader_epoch=-1)
+# A request names at most this many acknowledgement batches per partition: each costs a
+# check of its range against the in-flight window, which SharePartition bounds.
+MAX_ACK_BATCHES = 10_000
+
+SESSION_CODES: dict[type[ShareSessionError], ErrorCode] = {
+    SessionNotFound: ErrorCode.share_session_not_found,
+    InvalidSessionEpoch: ErrorCode.invalid_share_session_epoch,
+    SessionLimitReached: ErrorCode.share_session_limit_reached,
+    InvalidSessionRequest: ErrorCode.invalid_request,
+}
+
+
+def manager(ctx: BrokerContext) -> SharePartitionManager:
+    assert ctx.shares is not None, "share groups are served once the broker has started"
+    return ctx.shares
+
+
+def session_code(exc: ShareSessionError) -> ErrorCode:
+    return SESSION_CODES[type(exc)]
+
+
+def topic_refusal(ctx: BrokerContext, topic_id: uuid.UUID | None) -> tuple[TopicMeta | None, ErrorCode]:
+    """The topic an id names and whether the caller may read it: UNKNOWN_TOPIC_ID for an id
+    the broker does not know (a view is not served to share groups yet), TOPIC_AUTHORIZATION_FAILED
+    without READ (checked first, so the answer does not tell whether the topic exists)."""
+    meta = ctx.semantics.resolve_id(topic_id) if topic_id is not None else None
+    name = getattr(meta, "name", None)
+    if name is not None and not ctx.allowed(AclOperation.READ, ResourceType.TOPIC, name):
+        return None, ErrorCode.topic_authorization_failed
+    if not isinstance(meta, TopicMeta):
+        return None, ErrorCode.unknown_topic_id
+    return meta, ErrorCode.none
+
+
+def ack_batches(raw) -> list[AckBatch]:
+    return [AckBatch(b.first_offset, b.last_offset, tuple(b.acknowledge_types)) for b in raw]
+
+
+def acknowledge(ctx: BrokerContext, group_id: str, member_id: str, meta: TopicMeta, partition: int,
+                raw_batches) -> tuple[ErrorCode, str | None]:
+    """Apply one partition's acknowledgements; (Kafka code, message)."""
+    if not 0 <= partition < meta.partitions:
+        return ErrorCode.unknown_topic_or_partition, None
+    if len(raw_batches) > MAX_ACK_BATCHES:
+        return ErrorCode.invalid_request, f"More than {MAX_ACK_BATCHES} acknowledgement batches"
+    batches = ack_batches(raw_batches)
+    if any(RENEW in b.types for b in batches):
+        return ErrorCode.invalid_record_state, "The renew acknowledge type is not enabled"
+    try:
+        manager(ctx).acknowledge(group_id, member_id, meta, partition, batches)
+    except InvalidRecordState as exc:
+        return ErrorCode.invalid_record_state, str(exc)
+    except InvalidShareRequest as exc:
+        return ErrorCode.invalid_request, str(exc)
+    except UnknownSharePartition:
+        return ErrorCode.unknown_topic_or_partition, None
+    except Exception as exc:
+        return error_code_for(exc), None
+    return ErrorCode.none, None
+
+
+def request_refusal(ctx: BrokerContext, group_id: str | None, member_id: str | None) -> tuple[ErrorCode, str | None]:
+    """A whole request's refusal: no group or member id (INVALID_REQUEST), no READ on the
+    group (GROUP_AUTHORIZATION_FAILED)."""
+    if not group_id:
+        return ErrorCode.invalid_request, "The group id must not be empty"
+    if not member_id:
+        return ErrorCode.invalid_request, "The member id must not be empty"
+    if not ctx.allowed(AclOperation.READ, ResourceType.GROUP, group_id):
+        return ErrorCode.group_authorization_failed, None
+    return ErrorCode.none, None

@@ -1,0 +1,376 @@
+"""The share-partition manager (Kafka's SharePartitionManager): every share-partition of this
+broker, keyed by (group, topic, partition), with the records it hands out read from the store.
+
+- A share-partition is created on a member's first fetch: restored from ``__share_group_state``
+  (rmqsemantics.share.state_store) when it has a state, else started where
+  ``share.auto.offset.reset`` says and that start written first. Its settings are the group's
+  configs over the broker's ``group.share.*`` defaults, looked up again on every fetch, so an
+  altered group config applies to the next acquisition.
+- A fetch reads the log from the first acquirable offset (whole batches, as Fetch returns them,
+  at most the bytes the request allows, only below the LSO under read_committed), acquires
+  records only inside what it read (so every acquired record leaves with its batch), and
+  returns the batches holding acquired records. Control records are archived unseen, and under
+  read_committed so are aborted transactions' records (found in the batches read with the
+  partition's aborted-transaction index, as a read_committed client finds them).
+- One timer task expires acquisition locks (and wakes records waiting out a RocketMQ backoff)
+  at the earliest deadline; freed records wake waiting ShareFetches like an append does.
+- An archived record (REJECT, or the delivery limit) is copied to the group's dead-letter topic
+  when the group uses RocketMQ's options (``rmq_dlq.<group>``, with ORIGIN_* headers, so
+  ``rmqk dlq`` lists and resends it). The copy follows the state change and is not atomic with
+  it: after a crash in between a dead letter may be missing or (never both) the state change.
+
+Memory is bounded by the share-partitions' windows (SharePartition's own bound) times the
+share-partitions fetched; nothing here grows with the topic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from rmqkafka.rmqsemantics.parked_records import build_batch
+from rmqkafka.rmqsemantics.scheduler import DLQ_PREFIX
+from rmqkafka.rmqsemantics.semantics import Semantics
+from rmqkafka.rmqsemantics.share.config import BACKOFF_LEVELS, READ_COMMITTED, ShareGroupSettings
+from rmqkafka.rmqsemantics.share.partition import (
+    EXHAUSTED,
+    AckBatch,
+    AcquiredRange,
+    AckType,
+    SharePartition,
+    initial_start_offset,
+)
+from rmqkafka.rmqsemantics.share.state_log import SharePartitionKey
+from rmqkafka.rmqsemantics.share.state_store import ShareStateStore
+from rmqkafka.storage import record_batch
+from rmqkafka.storage.clock import Clock
+from rmqkafka.storage.topics import TopicMeta
+
+from .sessions import ShareSessionCache
+
+log = logging.getLogger(__name__)
+
+ORIGIN_TOPIC, ORIGIN_PARTITION, ORIGIN_OFFSET = "ORIGIN_TOPIC", "ORIGIN_PARTITION", "ORIGIN_OFFSET"
+RECONSUME_TIMES, DLQ_REASON = "RECONSUME_TIMES", "DLQ_REASON"
+_TIMER_IDLE_S = 60.0  # the timer looks again at least this often (a group config may change)
+
+
+class UnknownSharePartition(Exception):
+    """Acknowledgements for a share-partition that has no state (Kafka's
+    UNKNOWN_TOPIC_OR_PARTITION)."""
+
+
+@dataclass(slots=True)
+class PartitionFetch:
+    """One partition's part of a ShareFetch answer."""
+
+    acquired: list[AcquiredRange] = field(default_factory=list)
+    batches: list[bytes] = field(default_factory=list)
+    size: int = 0
+
+
+@dataclass(slots=True)
+class ShareMetrics:
+    """Counters since start (the metrics collector reads them)."""
+
+    acquisitions: int = 0  # records acquired
+    redeliveries: int = 0  # acquisitions of a record delivered before
+    acks: Counter = field(default_factory=Counter)  # by AckType name
+    lock_expiries: int = 0
+    dead_letters: int = 0
+
+
+class SharePartitionManager:
+    def __init__(self, semantics: Semantics, clock: Clock, state: ShareStateStore,
+                 settings_for: Callable[[str], ShareGroupSettings], sessions: ShareSessionCache,
+                 notify: Callable[[str, int], None] = lambda topic, partition: None) -> None:
+        """``settings_for(group id)``: the group's settings now; ``notify(topic, partition)``:
+        records of that partition became acquirable again (wakes waiting fetches)."""
+        self.semantics = semantics
+        self.clock = clock
+        self.state = state
+        self.settings_for = settings_for
+        self.sessions = sessions
+        self.notify = notify
+        self.metrics = ShareMetrics()
+        self._partitions: dict[SharePartitionKey, SharePartition] = {}
+        self._dead: list[tuple[SharePartitionKey, int, int, str]] = []
+        self._wakeup = asyncio.Event()
+        self._timer: asyncio.Task | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        self._timer = asyncio.create_task(self._run_timer(), name="share-lock-timer")
+
+    async def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            try:
+                await self._timer
+            except asyncio.CancelledError:
+                pass
+            self._timer = None
+
+    async def _run_timer(self) -> None:
+        while True:
+            wake = self.expire_due()
+            delay = _TIMER_IDLE_S if wake is None else max(0.0, (wake - self.clock.now_ms()) / 1000)
+            self._wakeup.clear()
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), min(delay, _TIMER_IDLE_S))
+            except TimeoutError:
+                pass
+
+    def expire_due(self) -> int | None:
+        """Expire every due lock, wake fetches of partitions with freed records; returns the
+        next deadline (epoch ms) or None."""
+        wake: list[int] = []
+        for key, sp in list(self._partitions.items()):
+            try:
+                expired = sp.expire_locks()
+            except Exception:  # a failed state write: the locks stay, tried again next round
+                log.exception("share-partition %s: lock expiry not written", key)
+                wake.append(self.clock.now_ms() + 1000)
+                continue
+            self.metrics.lock_expiries += expired
+            self._send_dead_letters()
+            due = sp.next_wakeup_ms()
+            if due is not None:
+                wake.append(due)
+            if expired or (due is not None and due <= self.clock.now_ms()) or sp.has_due_retries():
+                self.notify(key[1], key[2])
+        return min(wake, default=None)
+
+    # -- share-partitions ------------------------------------------------------------------
+    def get(self, key: SharePartitionKey) -> SharePartition | None:
+        return self._partitions.get(key)
+
+    def keys(self) -> list[SharePartitionKey]:
+        return sorted(self._partitions)
+
+    def _load(self, key: SharePartitionKey, meta: TopicMeta, create: bool) -> SharePartition | None:
+        sp = self._partitions.get(key)
+        settings = self.settings_for(key[0])
+        if sp is not None:
+            sp.settings = settings
+            return sp
+        restored = self.state.restored(key)
+        if restored is None:
+            if not create:
+                return None
+            plog = self.semantics.source_partition(meta, key[2])
+
+            def offset_for(ts: int) -> int | None:
+                found = plog.offset_for_timestamp(ts)
+                return None if found is None else found[0]
+
+            start = initial_start_offset(settings, plog.log_start_offset, plog.next_offset, offset_for,
+                                         self.clock.now_ms())
+            self.state.initialize(key, start)
+            restored_start, batches = start, ()
+        else:
+            restored_start, batches = restored.start_offset, restored.batches
+        sp = SharePartition(settings, self.clock, restored_start, persist=self.state.persister(key),
+                            dead_letter=lambda offset, count, reason: self._dead.append((key, offset, count, reason)),
+                            restored=batches)
+        self._partitions[key] = sp
+        return sp
+
+    # -- fetching ----------------------------------------------------------------------------
+    def acquire(self, group_id: str, member_id: str, meta: TopicMeta, partition: int, max_records: int,
+                batch_size: int, max_bytes: int, min_one: bool) -> PartitionFetch:
+        """Acquire up to ``max_records`` records for the member and read their batches.
+        Storage errors propagate (the caller answers with their Kafka code)."""
+        key = (group_id, meta.name, partition)
+        sp = self._load(key, meta, create=True)
+        plog = self.semantics.source_partition(meta, partition)
+        if plog.log_start_offset > sp.start_offset:
+            sp.advance_log_start(plog.log_start_offset)
+        committed = sp.settings.isolation_level == READ_COMMITTED
+        stable, end = plog.last_stable_offset, plog.next_offset
+        start = sp.next_fetch_offset()
+        out = PartitionFetch()
+        read: list[bytes] = []
+        below = start
+        if start < (stable if committed else end) and max_records > 0:
+            result = self.semantics.read(meta, partition, start, max_bytes, min_one,
+                                         max_offset=stable if committed else None)
+            read = list(result.batches)
+            if read:
+                below = record_batch.next_offset_of(read[-1])
+        elif not sp.has_due_retries():
+            return out
+        control, aborted = _unseen(read, plog.aborted_transactions(start, below) if committed and read else ())
+        try:
+            acquired = sp.acquire(member_id, end, max_records, batch_size or None, last_stable_offset=stable,
+                                  aborted=aborted, control=control, below=below)
+        finally:
+            self._send_dead_letters()
+        if not acquired:
+            return out
+        self._wakeup.set()  # a new lock: the timer may need an earlier wake-up
+        for r in acquired:
+            count = r.last_offset - r.first_offset + 1
+            self.metrics.acquisitions += count
+            if r.delivery_count > 1:
+                self.metrics.redeliveries += count
+        out.acquired = acquired
+        out.batches = self._batches_for(meta, partition, acquired, read)
+        out.size = sum(len(b) for b in out.batches)
+        return out
+
+    def _batches_for(self, meta: TopicMeta, partition: int, acquired: list[AcquiredRange],
+                     read: list[bytes]) -> list[bytes]:
+        """The batches holding acquired records, in offset order: those read, plus those of
+        retried records below the read (RocketMQ backoff), read one batch at a time."""
+        spans = {record_batch.base_offset_of(b): b for b in read}
+        for r in acquired:
+            offset = r.first_offset
+            while offset <= r.last_offset:
+                batch = next((b for base, b in spans.items()
+                              if base <= offset < record_batch.next_offset_of(b)), None)
+                if batch is None:
+                    found = self.semantics.read(meta, partition, offset, 1, True).batches
+                    if not found:
+                        break
+                    batch = found[0]
+                    spans[record_batch.base_offset_of(batch)] = batch
+                offset = max(offset + 1, record_batch.next_offset_of(batch))
+        wanted = []
+        for base in sorted(spans):
+            batch = spans[base]
+            last = record_batch.next_offset_of(batch) - 1
+            if any(r.first_offset <= last and base <= r.last_offset for r in acquired):
+                wanted.append(batch)
+        return wanted
+
+    def acknowledge(self, group_id: str, member_id: str, meta: TopicMeta, partition: int,
+                    batches: list[AckBatch]) -> None:
+        """Apply acknowledgements; ShareError (InvalidRecordState, InvalidShareRequest),
+        UnknownSharePartition or a storage error when they cannot be."""
+        sp = self._load((group_id, meta.name, partition), meta, create=False)
+        if sp is None:
+            raise UnknownSharePartition(f"No share-partition {meta.name}-{partition} in group {group_id}")
+        try:
+            sp.acknowledge(member_id, batches)
+        finally:
+            self._send_dead_letters()
+        for batch in batches:
+            span = batch.last_offset - batch.first_offset + 1
+            if len(batch.types) == 1:
+                self.metrics.acks[_ack_name(batch.types[0])] += span
+            else:
+                for t in batch.types:
+                    self.metrics.acks[_ack_name(t)] += 1
+        if any(t == AckType.RELEASE for b in batches for t in b.types):
+            self.notify(meta.name, partition)
+
+    # -- members and groups (the share group coordinator calls these) -----------------------
+    def member_left(self, group_id: str, member_id: str) -> None:
+        """The member left or its session timed out: its records are available again at once
+        and its share session is gone."""
+        self.sessions.close(group_id, member_id)
+        self._release(group_id, member_id, undelivered=False)
+
+    def session_closed(self, group_id: str, member_id: str) -> None:
+        """The member closed its share session (epoch -1): what it still holds was never
+        handed to its application, so the delivery counts go back one (KAFKA-17541)."""
+        self.sessions.close(group_id, member_id)
+        self._release(group_id, member_id, undelivered=True)
+
+    def _release(self, group_id: str, member_id: str, undelivered: bool) -> None:
+        for key, sp in list(self._partitions.items()):
+            if key[0] != group_id:
+                continue
+            try:
+                released = sp.release_member(member_id, undelivered=undelivered)
+            except Exception:  # not written: the locks expire later instead
+                log.exception("share-partition %s: release of member %s not written", key, member_id)
+                continue
+            finally:
+                self._send_dead_letters()
+            if released:
+                self.notify(key[1], key[2])
+
+    def group_deleted(self, group_id: str) -> None:
+        """The share group was deleted: its sessions and share-partitions go, durably."""
+        self.sessions.drop_group(group_id)
+        for key in [k for k in self._partitions if k[0] == group_id]:
+            del self._partitions[key]
+        for key in [k for k in self.state.keys() if k[0] == group_id]:
+            self.state.delete(key)
+
+    def partitions_of(self, group_id: str) -> list[SharePartitionKey]:
+        """The group's share-partitions with a durable state (loaded or not)."""
+        return sorted({k for k in self.state.keys() if k[0] == group_id}
+                      | {k for k in self._partitions if k[0] == group_id})
+
+    # -- dead letters ----------------------------------------------------------------------
+    def _send_dead_letters(self) -> None:
+        dead, self._dead = self._dead, []
+        for key, offset, count, reason in dead:
+            self.metrics.dead_letters += 1
+            group_id, topic, partition = key
+            sp = self._partitions.get(key)
+            settings = sp.settings if sp is not None else self.settings_for(group_id)
+            if not _rocketmq_dlq(settings):
+                continue
+            try:
+                self._copy_to_dlq(group_id, topic, partition, offset, count, reason)
+            except Exception:  # the state change is durable; a lost copy is logged, not retried
+                log.exception("dead letter %s-%d@%d of share group %s not written", topic, partition, offset, group_id)
+
+    def _copy_to_dlq(self, group_id: str, topic: str, partition: int, offset: int, count: int, reason: str) -> None:
+        store = self.semantics.store
+        found = self.semantics.read(topic, partition, offset, 1, True).batches
+        record = None
+        if found:
+            record = next((r for r in record_batch.read_records(found[0]) if r.offset == offset), None)
+        if record is None:  # a gap or a record retention took: nothing to copy
+            return
+        dlq = DLQ_PREFIX + group_id
+        if store.topics.get(dlq) is None:
+            store.create_topic(dlq, 1, {})
+        headers = [(k, v) for k, v in record.headers
+                   if k not in (ORIGIN_TOPIC, ORIGIN_PARTITION, ORIGIN_OFFSET, RECONSUME_TIMES, DLQ_REASON)]
+        headers += [(ORIGIN_TOPIC, topic.encode()), (ORIGIN_PARTITION, str(partition).encode()),
+                    (ORIGIN_OFFSET, str(offset).encode()), (RECONSUME_TIMES, str(max(count - 1, 0)).encode()),
+                    (DLQ_REASON, reason.encode())]
+        store.append_built(dlq, 0, build_batch([(record.timestamp, record.key, record.value, headers)]))
+
+
+def _rocketmq_dlq(settings: ShareGroupSettings) -> bool:
+    return settings.redelivery_backoff == BACKOFF_LEVELS or settings.max_reconsume_times is not None
+
+
+def _ack_name(ack: int) -> str:
+    try:
+        return AckType(ack).name.lower()
+    except ValueError:
+        return str(ack)
+
+
+def _unseen(batches: Iterable[bytes], aborted_txns: Iterable[tuple[int, int]]
+            ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(control ranges, aborted ranges) of the batches read: what a read_committed client
+    drops, found the way it finds them (an aborted transaction's producer is aborted from
+    its first offset until its abort marker)."""
+    pending = sorted(aborted_txns, key=lambda item: item[1])
+    active: set[int] = set()
+    control: list[tuple[int, int]] = []
+    aborted: list[tuple[int, int]] = []
+    for batch in batches:
+        base = record_batch.base_offset_of(batch)
+        last = record_batch.next_offset_of(batch) - 1
+        info = record_batch.read_info(batch)
+        while pending and pending[0][1] <= last:
+            active.add(pending.pop(0)[0])
+        if info.is_control:
+            control.append((base, last))
+            active.discard(info.producer_id)
+        elif info.attributes & record_batch.TRANSACTIONAL_BIT and info.producer_id in active:
+            aborted.append((base, last))
+    return control, aborted

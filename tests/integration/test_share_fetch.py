@@ -1,0 +1,242 @@
+"""ShareFetch (78) and ShareAcknowledge (79) against a broker process, with raw kio requests
+(issue 23, part 2): acquisition, acknowledgement, share sessions, lock expiry, the delivery
+limit, read_committed, and kill -9 in the middle of acknowledging.
+
+Members need no ShareGroupHeartbeat here: the share group coordinator is part 1's; a share
+fetch from any member id of a group is served, as it is until the two are joined."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from rawkafka import ErrorCode, KafkaRaw, decode_records, make_batch
+
+SHARE_FETCH, SHARE_ACKNOWLEDGE, INCREMENTAL_ALTER_CONFIGS, METADATA = 78, 79, 44, 3
+GROUP_RESOURCE = 32
+GAP, ACCEPT, RELEASE, REJECT = 0, 1, 2, 3
+CONFIG = "group.share.min.record.lock.duration.ms=1000\n"
+
+
+@pytest.fixture
+def share_broker(broker_factory, tmp_path: Path):
+    config = tmp_path / "server.properties"
+    config.write_text(CONFIG)
+    return broker_factory(config_file=config)
+
+
+def topic_id(raw: KafkaRaw, name: str) -> uuid.UUID:
+    response = raw.request(METADATA, 12, topics=[dict(name=name, topic_id=uuid.UUID(int=0))],
+                           allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    return response.topics[0].topic_id
+
+
+def set_group_configs(raw: KafkaRaw, group: str, **configs: str) -> None:
+    response = raw.request(INCREMENTAL_ALTER_CONFIGS, 1, validate_only=False, resources=[dict(
+        resource_type=GROUP_RESOURCE, resource_name=group,
+        configs=[dict(name=k.replace("_", "."), config_operation=0, value=v) for k, v in configs.items()])])
+    assert response.responses[0].error_code == ErrorCode.none, response.responses[0].error_message
+
+
+def share_fetch(raw: KafkaRaw, group: str, member: str, epoch: int, tid: uuid.UUID | None = None, *,
+                partitions=(0,), acks: dict[int, list] | None = None, max_records: int = 500,
+                max_wait_ms: int = 0, version: int = 1, forget: bool = False):
+    acks = acks or {}
+    topics = []
+    if tid is not None and not forget:
+        topics = [dict(topic_id=tid, partitions=[
+            dict(partition_index=p, acknowledgement_batches=[
+                dict(first_offset=f, last_offset=l, acknowledge_types=list(t)) for f, l, t in acks.get(p, [])])
+            for p in sorted(set(partitions) | set(acks))])]
+    forgotten = [dict(topic_id=tid, partitions=list(partitions))] if forget else []
+    return raw.request(SHARE_FETCH, version, group_id=group, member_id=member, share_session_epoch=epoch,
+                       max_wait=max_wait_ms, min_bytes=1, max_bytes=52428800, max_records=max_records,
+                       batch_size=500, topics=topics, forgotten_topics_data=forgotten,
+                       recv_timeout=max_wait_ms / 1000 + 15)
+
+
+def share_ack(raw: KafkaRaw, group: str, member: str, epoch: int, tid: uuid.UUID, acks: dict[int, list],
+              version: int = 1):
+    return raw.request(SHARE_ACKNOWLEDGE, version, group_id=group, member_id=member, share_session_epoch=epoch,
+                       topics=[dict(topic_id=tid, partitions=[
+                           dict(partition_index=p, acknowledgement_batches=[
+                               dict(first_offset=f, last_offset=l, acknowledge_types=list(t)) for f, l, t in b])
+                           for p, b in acks.items()])])
+
+
+def acquired(response) -> list[tuple[int, int, int]]:
+    """(offset, delivery count, value) of each acquired record, from the records returned."""
+    out = []
+    assert response.error_code == ErrorCode.none, (response.error_code, response.error_message)
+    for topic in response.responses:
+        for p in topic.partitions:
+            assert p.error_code == ErrorCode.none, (p.error_code, p.error_message)
+            counts = {o: r.delivery_count for r in p.acquired_records
+                      for o in range(r.first_offset, r.last_offset + 1)}
+            values = {r.offset: r.value for r in decode_records(p.records)}
+            assert set(counts) <= set(values), "every acquired record goes out with its batch"
+            out += [(o, counts[o], values[o]) for o in sorted(counts)]
+    return out
+
+
+def setup_topic(raw: KafkaRaw, name: str, group: str, count: int, partitions: int = 1, **configs: str):
+    raw.create_topic(name, partitions)
+    set_group_configs(raw, group, share_auto_offset_reset="earliest", **configs)
+    for p in range(partitions):
+        if count:
+            raw.produce_ok(name, p, make_batch([b"%d-%d" % (p, i) for i in range(count)]))
+    return topic_id(raw, name)
+
+
+def test_members_get_distinct_records_and_accepted_ones_are_never_redelivered(share_broker):
+    with KafkaRaw.connect(share_broker.bootstrap_servers) as raw:
+        tid = setup_topic(raw, "sf-distinct", "g1", 0)
+        for i in range(10):
+            raw.produce_ok("sf-distinct", 0, make_batch([b"v%d" % i]))
+        a = acquired(share_fetch(raw, "g1", "member-a", 0, tid, max_records=4))
+        b = acquired(share_fetch(raw, "g1", "member-b", 0, tid, max_records=4))
+        assert [o for o, _, _ in a] == [0, 1, 2, 3] and [o for o, _, _ in b] == [4, 5, 6, 7]
+        assert all(c == 1 for _, c, _ in a + b) and a[0][2] == b"v0"
+        # a acknowledges on its next fetch and gets the rest
+        c = acquired(share_fetch(raw, "g1", "member-a", 1, acks={0: [(0, 3, [ACCEPT])]}, tid=tid))
+        assert [o for o, _, _ in c] == [8, 9]
+        # an empty incremental fetch (librdkafka's) still fetches the session's partitions
+        raw.produce_ok("sf-distinct", 0, make_batch([b"v10"]))
+        d = acquired(share_fetch(raw, "g1", "member-b", 1))
+        assert [o for o, _, _ in d] == [10]
+
+
+def test_release_redelivers_with_a_higher_count_and_reject_archives(share_broker):
+    with KafkaRaw.connect(share_broker.bootstrap_servers) as raw:
+        tid = setup_topic(raw, "sf-release", "g2", 4)
+        first = acquired(share_fetch(raw, "g2", "m", 0, tid))
+        assert [(o, c) for o, c, _ in first] == [(0, 1), (1, 1), (2, 1), (3, 1)]
+        response = share_ack(raw, "g2", "m", 1, tid, {0: [(0, 0, [ACCEPT]), (1, 1, [RELEASE]), (2, 3, [REJECT])]})
+        assert response.error_code == ErrorCode.none
+        assert response.responses[0].partitions[0].error_code == ErrorCode.none
+        again = acquired(share_fetch(raw, "g2", "m", 2))
+        assert [(o, c) for o, c, _ in again] == [(1, 2)]
+        # a record not acquired by this member: INVALID_RECORD_STATE, and nothing changes
+        bad = share_ack(raw, "g2", "other", 0, tid, {0: [(1, 1, [ACCEPT])]})
+        assert bad.error_code == ErrorCode.invalid_share_session_epoch  # epoch 0 on ShareAcknowledge
+        share_fetch(raw, "g2", "other", 0, tid, max_records=0)
+        bad = share_ack(raw, "g2", "other", 1, tid, {0: [(1, 1, [ACCEPT])]})
+        assert bad.responses[0].partitions[0].error_code == ErrorCode.invalid_record_state
+        fetched = share_fetch(raw, "g2", "m", 3, acks={0: [(1, 1, [ACCEPT])]}, tid=tid)
+        assert fetched.responses[0].partitions[0].acknowledge_error_code == 0
+        assert acquired(fetched) == []
+
+
+def test_expired_locks_make_records_available_until_the_delivery_limit(share_broker):
+    with KafkaRaw.connect(share_broker.bootstrap_servers) as raw:
+        tid = setup_topic(raw, "sf-expiry", "g3", 1, share_record_lock_duration_ms="1000",
+                          share_delivery_count_limit="2")
+        response = share_fetch(raw, "g3", "m", 0, tid)
+        assert response.acquisition_lock_timeout.total_seconds() == 1.0
+        assert [(o, c) for o, c, _ in acquired(response)] == [(0, 1)]
+        # never acknowledged: the lock expires, a waiting fetch is woken by it
+        started = time.monotonic()
+        again = acquired(share_fetch(raw, "g3", "m2", 0, tid, max_wait_ms=10_000))
+        assert [(o, c) for o, c, _ in again] == [(0, 2)]
+        assert time.monotonic() - started < 9, "the expiry woke the fetch, not its max wait"
+        # the second lock expires too: the delivery limit (2) archives the record
+        time.sleep(1.5)
+        assert acquired(share_fetch(raw, "g3", "m3", 0, tid, max_wait_ms=1500)) == []
+
+
+def test_read_committed_skips_aborted_records_and_control_records(share_broker):
+    with KafkaRaw.connect(share_broker.bootstrap_servers) as raw:
+        tid = setup_topic(raw, "sf-txn", "g4", 0, share_isolation_level="read_committed")
+        raw.produce_ok("sf-txn", 0, make_batch([b"plain-0"]))
+        init = raw.init_producer_id(transactional_id="sf-tx", transaction_timeout_ms=60_000)
+        pid, epoch = init.producer_id, init.producer_epoch
+        added = raw.request(24, 3, v3_and_below_transactional_id="sf-tx", v3_and_below_producer_id=pid,
+                            v3_and_below_producer_epoch=epoch,
+                            v3_and_below_topics=[dict(name="sf-txn", partitions=[0])])
+        assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
+        raw.produce_ok("sf-txn", 0, make_batch([b"aborted-0", b"aborted-1"], producer_id=pid, producer_epoch=epoch,
+                                                base_sequence=0, transactional=True), transactional_id="sf-tx")
+        # open transaction: nothing at or past the LSO
+        assert [v for _, _, v in acquired(share_fetch(raw, "g4", "m", 0, tid))] == [b"plain-0"]
+        end = raw.request(26, 3, transactional_id="sf-tx", producer_id=pid, producer_epoch=epoch, committed=False)
+        assert end.error_code == ErrorCode.none
+        raw.produce_ok("sf-txn", 0, make_batch([b"plain-1"]))
+        got = acquired(share_fetch(raw, "g4", "m", 1, tid))
+        assert [v for _, _, v in got] == [b"plain-1"], "aborted and control records are never acquired"
+
+
+def test_session_epochs_are_checked_as_kafka_checks_them(share_broker):
+    with KafkaRaw.connect(share_broker.bootstrap_servers) as raw:
+        tid = setup_topic(raw, "sf-session", "g5", 1)
+        assert share_fetch(raw, "g5", "m", 3, tid).error_code == ErrorCode.share_session_not_found
+        assert share_fetch(raw, "g5", "m", -1).error_code == ErrorCode.share_session_not_found
+        bad = share_fetch(raw, "g5", "m", 0, tid, acks={0: [(0, 0, [ACCEPT])]})
+        assert bad.error_code == ErrorCode.invalid_request, "acknowledgements on epoch 0"
+        assert acquired(share_fetch(raw, "g5", "m", 0, tid))
+        assert share_fetch(raw, "g5", "m", 5, tid).error_code == ErrorCode.invalid_share_session_epoch
+        assert share_fetch(raw, "g5", "m", 1, tid).error_code == ErrorCode.none
+        closed = share_fetch(raw, "g5", "m", -1, acks={0: [(0, 0, [ACCEPT])]}, tid=tid, partitions=())
+        assert closed.error_code == ErrorCode.none
+        assert closed.responses[0].partitions[0].acknowledge_error_code == 0
+        assert acquired(closed) == [], "nothing is fetched on the final epoch"
+        assert share_fetch(raw, "g5", "m", 2).error_code == ErrorCode.share_session_not_found
+        unknown = share_fetch(raw, "g5", "n", 0, uuid.uuid4())
+        assert unknown.responses[0].partitions[0].error_code == ErrorCode.unknown_topic_id
+
+
+def test_share_session_limit(broker_factory, tmp_path: Path):
+    config = tmp_path / "limit.properties"
+    config.write_text("group.share.max.share.sessions=1\n")
+    broker = broker_factory(config_file=config)
+    with KafkaRaw.connect(broker.bootstrap_servers) as raw:
+        tid = setup_topic(raw, "sf-limit", "g6", 1)
+        assert share_fetch(raw, "g6", "a", 0, tid).error_code == ErrorCode.none
+        assert share_fetch(raw, "g6", "a", 0, tid).error_code == ErrorCode.none, "replacing needs no room"
+        assert share_fetch(raw, "g6", "b", 0, tid).error_code == ErrorCode.share_session_limit_reached
+
+
+def test_kill_9_mid_acknowledgement_loses_nothing_and_redelivers_no_accepted_record(share_broker):
+    total = 300
+    with KafkaRaw.connect(share_broker.bootstrap_servers) as raw:
+        tid = setup_topic(raw, "sf-crash", "g7", 0)
+        for start in range(0, total, 50):
+            raw.produce_ok("sf-crash", 0, make_batch([b"r%d" % i for i in range(start, start + 50)]))
+        accepted: set[int] = set()
+        epoch = 0
+        got = acquired(share_fetch(raw, "g7", "m", epoch, tid, max_records=100))
+        epoch = 1
+        # accept a record at a time, answered each; then send more acks without reading the answers
+        for o, _, _ in got[:60]:
+            assert share_ack(raw, "g7", "m", epoch, tid, {0: [(o, o, [ACCEPT])]}).error_code == ErrorCode.none
+            accepted.add(o)
+            epoch += 1
+        unanswered = {o for o, _, _ in got[60:80]}  # accepted or not: the kill decides
+        for o, _, _ in got[60:80]:
+            raw.send(SHARE_ACKNOWLEDGE, 1, None, group_id="g7", member_id="m", share_session_epoch=epoch,
+                     topics=[dict(topic_id=tid, partitions=[dict(partition_index=0, acknowledgement_batches=[
+                         dict(first_offset=o, last_offset=o, acknowledge_types=[ACCEPT])])])])
+            epoch += 1
+    share_broker.kill()
+    share_broker.restart()
+    seen: dict[int, int] = {}
+    with KafkaRaw.connect(share_broker.bootstrap_servers) as raw:
+        epoch = 0
+        deadline = time.monotonic() + 60
+        required = set(range(total)) - accepted - unanswered
+        got = [None]
+        while (got or not required <= set(seen)) and time.monotonic() < deadline:
+            got = acquired(share_fetch(raw, "g7", "after", epoch, tid, max_wait_ms=500))
+            epoch += 1
+            if got:
+                assert share_ack(raw, "g7", "after", epoch, tid, {0: [(o, o, [ACCEPT]) for o, _, _ in got]}
+                                 ).error_code == ErrorCode.none
+                epoch += 1
+            for o, _, _ in got:
+                seen[o] = seen.get(o, 0) + 1
+    assert not accepted & set(seen), "an accepted record was delivered again"
+    assert required <= set(seen), "a record never accepted was lost"
+    assert set(seen) <= required | unanswered
+    assert all(n == 1 for n in seen.values())
