@@ -86,6 +86,12 @@ def acknowledge(ctx: BrokerContext, group_id: str, member_id: str, meta: TopicMe
     return ErrorCode.none, None
 
 
+def group_is_empty(ctx: BrokerContext, group_id: str) -> bool:
+    """Whether the share group has no members (AlterShareGroupOffsets and
+    DeleteShareGroupOffsets need it empty)."""
+    return manager(ctx).group_is_empty(group_id)
+
+
 def request_refusal(ctx: BrokerContext, group_id: str | None, member_id: str | None) -> tuple[ErrorCode, str | None]:
     """A whole request's refusal: no group or member id (INVALID_REQUEST), no READ on the
     group (GROUP_AUTHORIZATION_FAILED)."""

@@ -36,10 +36,10 @@ from rmqkafka.rmqsemantics.scheduler import DLQ_PREFIX
 from rmqkafka.rmqsemantics.semantics import Semantics
 from rmqkafka.rmqsemantics.share.config import BACKOFF_LEVELS, READ_COMMITTED, ShareGroupSettings
 from rmqkafka.rmqsemantics.share.partition import (
-    EXHAUSTED,
     AckBatch,
     AcquiredRange,
     AckType,
+    RecordState,
     SharePartition,
     initial_start_offset,
 )
@@ -55,6 +55,7 @@ log = logging.getLogger(__name__)
 
 ORIGIN_TOPIC, ORIGIN_PARTITION, ORIGIN_OFFSET = "ORIGIN_TOPIC", "ORIGIN_PARTITION", "ORIGIN_OFFSET"
 RECONSUME_TIMES, DLQ_REASON = "RECONSUME_TIMES", "DLQ_REASON"
+_DONE_STATES = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
 _TIMER_IDLE_S = 60.0  # the timer looks again at least this often (a group config may change)
 
 
@@ -86,15 +87,19 @@ class ShareMetrics:
 class SharePartitionManager:
     def __init__(self, semantics: Semantics, clock: Clock, state: ShareStateStore,
                  settings_for: Callable[[str], ShareGroupSettings], sessions: ShareSessionCache,
-                 notify: Callable[[str, int], None] = lambda topic, partition: None) -> None:
+                 notify: Callable[[str, int], None] = lambda topic, partition: None,
+                 is_group_empty: Callable[[str], bool] | None = None) -> None:
         """``settings_for(group id)``: the group's settings now; ``notify(topic, partition)``:
-        records of that partition became acquirable again (wakes waiting fetches)."""
+        records of that partition became acquirable again (wakes waiting fetches);
+        ``is_group_empty(group id)``: the share group coordinator's word on membership (until
+        it is given, a group is empty when none of its members has a share session)."""
         self.semantics = semantics
         self.clock = clock
         self.state = state
         self.settings_for = settings_for
         self.sessions = sessions
         self.notify = notify
+        self._is_group_empty = is_group_empty
         self.metrics = ShareMetrics()
         self._partitions: dict[SharePartitionKey, SharePartition] = {}
         self._dead: list[tuple[SharePartitionKey, int, int, str]] = []
@@ -301,6 +306,38 @@ class SharePartitionManager:
         for key in [k for k in self._partitions if k[0] == group_id]:
             del self._partitions[key]
         for key in [k for k in self.state.keys() if k[0] == group_id]:
+            self.state.delete(key)
+
+    # -- share offsets (DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets)
+    def group_is_empty(self, group_id: str) -> bool:
+        if self._is_group_empty is not None:
+            return self._is_group_empty(group_id)
+        return not self.sessions.members(group_id)
+
+    def start_and_lag(self, key: SharePartitionKey, meta: TopicMeta) -> tuple[int, int]:
+        """(SPSO, lag) of a share-partition: -1, -1 when it has no state. Lag (KIP-1226):
+        records from SPSO to the high watermark not yet acknowledged or archived."""
+        sp = self._partitions.get(key)
+        if sp is not None:
+            start, window = sp.start_offset, sp.snapshot().batches
+        else:
+            restored = self.state.restored(key)
+            if restored is None:
+                return -1, -1
+            start, window = restored.start_offset, restored.batches
+        end = self.semantics.source_partition(meta, key[2]).next_offset
+        done = sum(min(b.last_offset, end - 1) - max(b.first_offset, start) + 1 for b in window
+                   if b.state in _DONE_STATES and b.last_offset >= start and b.first_offset < end)
+        return start, max(end - start - done, 0)
+
+    def alter_start(self, key: SharePartitionKey, start_offset: int) -> None:
+        """Start a share-partition afresh at ``start_offset`` (its group is empty)."""
+        self._partitions.pop(key, None)
+        self.state.initialize(key, start_offset)
+
+    def delete_topic_state(self, group_id: str, topic: str) -> None:
+        for key in [k for k in self.partitions_of(group_id) if k[1] == topic]:
+            self._partitions.pop(key, None)
             self.state.delete(key)
 
     def partitions_of(self, group_id: str) -> list[SharePartitionKey]:

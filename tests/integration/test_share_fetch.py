@@ -240,3 +240,45 @@ def test_kill_9_mid_acknowledgement_loses_nothing_and_redelivers_no_accepted_rec
     assert required <= set(seen), "a record never accepted was lost"
     assert set(seen) <= required | unanswered
     assert all(n == 1 for n in seen.values())
+
+
+def test_share_offsets_describe_alter_and_delete(share_broker):
+    with KafkaRaw.connect(share_broker.bootstrap_servers) as raw:
+        tid = setup_topic(raw, "sf-offsets", "g8", 10)
+
+        def describe(version=1):
+            response = raw.request(90, version, groups=[dict(group_id="g8", topics=[
+                dict(topic_name="sf-offsets", partitions=[0]), dict(topic_name="sf-nothing", partitions=[0])])])
+            group = response.groups[0]
+            assert group.error_code == ErrorCode.none
+            assert group.topics[1].partitions[0].error_code == ErrorCode.unknown_topic_or_partition
+            row = group.topics[0].partitions[0]
+            assert row.error_code == ErrorCode.none and group.topics[0].topic_id == tid
+            return row.start_offset, getattr(row, "lag", None)
+
+        assert describe() == (-1, -1), "no share state yet"
+        got = acquired(share_fetch(raw, "g8", "m", 0, tid, max_records=4))
+        assert [o for o, _, _ in got] == [0, 1, 2, 3]
+        assert share_ack(raw, "g8", "m", 1, tid, {0: [(0, 1, [ACCEPT]), (3, 3, [ACCEPT])]}).error_code == 0
+        assert describe() == (2, 7), "SPSO moved over 0-1; 3 is done, so 2 and 4-9 are the lag"
+        assert describe(0)[0] == 2
+
+        alter = dict(group_id="g8", topics=[dict(topic_name="sf-offsets", partitions=[
+            dict(partition_index=0, start_offset=8)])])
+        assert raw.request(91, 0, **alter).error_code == ErrorCode.non_empty_group
+        assert raw.request(92, 0, group_id="g8", topics=[dict(topic_name="sf-offsets")]
+                           ).error_code == ErrorCode.non_empty_group
+        closed = share_fetch(raw, "g8", "m", -1)
+        assert closed.error_code == ErrorCode.none
+        altered = raw.request(91, 0, **alter)
+        assert altered.error_code == ErrorCode.none
+        assert altered.responses[0].partitions[0].error_code == ErrorCode.none
+        assert describe() == (8, 2)
+        got = acquired(share_fetch(raw, "g8", "m", 0, tid))
+        assert [o for o, _, _ in got] == [8, 9]
+        share_fetch(raw, "g8", "m", -1)
+        deleted = raw.request(92, 0, group_id="g8", topics=[dict(topic_name="sf-offsets")])
+        assert deleted.error_code == ErrorCode.none and deleted.responses[0].error_code == ErrorCode.none
+        assert describe() == (-1, -1)
+        # auto offset reset again: earliest
+        assert [o for o, _, _ in acquired(share_fetch(raw, "g8", "m", 0, tid, max_records=1))] == [0]
