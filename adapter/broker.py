@@ -32,7 +32,7 @@ from .response_budget import ResponseBudget
 from .security.service import Security
 from .share.partitions import SharePartitionManager
 from .share.sessions import ShareSessionCache
-from .share.settings import ShareBrokerDefaults, group_settings
+from .share.settings import ShareBrokerDefaults, dead_letter_target, group_settings
 from .topic_configs import effective
 from .transactions.coordinator import TxnSettings
 from .transactions.service import TransactionService
@@ -221,7 +221,8 @@ class Broker:
         state.open()
         shares = SharePartitionManager(
             semantics, self.clock, state, lambda group_id: group_settings(group_configs.get(group_id), defaults),
-            ShareSessionCache(defaults.max_share_sessions), lambda topic, partition: waiters.notify(topic, partition))
+            ShareSessionCache(defaults.max_share_sessions), lambda topic, partition: waiters.notify(topic, partition),
+            dead_letter_target=lambda group_id: dead_letter_target(group_configs.get(group_id)))
         shares.start()
         return shares
 

@@ -72,6 +72,12 @@ SPECS: dict[str, GroupConfigSpec] = {
     "share.isolation.level": GroupConfigSpec(
         "STRING", _const(ShareGroupSettings().isolation_level),
         "Controls how to read records written transactionally (read_committed or read_uncommitted)."),
+    "errors.deadletterqueue.topic.name": GroupConfigSpec(
+        "STRING", _const(""),
+        "KIP-1191: the topic a share group's rejected or exhausted records are written to (empty: none)."),
+    "errors.deadletterqueue.copy.record.enable": GroupConfigSpec(
+        "BOOLEAN", _const("false"),
+        "KIP-1191: whether dead letters carry the record's key and value (else headers only)."),
     "rmq.redelivery.backoff": GroupConfigSpec(
         "STRING", _const(ShareGroupSettings().redelivery_backoff),
         "none: a released record is redelivered at once (Kafka); levels: after RocketMQ's retry delays."),
@@ -128,6 +134,14 @@ def validate_group_configs(overrides: Mapping[str, str | None], config: AdapterC
         raise InvalidConfig("consumer.session.timeout.ms must be greater than consumer.heartbeat.interval.ms")
     if ints["share.session.timeout.ms"] <= ints["share.heartbeat.interval.ms"]:
         raise InvalidConfig("share.session.timeout.ms must be greater than share.heartbeat.interval.ms")
+    dlq = merged["errors.deadletterqueue.topic.name"] or ""
+    if len(dlq) > 249 or (dlq and not all(c.isascii() and (c.isalnum() or c in "._-") for c in dlq)):
+        raise InvalidConfig(f"Invalid value {dlq} for configuration errors.deadletterqueue.topic.name: "
+                            "not a legal topic name")
+    if merged["errors.deadletterqueue.copy.record.enable"].strip().lower() not in ("true", "false"):
+        raise InvalidConfig(f"Invalid value {merged['errors.deadletterqueue.copy.record.enable']} for "
+                            "configuration errors.deadletterqueue.copy.record.enable: Expected value to be "
+                            "either true or false")
     try:
         AutoOffsetReset.parse(merged["share.auto.offset.reset"])
         ShareGroupSettings(

@@ -14,10 +14,12 @@ broker, keyed by (group, topic, partition), with the records it hands out read f
   partition's aborted-transaction index, as a read_committed client finds them).
 - One timer task expires acquisition locks (and wakes records waiting out a RocketMQ backoff)
   at the earliest deadline; freed records wake waiting ShareFetches like an append does.
-- An archived record (REJECT, or the delivery limit) is copied to the group's dead-letter topic
-  when the group uses RocketMQ's options (``rmq_dlq.<group>``, with ORIGIN_* headers, so
-  ``rmqk dlq`` lists and resends it). The copy follows the state change and is not atomic with
-  it: after a crash in between a dead letter may be missing or (never both) the state change.
+- An archived record (REJECT, or the delivery limit) is written to the group's KIP-1191
+  dead-letter topic (``errors.deadletterqueue.topic.name``: ``__dlq.errors.*`` headers, key and
+  value only with ``errors.deadletterqueue.copy.record.enable``), else, when the group uses
+  RocketMQ's options, copied whole to ``rmq_dlq.<group>`` with ORIGIN_*, RECONSUME_TIMES and
+  DLQ_REASON headers, so ``rmqk dlq`` lists and resends it. The copy follows the durable state change and is not atomic
+  with it (as in Kafka): a crash in between loses that dead letter, never the state change.
 
 Memory is bounded by the share-partitions' windows (SharePartition's own bound) times the
 share-partitions fetched; nothing here grows with the topic.
@@ -50,6 +52,7 @@ from rmqkafka.storage.clock import Clock
 from rmqkafka.storage.topics import TopicMeta
 
 from .sessions import ShareSessionCache
+from .settings import DeadLetterTarget
 
 log = logging.getLogger(__name__)
 
@@ -88,11 +91,13 @@ class SharePartitionManager:
     def __init__(self, semantics: Semantics, clock: Clock, state: ShareStateStore,
                  settings_for: Callable[[str], ShareGroupSettings], sessions: ShareSessionCache,
                  notify: Callable[[str, int], None] = lambda topic, partition: None,
-                 is_group_empty: Callable[[str], bool] | None = None) -> None:
+                 is_group_empty: Callable[[str], bool] | None = None,
+                 dead_letter_target: Callable[[str], DeadLetterTarget] = lambda group_id: DeadLetterTarget()) -> None:
         """``settings_for(group id)``: the group's settings now; ``notify(topic, partition)``:
         records of that partition became acquirable again (wakes waiting fetches);
         ``is_group_empty(group id)``: the share group coordinator's word on membership (until
-        it is given, a group is empty when none of its members has a share session)."""
+        it is given, a group is empty when none of its members has a share session);
+        ``dead_letter_target(group id)``: the group's KIP-1191 dead-letter topic."""
         self.semantics = semantics
         self.clock = clock
         self.state = state
@@ -100,6 +105,7 @@ class SharePartitionManager:
         self.sessions = sessions
         self.notify = notify
         self._is_group_empty = is_group_empty
+        self._dead_letter_target = dead_letter_target
         self.metrics = ShareMetrics()
         self._partitions: dict[SharePartitionKey, SharePartition] = {}
         self._dead: list[tuple[SharePartitionKey, int, int, str]] = []
@@ -353,20 +359,34 @@ class SharePartitionManager:
             group_id, topic, partition = key
             sp = self._partitions.get(key)
             settings = sp.settings if sp is not None else self.settings_for(group_id)
-            if not _rocketmq_dlq(settings):
+            target = self._dead_letter_target(group_id)
+            if not target.topic and not _rocketmq_dlq(settings):
                 continue
             try:
-                self._copy_to_dlq(group_id, topic, partition, offset, count, reason)
+                self._copy_to_dlq(group_id, topic, partition, offset, count, reason, target)
             except Exception:  # the state change is durable; a lost copy is logged, not retried
                 log.exception("dead letter %s-%d@%d of share group %s not written", topic, partition, offset, group_id)
 
-    def _copy_to_dlq(self, group_id: str, topic: str, partition: int, offset: int, count: int, reason: str) -> None:
+    def _copy_to_dlq(self, group_id: str, topic: str, partition: int, offset: int, count: int, reason: str,
+                     target: DeadLetterTarget) -> None:
         store = self.semantics.store
         found = self.semantics.read(topic, partition, offset, 1, True).batches
         record = None
         if found:
             record = next((r for r in record_batch.read_records(found[0]) if r.offset == offset), None)
         if record is None:  # a gap or a record retention took: nothing to copy
+            return
+        if target.topic:  # KIP-1191 (ShareGroupDLQRecordHelper): headers, the record only if asked
+            meta = store.topics.get(target.topic) or store.create_topic(target.topic, 1, {})
+            message = f"The record was {reason}" + (" (the delivery count limit was reached)"
+                                                     if reason == "exhausted" else " by a consumer")
+            kip_headers = [("__dlq.errors.topic", topic.encode()), ("__dlq.errors.partition", str(partition).encode()),
+                           ("__dlq.errors.offset", str(offset).encode()), ("__dlq.errors.group", group_id.encode()),
+                           ("__dlq.errors.delivery.count", str(count).encode()),
+                           ("__dlq.errors.message", message.encode())]
+            key, value = (record.key, record.value) if target.copy_record else (None, None)
+            store.append_built(meta.name, partition % meta.partitions,
+                               build_batch([(self.clock.now_ms(), key, value, kip_headers)]))
             return
         dlq = DLQ_PREFIX + group_id
         if store.topics.get(dlq) is None:

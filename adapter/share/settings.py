@@ -35,3 +35,17 @@ def group_settings(overrides: Mapping[str, str], defaults: ShareBrokerDefaults) 
         max_reconsume_times=None if reconsume is None else int(reconsume),
         delay_levels_ms=defaults.delay_levels_ms,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterTarget:
+    """KIP-1191's group configs: ``errors.deadletterqueue.topic.name`` ("" = none) and
+    ``errors.deadletterqueue.copy.record.enable``."""
+
+    topic: str = ""
+    copy_record: bool = False
+
+
+def dead_letter_target(overrides: Mapping[str, str]) -> DeadLetterTarget:
+    return DeadLetterTarget(overrides.get("errors.deadletterqueue.topic.name", ""),
+                            overrides.get("errors.deadletterqueue.copy.record.enable", "false").strip().lower() == "true")

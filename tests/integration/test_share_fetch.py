@@ -282,3 +282,37 @@ def test_share_offsets_describe_alter_and_delete(share_broker):
         assert describe() == (-1, -1)
         # auto offset reset again: earliest
         assert [o for o, _, _ in acquired(share_fetch(raw, "g8", "m", 0, tid, max_records=1))] == [0]
+
+
+def test_rejected_and_exhausted_records_go_to_the_dead_letter_topics(share_broker):
+    with KafkaRaw.connect(share_broker.bootstrap_servers) as raw:
+        # RocketMQ's options: rmq_dlq.<group> with the origin headers (rmqk dlq reads them)
+        tid = setup_topic(raw, "sf-dlq", "g9", 0, rmq_max_reconsume_times="1")  # 2 deliveries
+        raw.produce_ok("sf-dlq", 0, make_batch([b"poison", b"exhausted"], keys=[b"k0", b"k1"],
+                                               headers=[[("h", b"1")], []]))
+        assert [o for o, _, _ in acquired(share_fetch(raw, "g9", "m", 0, tid))] == [0, 1]
+        response = share_ack(raw, "g9", "m", 1, tid, {0: [(0, 1, [REJECT, RELEASE])]})
+        assert response.responses[0].partitions[0].error_code == ErrorCode.none
+        assert [(o, c) for o, c, _ in acquired(share_fetch(raw, "g9", "m", 2))] == [(1, 2)]
+        assert share_ack(raw, "g9", "m", 3, tid, {0: [(1, 1, [RELEASE])]}).error_code == ErrorCode.none
+        dead = raw.fetch_all("rmq_dlq.g9", 0)
+        assert [(r.key, r.value) for r in dead] == [(b"k0", b"poison"), (b"k1", b"exhausted")]
+        headers = [dict(r.headers) for r in dead]
+        assert headers[0]["ORIGIN_TOPIC"] == b"sf-dlq" and headers[0]["ORIGIN_PARTITION"] == b"0"
+        assert headers[0]["ORIGIN_OFFSET"] == b"0" and headers[1]["ORIGIN_OFFSET"] == b"1"
+        assert headers[0]["h"] == b"1"
+        assert headers[0]["DLQ_REASON"] == b"rejected" and headers[1]["DLQ_REASON"] == b"exhausted"
+        assert headers[0]["RECONSUME_TIMES"] == b"0" and headers[1]["RECONSUME_TIMES"] == b"1"
+        assert acquired(share_fetch(raw, "g9", "m", 4)) == [], "both are archived"
+
+        # KIP-1191: errors.deadletterqueue.topic.name, headers only unless the copy is enabled
+        raw.create_topic("sf-kip-dlq", 1)
+        tid2 = setup_topic(raw, "sf-dlq2", "g10", 1, errors_deadletterqueue_topic_name="sf-kip-dlq")
+        assert [o for o, _, _ in acquired(share_fetch(raw, "g10", "m", 0, tid2))] == [0]
+        assert share_ack(raw, "g10", "m", 1, tid2, {0: [(0, 0, [REJECT])]}).error_code == ErrorCode.none
+        (letter,) = raw.fetch_all("sf-kip-dlq", 0)
+        h = dict(letter.headers)
+        assert (letter.key, letter.value) == (None, None)
+        assert h["__dlq.errors.topic"] == b"sf-dlq2" and h["__dlq.errors.partition"] == b"0"
+        assert h["__dlq.errors.offset"] == b"0" and h["__dlq.errors.group"] == b"g10"
+        assert h["__dlq.errors.delivery.count"] == b"1" and h["__dlq.errors.message"]
