@@ -59,7 +59,9 @@ log = logging.getLogger(__name__)
 ORIGIN_TOPIC, ORIGIN_PARTITION, ORIGIN_OFFSET = "ORIGIN_TOPIC", "ORIGIN_PARTITION", "ORIGIN_OFFSET"
 RECONSUME_TIMES, DLQ_REASON = "RECONSUME_TIMES", "DLQ_REASON"
 _DONE_STATES = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
-_TIMER_IDLE_S = 60.0  # the timer looks again at least this often (a group config may change)
+_TIMER_IDLE_S = 60.0
+_READ_CHUNK = 1 << 20  # bytes of log read at a time by a share fetch
+_MAX_CHUNKS = 64  # chunks one partition's acquisition reads at most  # the timer looks again at least this often (a group config may change)
 
 
 class UnknownSharePartition(Exception):
@@ -74,6 +76,10 @@ class PartitionFetch:
     acquired: list[AcquiredRange] = field(default_factory=list)
     batches: list[bytes] = field(default_factory=list)
     size: int = 0
+
+    @property
+    def count(self) -> int:
+        return sum(r.last_offset - r.first_offset + 1 for r in self.acquired)
 
 
 @dataclass(slots=True)
@@ -202,35 +208,55 @@ class SharePartitionManager:
             sp.advance_log_start(plog.log_start_offset)
         committed = sp.settings.isolation_level == READ_COMMITTED
         stable, end = plog.last_stable_offset, plog.next_offset
+        limit = stable if committed else end
         start = sp.next_fetch_offset()
         out = PartitionFetch()
-        read: list[bytes] = []
-        below = start
-        if start < (stable if committed else end) and max_records > 0:
-            result = self.semantics.read(meta, partition, start, max_bytes, min_one,
-                                         max_offset=stable if committed else None)
-            read = list(result.batches)
-            if read:
-                below = record_batch.next_offset_of(read[-1])
-        elif not sp.has_due_retries():
+        if start >= limit and not sp.has_due_retries():
             return out
-        control, aborted = _unseen(read, plog.aborted_transactions(start, below) if committed and read else ())
-        try:
-            acquired = sp.acquire(member_id, end, max_records, batch_size or None, last_stable_offset=stable,
-                                  aborted=aborted, control=control, below=below)
-        finally:
-            self._send_dead_letters()
-        if not acquired:
+        budget = max_bytes
+        # The log is read a chunk at a time, so that a fetch of 500 small records does not
+        # read (and drop) the 50 MB its MaxBytes allows; a chunk that yields nothing stops
+        # the loop unless it moved the window (records archived unseen).
+        for _ in range(_MAX_CHUNKS):
+            read: list[bytes] = []
+            below = start
+            if start < limit and (budget > 0 or (min_one and not out.batches)):
+                result = self.semantics.read(meta, partition, start, min(max(budget, 0), _READ_CHUNK),
+                                             min_one and not out.batches, max_offset=stable if committed else None)
+                read = list(result.batches)
+                if read:
+                    below = record_batch.next_offset_of(read[-1])
+            control, aborted = _unseen(read, plog.aborted_transactions(start, below) if committed and read else ())
+            window_end = sp.end_offset
+            try:
+                acquired = sp.acquire(member_id, end, max_records - out.count, batch_size or None,
+                                      last_stable_offset=stable, aborted=aborted, control=control, below=below)
+            finally:
+                self._send_dead_letters()
+            if acquired:
+                batches = self._batches_for(meta, partition, acquired, read)
+                out.acquired += acquired
+                out.batches += batches
+                size = sum(len(b) for b in batches)
+                out.size += size
+                budget -= size
+            if (not read or below >= limit or out.count >= max_records or budget <= 0
+                    or (not acquired and sp.end_offset == window_end)):
+                break
+            start = below
+        if not out.acquired:
             return out
         self._wakeup.set()  # a new lock: the timer may need an earlier wake-up
-        for r in acquired:
+        for r in out.acquired:
             count = r.last_offset - r.first_offset + 1
             self.metrics.acquisitions += count
             if r.delivery_count > 1:
                 self.metrics.redeliveries += count
-        out.acquired = acquired
-        out.batches = self._batches_for(meta, partition, acquired, read)
-        out.size = sum(len(b) for b in out.batches)
+        if len(out.batches) > 1:  # retried records' batches were read out of order
+            by_base = {record_batch.base_offset_of(b): b for b in out.batches}
+            out.batches = [by_base[base] for base in sorted(by_base)]
+            out.size = sum(len(b) for b in out.batches)
+            out.acquired.sort(key=lambda r: r.first_offset)
         return out
 
     def _batches_for(self, meta: TopicMeta, partition: int, acquired: list[AcquiredRange],

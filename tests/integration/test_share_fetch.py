@@ -316,3 +316,26 @@ def test_rejected_and_exhausted_records_go_to_the_dead_letter_topics(share_broke
         assert h["__dlq.errors.topic"] == b"sf-dlq2" and h["__dlq.errors.partition"] == b"0"
         assert h["__dlq.errors.offset"] == b"0" and h["__dlq.errors.group"] == b"g10"
         assert h["__dlq.errors.delivery.count"] == b"1" and h["__dlq.errors.message"]
+
+
+def test_two_members_drain_more_records_than_the_window_holds(share_broker):
+    total = 2600  # more than the in-flight window (share.partition.max.record.locks, 2000)
+    with KafkaRaw.connect(share_broker.bootstrap_servers) as raw:
+        tid = setup_topic(raw, "sf-window", "g11", 0)
+        for start in range(0, total, 100):
+            raw.produce_ok("sf-window", 0, make_batch([b"x%04d" % i for i in range(start, start + 100)]))
+        epochs = {"a": 0, "b": 0}
+        held: dict[str, list[int]] = {"a": [], "b": []}
+        seen: list[int] = []
+        deadline = time.monotonic() + 60
+        while len(seen) < total and time.monotonic() < deadline:
+            for m in ("a", "b"):
+                acks = {0: [(o, o, [ACCEPT]) for o in held[m]]} if held[m] else None
+                got = acquired(share_fetch(raw, "g11", m, epochs[m], tid, acks=acks, max_records=500,
+                                           max_wait_ms=200))
+                epochs[m] += 1
+                assert len(got) <= 500
+                held[m] = [o for o, _, v in got]
+                assert all(v == b"x%04d" % o for o, _, v in got)
+                seen += held[m]
+        assert sorted(seen) == list(range(total)), "every record once, to one member"
