@@ -339,3 +339,24 @@ def test_two_members_drain_more_records_than_the_window_holds(share_broker):
                 assert all(v == b"x%04d" % o for o, _, v in got)
                 seen += held[m]
         assert sorted(seen) == list(range(total)), "every record once, to one member"
+
+
+def test_share_metrics_count_acquisitions_acks_and_redeliveries(broker_factory, tmp_path: Path):
+    import urllib.request
+
+    broker = broker_factory(args=["--metrics-port", "0"])
+    with KafkaRaw.connect(broker.bootstrap_servers) as raw:
+        tid = setup_topic(raw, "sf-metrics", "g12", 3)
+        assert len(acquired(share_fetch(raw, "g12", "m", 0, tid))) == 3
+        share_ack(raw, "g12", "m", 1, tid, {0: [(0, 2, [ACCEPT, RELEASE, REJECT])]})
+        assert [(o, c) for o, c, _ in acquired(share_fetch(raw, "g12", "m", 2))] == [(1, 2)]
+    text = urllib.request.urlopen(broker.metrics_url + "/metrics", timeout=10).read().decode()
+    lines = {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines()
+             if line.startswith("rmqk_share_")}
+    assert lines["rmqk_share_acquired_records_total"] == 4
+    assert lines["rmqk_share_redelivered_records_total"] == 1
+    assert lines['rmqk_share_acknowledged_records_total{type="accept"}'] == 1
+    assert lines['rmqk_share_acknowledged_records_total{type="release"}'] == 1
+    assert lines['rmqk_share_acknowledged_records_total{type="reject"}'] == 1
+    assert lines["rmqk_share_dead_letters_total"] == 1
+    assert lines["rmqk_share_sessions"] == 1
