@@ -9,12 +9,11 @@ from kio.schema.errors import ErrorCode
 
 from rmqkafka.rmqsemantics.share.errors import InvalidRecordState, InvalidShareRequest
 from rmqkafka.rmqsemantics.share.partition import AckBatch
-from rmqkafka.storage.topics import TopicMeta
 
 from ..context import BrokerContext
 from ..errors import error_code_for
 from ..security.acls import AclOperation, ResourceType
-from ..share.partitions import SharePartitionManager, UnknownSharePartition
+from ..share.partitions import Entity, SharePartitionManager, UnknownSharePartition
 from ..share.sessions import (
     InvalidSessionEpoch,
     InvalidSessionRequest,
@@ -46,27 +45,30 @@ def session_code(exc: ShareSessionError) -> ErrorCode:
     return SESSION_CODES[type(exc)]
 
 
-def topic_refusal(ctx: BrokerContext, topic_id: uuid.UUID | None) -> tuple[TopicMeta | None, ErrorCode]:
-    """The topic an id names and whether the caller may read it: UNKNOWN_TOPIC_ID for an id
-    the broker does not know (a view is not served to share groups yet), TOPIC_AUTHORIZATION_FAILED
-    without READ (checked first, so the answer does not tell whether the topic exists)."""
+def topic_refusal(ctx: BrokerContext, topic_id: uuid.UUID | None) -> tuple[Entity | None, ErrorCode]:
+    """The topic or view an id names and whether the caller may read it: UNKNOWN_TOPIC_ID for
+    an id the broker does not know, TOPIC_AUTHORIZATION_FAILED without READ (on a view, READ
+    on its source too: ctx.allowed)."""
     meta = ctx.semantics.resolve_id(topic_id) if topic_id is not None else None
-    name = getattr(meta, "name", None)
-    if name is not None and not ctx.allowed(AclOperation.READ, ResourceType.TOPIC, name):
-        return None, ErrorCode.topic_authorization_failed
-    if not isinstance(meta, TopicMeta):
+    if meta is None:
         return None, ErrorCode.unknown_topic_id
+    if not ctx.allowed(AclOperation.READ, ResourceType.TOPIC, meta.name):
+        return None, ErrorCode.topic_authorization_failed
     return meta, ErrorCode.none
+
+
+def partition_exists(ctx: BrokerContext, meta: Entity, partition: int) -> bool:
+    return 0 <= partition < ctx.semantics.partition_count(meta)
 
 
 def ack_batches(raw) -> list[AckBatch]:
     return [AckBatch(b.first_offset, b.last_offset, tuple(b.acknowledge_types)) for b in raw]
 
 
-def acknowledge(ctx: BrokerContext, group_id: str, member_id: str, meta: TopicMeta, partition: int,
+def acknowledge(ctx: BrokerContext, group_id: str, member_id: str, meta: Entity, partition: int,
                 raw_batches) -> tuple[ErrorCode, str | None]:
     """Apply one partition's acknowledgements; (Kafka code, message)."""
-    if not 0 <= partition < meta.partitions:
+    if not partition_exists(ctx, meta, partition):
         return ErrorCode.unknown_topic_or_partition, None
     if len(raw_batches) > MAX_ACK_BATCHES:
         return ErrorCode.invalid_request, f"More than {MAX_ACK_BATCHES} acknowledgement batches"

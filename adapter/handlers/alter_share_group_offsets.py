@@ -14,8 +14,6 @@ import uuid
 
 from kio.schema.errors import ErrorCode
 
-from rmqkafka.storage.topics import TopicMeta
-
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
@@ -38,17 +36,17 @@ async def handle(ctx: BrokerContext, request: Request):
                     error_message="The group is not empty.")
     responses = []
     for topic in body.topics:
-        meta = ctx.store.topics.get(topic.topic_name)
+        meta = ctx.semantics.resolve(topic.topic_name)
         if not ctx.allowed(AclOperation.READ, ResourceType.TOPIC, topic.topic_name):
             code = ErrorCode.topic_authorization_failed
-        elif not isinstance(meta, TopicMeta):
+        elif meta is None:
             code = ErrorCode.unknown_topic_or_partition
         else:
             code = ErrorCode.none
         rows = []
         for p in topic.partitions:
             row = code
-            if row is ErrorCode.none and not 0 <= p.partition_index < meta.partitions:
+            if row is ErrorCode.none and not 0 <= p.partition_index < ctx.semantics.partition_count(meta):
                 row = ErrorCode.unknown_topic_or_partition
             elif row is ErrorCode.none and p.start_offset < 0:
                 row = ErrorCode.invalid_request
@@ -59,5 +57,5 @@ async def handle(ctx: BrokerContext, request: Request):
                     row = error_code_for(exc)
             rows.append(dict(partition_index=p.partition_index, error_code=row))
         responses.append(dict(topic_name=topic.topic_name,
-                              topic_id=meta.topic_id if code is ErrorCode.none else ZERO_UUID, partitions=rows))
+                              topic_id=ctx.semantics.id_of(meta) if code is ErrorCode.none else ZERO_UUID, partitions=rows))
     return make(cls, throttle_time=0, error_code=ErrorCode.none, responses=responses)

@@ -12,8 +12,6 @@ import uuid
 
 from kio.schema.errors import ErrorCode
 
-from rmqkafka.storage.topics import TopicMeta
-
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
@@ -36,10 +34,10 @@ async def handle(ctx: BrokerContext, request: Request):
                     error_message="The group is not empty.")
     responses = []
     for topic in body.topics:
-        meta = ctx.store.topics.get(topic.topic_name)
+        meta = ctx.semantics.resolve(topic.topic_name)
         if not ctx.allowed(AclOperation.READ, ResourceType.TOPIC, topic.topic_name):
             code = ErrorCode.topic_authorization_failed
-        elif not isinstance(meta, TopicMeta):
+        elif meta is None:
             code = ErrorCode.unknown_topic_or_partition
         else:
             code = ErrorCode.none
@@ -48,6 +46,6 @@ async def handle(ctx: BrokerContext, request: Request):
             except Exception as exc:
                 code = error_code_for(exc)
         responses.append(dict(topic_name=topic.topic_name,
-                              topic_id=meta.topic_id if isinstance(meta, TopicMeta) else ZERO_UUID,
+                              topic_id=ctx.semantics.id_of(meta) if meta is not None else ZERO_UUID,
                               error_code=code))
     return make(cls, throttle_time=0, error_code=ErrorCode.none, responses=responses)

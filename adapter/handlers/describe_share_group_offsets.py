@@ -14,8 +14,6 @@ import uuid
 
 from kio.schema.errors import ErrorCode
 
-from rmqkafka.storage.topics import TopicMeta
-
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
@@ -41,10 +39,10 @@ async def handle(ctx: BrokerContext, request: Request):
             wanted = {t.topic_name: list(t.partitions) for t in group.topics}
         topics = []
         for name, partitions in wanted.items():
-            meta = ctx.store.topics.get(name)
+            meta = ctx.semantics.resolve(name)
             if not ctx.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
                 code = ErrorCode.topic_authorization_failed
-            elif not isinstance(meta, TopicMeta):
+            elif meta is None:
                 code = ErrorCode.unknown_topic_or_partition
             else:
                 code = ErrorCode.none
@@ -52,13 +50,13 @@ async def handle(ctx: BrokerContext, request: Request):
             for p in partitions:
                 start, lag, row_code = -1, -1, code
                 if code is ErrorCode.none:
-                    if 0 <= p < meta.partitions:
+                    if 0 <= p < ctx.semantics.partition_count(meta):
                         start, lag = shares.start_and_lag((group.group_id, name, p), meta)
                     else:
                         row_code = ErrorCode.unknown_topic_or_partition
                 rows.append(dict(partition_index=p, start_offset=start, leader_epoch=-1 if start < 0 else 0,
                                  lag=lag, error_code=row_code))
-            topics.append(dict(topic_name=name, topic_id=meta.topic_id if code is ErrorCode.none else ZERO_UUID,
+            topics.append(dict(topic_name=name, topic_id=ctx.semantics.id_of(meta) if code is ErrorCode.none else ZERO_UUID,
                                partitions=rows))
         groups.append(dict(group_id=group.group_id, topics=topics, error_code=ErrorCode.none))
     return make(response_type(request), throttle_time=0, groups=groups)

@@ -89,7 +89,7 @@ def _targets(ctx: BrokerContext, partitions, entry) -> list:
     out = []
     for topic_id, partition in partitions:
         meta, code = _share.topic_refusal(ctx, topic_id)
-        if meta is not None and not 0 <= partition < meta.partitions:
+        if meta is not None and not _share.partition_exists(ctx, meta, partition):
             code = ErrorCode.unknown_topic_or_partition
         if code is not ErrorCode.none:
             entry(topic_id, partition)["error_code"] = code

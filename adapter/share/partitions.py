@@ -49,7 +49,10 @@ from rmqkafka.rmqsemantics.share.state_log import SharePartitionKey
 from rmqkafka.rmqsemantics.share.state_store import ShareStateStore
 from rmqkafka.storage import record_batch
 from rmqkafka.storage.clock import Clock
+from rmqkafka.rmqsemantics.views import View
 from rmqkafka.storage.topics import TopicMeta
+
+Entity = TopicMeta | View  # a share group reads a topic or a subscription view
 
 from .sessions import ShareSessionCache
 from .settings import DeadLetterTarget
@@ -158,8 +161,17 @@ class SharePartitionManager:
             if due is not None:
                 wake.append(due)
             if expired or (due is not None and due <= self.clock.now_ms()) or sp.has_due_retries():
-                self.notify(key[1], key[2])
+                self._notify(key)
         return min(wake, default=None)
+
+    def _notify(self, key: SharePartitionKey) -> None:
+        """Wake the fetches waiting on the stored partition a share-partition reads (a
+        view's source)."""
+        try:
+            topic, partition, _ = self.semantics.arrivals(key[1], key[2])
+        except Exception:  # the topic or view is gone: nobody waits on it
+            return
+        self.notify(topic, partition)
 
     # -- share-partitions ------------------------------------------------------------------
     def get(self, key: SharePartitionKey) -> SharePartition | None:
@@ -168,7 +180,7 @@ class SharePartitionManager:
     def keys(self) -> list[SharePartitionKey]:
         return sorted(self._partitions)
 
-    def _load(self, key: SharePartitionKey, meta: TopicMeta, create: bool) -> SharePartition | None:
+    def _load(self, key: SharePartitionKey, meta: Entity, create: bool) -> SharePartition | None:
         sp = self._partitions.get(key)
         settings = self.settings_for(key[0])
         if sp is not None:
@@ -197,7 +209,7 @@ class SharePartitionManager:
         return sp
 
     # -- fetching ----------------------------------------------------------------------------
-    def acquire(self, group_id: str, member_id: str, meta: TopicMeta, partition: int, max_records: int,
+    def acquire(self, group_id: str, member_id: str, meta: Entity, partition: int, max_records: int,
                 batch_size: int, max_bytes: int, min_one: bool) -> PartitionFetch:
         """Acquire up to ``max_records`` records for the member and read their batches.
         Storage errors propagate (the caller answers with their Kafka code)."""
@@ -259,7 +271,7 @@ class SharePartitionManager:
             out.acquired.sort(key=lambda r: r.first_offset)
         return out
 
-    def _batches_for(self, meta: TopicMeta, partition: int, acquired: list[AcquiredRange],
+    def _batches_for(self, meta: Entity, partition: int, acquired: list[AcquiredRange],
                      read: list[bytes]) -> list[bytes]:
         """The batches holding acquired records, in offset order: those read, plus those of
         retried records below the read (RocketMQ backoff), read one batch at a time."""
@@ -284,7 +296,7 @@ class SharePartitionManager:
                 wanted.append(batch)
         return wanted
 
-    def acknowledge(self, group_id: str, member_id: str, meta: TopicMeta, partition: int,
+    def acknowledge(self, group_id: str, member_id: str, meta: Entity, partition: int,
                     batches: list[AckBatch]) -> None:
         """Apply acknowledgements; ShareError (InvalidRecordState, InvalidShareRequest),
         UnknownSharePartition or a storage error when they cannot be."""
@@ -303,7 +315,7 @@ class SharePartitionManager:
                 for t in batch.types:
                     self.metrics.acks[_ack_name(t)] += 1
         if any(t == AckType.RELEASE for b in batches for t in b.types):
-            self.notify(meta.name, partition)
+            self._notify((group_id, meta.name, partition))
 
     # -- members and groups (the share group coordinator calls these) -----------------------
     def member_left(self, group_id: str, member_id: str) -> None:
@@ -330,7 +342,7 @@ class SharePartitionManager:
             finally:
                 self._send_dead_letters()
             if released:
-                self.notify(key[1], key[2])
+                self._notify(key)
 
     def group_deleted(self, group_id: str) -> None:
         """The share group was deleted: its sessions and share-partitions go, durably."""
@@ -346,7 +358,7 @@ class SharePartitionManager:
             return self._is_group_empty(group_id)
         return not self.sessions.members(group_id)
 
-    def start_and_lag(self, key: SharePartitionKey, meta: TopicMeta) -> tuple[int, int]:
+    def start_and_lag(self, key: SharePartitionKey, meta: Entity) -> tuple[int, int]:
         """(SPSO, lag) of a share-partition: -1, -1 when it has no state. Lag (KIP-1226):
         records from SPSO to the high watermark not yet acknowledged or archived."""
         sp = self._partitions.get(key)
@@ -397,6 +409,9 @@ class SharePartitionManager:
                      target: DeadLetterTarget) -> None:
         store = self.semantics.store
         found = self.semantics.read(topic, partition, offset, 1, True).batches
+        view = self.semantics.views.get(topic)
+        if view is not None:  # the origin is the view's source: rmqk dlq resend --to-origin produces to it
+            topic = view.source
         record = None
         if found:
             record = next((r for r in record_batch.read_records(found[0]) if r.offset == offset), None)
@@ -438,9 +453,11 @@ def _ack_name(ack: int) -> str:
 
 def _unseen(batches: Iterable[bytes], aborted_txns: Iterable[tuple[int, int]]
             ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """(control ranges, aborted ranges) of the batches read: what a read_committed client
-    drops, found the way it finds them (an aborted transaction's producer is aborted from
-    its first offset until its abort marker)."""
+    """(ranges never delivered, aborted ranges) of the batches read. Never delivered: control
+    batches (a view's covering batches are control batches too) and the offsets a view's
+    subset batch left out. Aborted: what a read_committed client drops, found the way it
+    finds them (an aborted transaction's producer is aborted from its first offset until
+    its abort marker)."""
     pending = sorted(aborted_txns, key=lambda item: item[1])
     active: set[int] = set()
     control: list[tuple[int, int]] = []
@@ -454,6 +471,10 @@ def _unseen(batches: Iterable[bytes], aborted_txns: Iterable[tuple[int, int]]
         if info.is_control:
             control.append((base, last))
             active.discard(info.producer_id)
-        elif info.attributes & record_batch.TRANSACTIONAL_BIT and info.producer_id in active:
+            continue
+        if info.attributes & record_batch.TRANSACTIONAL_BIT and info.producer_id in active:
             aborted.append((base, last))
+        elif info.records_count != last - base + 1:  # a view's subset: its missing offsets are gaps
+            present = {r.offset for r in record_batch.read_records(batch)}
+            control += [(o, o) for o in range(base, last + 1) if o not in present]
     return control, aborted

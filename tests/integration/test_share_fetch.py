@@ -360,3 +360,34 @@ def test_share_metrics_count_acquisitions_acks_and_redeliveries(broker_factory, 
     assert lines['rmqk_share_acknowledged_records_total{type="reject"}'] == 1
     assert lines["rmqk_share_dead_letters_total"] == 1
     assert lines["rmqk_share_sessions"] == 1
+
+
+@pytest.mark.parametrize("kind, expression", [("tags", "A || B"), ("sql", "color = 'red'")])
+def test_a_share_group_on_a_view_gets_only_matching_records(share_broker, kind, expression):
+    with KafkaRaw.connect(share_broker.bootstrap_servers) as raw:
+        source, view = f"sf-src-{kind}", f"sf-view-{kind}"
+        raw.create_topic(source, 1)
+        raw.create_topic(view, -1, {"rmq.view.source": source, f"rmq.view.{kind}": expression})
+        set_group_configs(raw, "g13", share_auto_offset_reset="earliest")
+        wanted = []
+        for batch in range(4):
+            values, headers = [], []
+            for i in range(10):
+                n = batch * 10 + i
+                match = n % 3 == 0
+                values.append(b"%d" % n)
+                headers.append([("TAGS", b"A" if match else b"C"), ("color", b"red" if match else b"blue")])
+                if match:
+                    wanted.append(n)
+            raw.produce_ok(source, 0, make_batch(values, headers=headers))
+        raw.produce_ok(source, 0, make_batch([b"x"] * 30, headers=[[("TAGS", b"C"), ("color", b"blue")]] * 30))
+        tid = topic_id(raw, view)
+        got = acquired(share_fetch(raw, "g13", "m", 0, tid))
+        assert [int(v) for _, _, v in got] == wanted and [o for o, _, _ in got] == wanted
+        assert share_ack(raw, "g13", "m", 1, tid, {0: [(o, o, [ACCEPT]) for o, _, _ in got]}).error_code == 0
+        assert acquired(share_fetch(raw, "g13", "m", 2)) == []
+        row = raw.request(90, 1, groups=[dict(group_id="g13", topics=[dict(topic_name=view, partitions=[0])])]
+                          ).groups[0].topics[0].partitions[0]
+        assert (row.start_offset, row.lag) == (70, 0), "the records the view leaves out are never in flight"
+        raw.produce_ok(source, 0, make_batch([b"late"], headers=[[("TAGS", b"B"), ("color", b"red")]]))
+        assert [v for _, _, v in acquired(share_fetch(raw, "g13", "m", 3, max_wait_ms=5000))] == [b"late"]
