@@ -391,3 +391,25 @@ def test_a_share_group_on_a_view_gets_only_matching_records(share_broker, kind, 
         assert (row.start_offset, row.lag) == (70, 0), "the records the view leaves out are never in flight"
         raw.produce_ok(source, 0, make_batch([b"late"], headers=[[("TAGS", b"B"), ("color", b"red")]]))
         assert [v for _, _, v in acquired(share_fetch(raw, "g13", "m", 3, max_wait_ms=5000))] == [b"late"]
+
+
+def test_rocketmq_backoff_holds_a_released_record_back_without_holding_the_partition(broker_factory, tmp_path):
+    config = tmp_path / "backoff.properties"
+    config.write_text("messageDelayLevel=1s 1s 2s 1h\n")  # level 3 (the first retry): 2 s
+    broker = broker_factory(config_file=config)
+    with KafkaRaw.connect(broker.bootstrap_servers) as raw:
+        tid = setup_topic(raw, "sf-backoff", "g14", 1, rmq_redelivery_backoff="levels")
+        assert [o for o, _, _ in acquired(share_fetch(raw, "g14", "m", 0, tid))] == [0]
+        released_at = time.monotonic()
+        assert share_ack(raw, "g14", "m", 1, tid, {0: [(0, 0, [RELEASE])]}).error_code == ErrorCode.none
+        raw.produce_ok("sf-backoff", 0, make_batch([b"later-1", b"later-2"]))
+        got = acquired(share_fetch(raw, "g14", "m", 2))
+        assert [o for o, _, _ in got] == [1, 2], "later records flow while the released one waits"
+        share_ack(raw, "g14", "m", 3, tid, {0: [(1, 2, [ACCEPT])]})
+        epoch, again = 4, []
+        while not again and time.monotonic() - released_at < 15:
+            again = acquired(share_fetch(raw, "g14", "m", epoch, max_wait_ms=3000))
+            epoch += 1
+        assert [(o, c) for o, c, _ in again] == [(0, 2)]
+        waited = time.monotonic() - released_at
+        assert 1.9 <= waited < 10, f"redelivered after {waited:.2f} s, RocketMQ's first retry delay is 2 s"
