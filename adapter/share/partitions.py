@@ -13,7 +13,8 @@ broker, keyed by (group, topic, partition), with the records it hands out read f
   read_committed so are aborted transactions' records (found in the batches read with the
   partition's aborted-transaction index, as a read_committed client finds them).
 - One timer task expires acquisition locks (and wakes records waiting out a RocketMQ backoff)
-  at the earliest deadline; freed records wake waiting ShareFetches like an append does.
+  at the earliest deadline, at most one round per 20 ms (a round looks at every
+  share-partition); freed records wake waiting ShareFetches like an append does.
 - An archived record (REJECT, or the delivery limit) is written to the group's KIP-1191
   dead-letter topic (``errors.deadletterqueue.topic.name``: ``__dlq.errors.*`` headers, key and
   value only with ``errors.deadletterqueue.copy.record.enable``), else, when the group uses
@@ -62,9 +63,10 @@ log = logging.getLogger(__name__)
 ORIGIN_TOPIC, ORIGIN_PARTITION, ORIGIN_OFFSET = "ORIGIN_TOPIC", "ORIGIN_PARTITION", "ORIGIN_OFFSET"
 RECONSUME_TIMES, DLQ_REASON = "RECONSUME_TIMES", "DLQ_REASON"
 _DONE_STATES = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
-_TIMER_IDLE_S = 60.0
+_TIMER_IDLE_S = 60.0  # the timer looks again at least this often (a group config may change)
+_TIMER_TICK_S = 0.02  # locks expire at most this late
 _READ_CHUNK = 1 << 20  # bytes of log read at a time by a share fetch
-_MAX_CHUNKS = 64  # chunks one partition's acquisition reads at most  # the timer looks again at least this often (a group config may change)
+_MAX_CHUNKS = 64  # chunks one partition's acquisition reads at most
 
 
 class UnknownSharePartition(Exception):
@@ -119,6 +121,7 @@ class SharePartitionManager:
         self._partitions: dict[SharePartitionKey, SharePartition] = {}
         self._dead: list[tuple[SharePartitionKey, int, int, str]] = []
         self._wakeup = asyncio.Event()
+        self._next_wake_ms: int | None = None  # the timer's next planned round (epoch ms)
         self._timer: asyncio.Task | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -137,12 +140,24 @@ class SharePartitionManager:
     async def _run_timer(self) -> None:
         while True:
             wake = self.expire_due()
+            self._next_wake_ms = wake
             delay = _TIMER_IDLE_S if wake is None else max(0.0, (wake - self.clock.now_ms()) / 1000)
             self._wakeup.clear()
             try:
-                await asyncio.wait_for(self._wakeup.wait(), min(delay, _TIMER_IDLE_S))
+                # at most one round per _TIMER_TICK_S: a round looks at every share-partition,
+                # so a stream of locks with distinct deadlines must not make it run each ms
+                await asyncio.wait_for(self._wakeup.wait(), max(min(delay, _TIMER_IDLE_S), _TIMER_TICK_S))
             except TimeoutError:
                 pass
+
+    def _plan(self, deadline_ms: int | None) -> None:
+        """A new lock or a record waiting out a backoff: the timer needs an earlier round only
+        if this comes first."""
+        if deadline_ms is None:
+            return
+        if self._next_wake_ms is None or deadline_ms < self._next_wake_ms:
+            self._next_wake_ms = deadline_ms
+            self._wakeup.set()
 
     def expire_due(self) -> int | None:
         """Expire every due lock, wake fetches of partitions with freed records; returns the
@@ -258,7 +273,7 @@ class SharePartitionManager:
             start = below
         if not out.acquired:
             return out
-        self._wakeup.set()  # a new lock: the timer may need an earlier wake-up
+        self._plan(self.clock.now_ms() + sp.settings.record_lock_duration_ms)
         for r in out.acquired:
             count = r.last_offset - r.first_offset + 1
             self.metrics.acquisitions += count
@@ -307,6 +322,8 @@ class SharePartitionManager:
             sp.acknowledge(member_id, batches)
         finally:
             self._send_dead_letters()
+        if sp.settings.redelivery_backoff == BACKOFF_LEVELS:
+            self._plan(sp.next_wakeup_ms())  # a released record becomes due later
         for batch in batches:
             span = batch.last_offset - batch.first_offset + 1
             if len(batch.types) == 1:

@@ -406,10 +406,7 @@ def test_rocketmq_backoff_holds_a_released_record_back_without_holding_the_parti
         got = acquired(share_fetch(raw, "g14", "m", 2))
         assert [o for o, _, _ in got] == [1, 2], "later records flow while the released one waits"
         share_ack(raw, "g14", "m", 3, tid, {0: [(1, 2, [ACCEPT])]})
-        epoch, again = 4, []
-        while not again and time.monotonic() - released_at < 15:
-            again = acquired(share_fetch(raw, "g14", "m", epoch, max_wait_ms=3000))
-            epoch += 1
+        again = acquired(share_fetch(raw, "g14", "m", 4, max_wait_ms=20_000))
         assert [(o, c) for o, c, _ in again] == [(0, 2)]
         waited = time.monotonic() - released_at
-        assert 1.9 <= waited < 10, f"redelivered after {waited:.2f} s, RocketMQ's first retry delay is 2 s"
+        assert 1.9 <= waited < 15, f"redelivered after {waited:.2f} s, RocketMQ's first retry delay is 2 s"
