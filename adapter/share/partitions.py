@@ -63,8 +63,9 @@ log = logging.getLogger(__name__)
 ORIGIN_TOPIC, ORIGIN_PARTITION, ORIGIN_OFFSET = "ORIGIN_TOPIC", "ORIGIN_PARTITION", "ORIGIN_OFFSET"
 RECONSUME_TIMES, DLQ_REASON = "RECONSUME_TIMES", "DLQ_REASON"
 _DONE_STATES = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
-_TIMER_IDLE_S = 60.0  # the timer looks again at least this often (a group config may change)
+_TIMER_IDLE_S = 30.0  # the timer looks again at least this often (a group config may change)
 _TIMER_TICK_S = 0.02  # locks expire at most this late
+_UPKEEP_S = 30.0  # how often __share_group_state is checked for compaction and trimming
 _READ_CHUNK = 1 << 20  # bytes of log read at a time by a share fetch
 _MAX_CHUNKS = 64  # chunks one partition's acquisition reads at most
 
@@ -138,7 +139,11 @@ class SharePartitionManager:
             self._timer = None
 
     async def _run_timer(self) -> None:
+        last_upkeep = self.clock.monotonic()
         while True:
+            if self.clock.monotonic() - last_upkeep >= _UPKEEP_S:
+                last_upkeep = self.clock.monotonic()
+                await self.upkeep()
             wake = self.expire_due()
             self._next_wake_ms = wake
             delay = _TIMER_IDLE_S if wake is None else max(0.0, (wake - self.clock.now_ms()) / 1000)
@@ -149,6 +154,16 @@ class SharePartitionManager:
                 await asyncio.wait_for(self._wakeup.wait(), max(min(delay, _TIMER_IDLE_S), _TIMER_TICK_S))
             except TimeoutError:
                 pass
+
+    async def upkeep(self) -> None:
+        """``__share_group_state`` neither grows without bound nor loses a state to retention:
+        it is compacted (and a checkpoint records its new log start) or written again."""
+        try:
+            self.state.rewrite_if_trimmed()
+            if self.state.compact():
+                await self.semantics.store.checkpoint()
+        except Exception:
+            log.exception("%s upkeep failed; tried again later", "__share_group_state")
 
     def _plan(self, deadline_ms: int | None) -> None:
         """A new lock or a record waiting out a backoff: the timer needs an earlier round only

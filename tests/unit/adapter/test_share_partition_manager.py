@@ -136,3 +136,21 @@ def test_unseen_finds_control_batches_and_aborted_transactions():
     control, aborted = _unseen(batches, [(7, 2)])
     assert control == [(5, 5), (8, 8)]
     assert aborted == [(2, 4)], "producer 8 committed: its records are not aborted"
+
+
+def test_upkeep_compacts_the_state_topic_and_the_state_survives(world):
+    import asyncio
+
+    world.produce([b"r%d" % i for i in range(40)])
+    for o in range(40):
+        assert offsets(world.acquire("m", max_records=1)) == [o]
+        world.shares.acknowledge("g", "m", world.meta, 0, [AckBatch(o, o, (1 if o % 2 else 3,))])
+    plog = world.store.partition("__share_group_state", 0)
+    before = plog.log_start_offset
+    compact = world.shares.state.compact
+    world.shares.state.compact = lambda: compact(min_records=10)
+    asyncio.run(world.shares.upkeep())
+    assert plog.log_start_offset > before, "the older records are gone"
+    world.produce([b"next"])
+    world.restart()
+    assert offsets(world.acquire("n")) == [40], "nothing accepted or rejected before comes back"
