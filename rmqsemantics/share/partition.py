@@ -330,7 +330,10 @@ class SharePartition:
         # Below SPSO only retry records exist (a done one is skipped, as Kafka skips offsets
         # below its start offset): walk the records, never the client's range, so a range
         # from offset 0 costs the window and the retry schedule at most.
-        retried = sorted(o for o in self._records if first <= o <= last and o < self._start)
+        # (the scan happens only for a batch reaching below SPSO, where nothing but retry
+        # records live: a request of 500 one-offset batches does not walk the window 500 times)
+        retried = sorted(o for o in self._records if first <= o <= last and o < self._start) \
+            if first < self._start else []
         if last < self._start and not retried:
             raise InvalidRecordState("Batch record not found. The request batch offsets are not found in the cache.")
         for offset in [*retried, *range(max(first, self._start), last + 1)]:
@@ -421,8 +424,13 @@ class SharePartition:
                 rec.state, rec.delivery_count, rec.member_id, rec.deadline_ms, rec.due_ms)
 
     def _set(self, offset: int, state: RecordState, count: int, due_ms: int = 0) -> None:
-        self._remember(offset)
-        self._records[offset] = InFlight(state, count, due_ms=due_ms)
+        self._remember(offset)  # a copy: the record itself may change in place
+        rec = self._records.get(offset)
+        if rec is None:
+            self._records[offset] = InFlight(state, count, due_ms=due_ms)
+        else:
+            rec.state, rec.delivery_count, rec.member_id, rec.deadline_ms, rec.due_ms = \
+                state, count, NO_MEMBER, 0, due_ms
 
     def _write(self, apply: Callable[[], object]) -> None:
         """Apply a change, move SPSO, persist; on a persist failure undo all of it."""
