@@ -340,12 +340,11 @@ class SharePartitionManager:
         if sp.settings.redelivery_backoff == BACKOFF_LEVELS:
             self._plan(sp.next_wakeup_ms())  # a released record becomes due later
         for batch in batches:
-            span = batch.last_offset - batch.first_offset + 1
             if len(batch.types) == 1:
-                self.metrics.acks[_ack_name(batch.types[0])] += span
+                self.metrics.acks[_ACK_NAMES[batch.types[0]]] += batch.last_offset - batch.first_offset + 1
             else:
-                for t in batch.types:
-                    self.metrics.acks[_ack_name(t)] += 1
+                for t, n in Counter(batch.types).items():
+                    self.metrics.acks[_ACK_NAMES[t]] += n
         if any(t == AckType.RELEASE for b in batches for t in b.types):
             self._notify((group_id, meta.name, partition))
 
@@ -476,11 +475,7 @@ def _rocketmq_dlq(settings: ShareGroupSettings) -> bool:
     return settings.redelivery_backoff == BACKOFF_LEVELS or settings.max_reconsume_times is not None
 
 
-def _ack_name(ack: int) -> str:
-    try:
-        return AckType(ack).name.lower()
-    except ValueError:
-        return str(ack)
+_ACK_NAMES = {t.value: t.name.lower() for t in AckType}  # the batches were checked: no other type
 
 
 def _unseen(batches: Iterable[bytes], aborted_txns: Iterable[tuple[int, int]]

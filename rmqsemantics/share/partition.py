@@ -293,7 +293,7 @@ class SharePartition:
         """Apply one request's acknowledgements, all or none (Kafka rolls back on error)."""
         self.expire_locks()
         now = self._clock.now_ms()
-        plan: dict[int, AckType] = {}
+        plan: dict[int, int] = {}  # offset -> AckType value
         for batch in batches:
             self._check_batch(member_id, batch, plan)
         dead: list[tuple[int, int, str]] = []
@@ -314,7 +314,7 @@ class SharePartition:
         for item in dead:
             self._dead_letter(*item)
 
-    def _check_batch(self, member_id: str, batch: AckBatch, plan: dict[int, AckType]) -> None:
+    def _check_batch(self, member_id: str, batch: AckBatch, plan: dict[int, int]) -> None:
         first, last, types = batch.first_offset, batch.last_offset, batch.types
         if first > last or first < 0:
             raise InvalidShareRequest(f"Invalid acknowledgement batch: first offset {first}, last offset {last}")
@@ -342,7 +342,7 @@ class SharePartition:
                 raise InvalidRecordState("The batch cannot be acknowledged. The offset is not acquired.")
             if rec.member_id != member_id:
                 raise InvalidRecordState("Member is not the owner of offset")
-            plan[offset] = AckType(types[0] if len(types) == 1 else types[offset - first])
+            plan[offset] = types[0] if len(types) == 1 else types[offset - first]  # checked above
 
     # -- lock expiry and members ------------------------------------------------------------------
     def expire_locks(self) -> int:
