@@ -410,3 +410,16 @@ def test_rocketmq_backoff_holds_a_released_record_back_without_holding_the_parti
         assert [(o, c) for o, c, _ in again] == [(0, 2)]
         waited = time.monotonic() - released_at
         assert 1.9 <= waited < 15, f"redelivered after {waited:.2f} s, RocketMQ's first retry delay is 2 s"
+
+
+def test_version_2_requests_and_renew_acknowledgements(share_broker):
+    with KafkaRaw.connect(share_broker.bootstrap_servers) as raw:
+        tid = setup_topic(raw, "sf-v2", "g15", 3, share_record_lock_duration_ms="20000")
+        got = acquired(share_fetch(raw, "g15", "m", 0, tid, version=2, max_records=2))
+        assert [o for o, _, _ in got] == [0, 1]
+        renewed = share_ack(raw, "g15", "m", 1, tid, {0: [(0, 0, [4])]}, version=2)
+        assert renewed.acquisition_lock_timeout.total_seconds() == 20
+        assert renewed.responses[0].partitions[0].error_code == ErrorCode.invalid_record_state
+        accepted = share_ack(raw, "g15", "m", 2, tid, {0: [(0, 1, [ACCEPT])]}, version=2)
+        assert accepted.responses[0].partitions[0].error_code == ErrorCode.none
+        assert [o for o, _, _ in acquired(share_fetch(raw, "g15", "m", 3, version=2))] == [2]
