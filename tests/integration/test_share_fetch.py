@@ -423,3 +423,51 @@ def test_version_2_requests_and_renew_acknowledgements(share_broker):
         accepted = share_ack(raw, "g15", "m", 2, tid, {0: [(0, 1, [ACCEPT])]}, version=2)
         assert accepted.responses[0].partitions[0].error_code == ErrorCode.none
         assert [o for o, _, _ in acquired(share_fetch(raw, "g15", "m", 3, version=2))] == [2]
+
+
+def test_authorization_read_on_the_group_and_on_each_topic_or_view_source(broker_factory, tmp_path: Path):
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    config = tmp_path / "acl.properties"
+    config.write_text(
+        "listeners=SASL_PLAINTEXT://127.0.0.1:0\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'user_admin="admin-secret" user_alice="alice-secret";\n'
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n"
+        "super.users=User:admin\n")
+    broker = broker_factory(config_file=config)
+    with KafkaRaw.connect(broker.bootstrap_servers) as admin:
+        admin.sasl_plain("admin", "admin-secret")
+        admin.create_topic("open-s", 1)
+        admin.create_topic("secret-s", 1)
+        admin.create_topic("open-view", -1, {"rmq.view.source": "secret-s", "rmq.view.tags": "*"})
+        ids = {t.name: t.topic_id for t in admin.metadata(["open-s", "secret-s", "open-view"], version=12).topics}
+    client = AdminClient({"bootstrap.servers": broker.bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
+                          "sasl.mechanism": "PLAIN", "sasl.username": "admin", "sasl.password": "admin-secret"})
+    grants = [AclBinding(kind, "open" if kind == ResourceType.TOPIC else "team", ResourcePatternType.PREFIXED,
+                         "User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW)
+              for kind in (ResourceType.TOPIC, ResourceType.GROUP)]
+    for future in client.create_acls(grants).values():
+        future.result(10)
+    with KafkaRaw.connect(broker.bootstrap_servers) as alice:
+        alice.sasl_plain("alice", "alice-secret")
+        refused = share_fetch(alice, "other", "m", 0, ids["open-s"])
+        assert refused.error_code == ErrorCode.group_authorization_failed
+        response = alice.request(SHARE_FETCH, 1, group_id="team1", member_id="m", share_session_epoch=0, max_wait=0,
+                                 min_bytes=1, max_bytes=1 << 20, max_records=10, batch_size=10,
+                                 topics=[dict(topic_id=ids[name], partitions=[dict(partition_index=0,
+                                                                                   acknowledgement_batches=[])])
+                                         for name in ("open-s", "secret-s", "open-view")],
+                                 forgotten_topics_data=[])
+        codes = {t.topic_id: t.partitions[0].error_code for t in response.responses}
+        assert codes == {ids["open-s"]: ErrorCode.none, ids["secret-s"]: ErrorCode.topic_authorization_failed,
+                         ids["open-view"]: ErrorCode.topic_authorization_failed}
+        acked = share_ack(alice, "other", "m", 1, ids["open-s"], {0: [(0, 0, [ACCEPT])]})
+        assert acked.error_code == ErrorCode.group_authorization_failed
