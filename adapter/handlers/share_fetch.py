@@ -13,7 +13,10 @@ like Fetch (adapter.long_poll) until an append, a release or an expired lock on 
 partitions, or MaxWaitMs; a share fetch answers as soon as it acquired anything (MinBytes is
 met by any acquisition: records are locked when acquired, so holding them back would only
 shorten their locks). v2's ShareAcquireMode (record_limit) is honoured through MaxRecords,
-which this broker never exceeds in either mode.
+which this broker never exceeds in either mode. v2's IsRenewAck (KIP-1222): such a request
+acknowledges only, and any non-zero MaxWaitMs, MinBytes, MaxBytes or MaxRecords is
+INVALID_REQUEST; the RENEW type itself is refused with INVALID_RECORD_STATE, Kafka's answer
+with ``share.renew.acknowledge.enable=false``.
 
 Partitions in the answer: all the session's on the request opening it, else those with
 records, an error or acknowledgements. Per-topic errors: UNKNOWN_TOPIC_ID,
@@ -41,6 +44,10 @@ async def handle(ctx: BrokerContext, request: Request):
     refusal, message = _share.request_refusal(ctx, body.group_id, body.member_id)
     if refusal is not ErrorCode.none:
         return _whole(cls, refusal, message)
+    renew = getattr(body, "is_renew_ack", False)
+    if renew and (body.max_bytes or body.min_bytes or body.max_records or body.max_wait.total_seconds()):
+        # KIP-1222: a renew-ack fetch carries acknowledgements only, with every limit 0
+        return _whole(cls, ErrorCode.invalid_request, "A renew acknowledgement fetch must not fetch records")
     shares = _share.manager(ctx)
     group_id, member_id = body.group_id, body.member_id
     acks = {(t.topic_id, p.partition_index): p.acknowledgement_batches
@@ -71,7 +78,7 @@ async def handle(ctx: BrokerContext, request: Request):
         e["acknowledge_error_code"], e["acknowledge_error_message"] = int(code), message
     if context.final:
         shares.session_closed(group_id, member_id)
-    else:
+    elif not renew:
         targets = [] if body.max_records <= 0 else _targets(ctx, context.partitions, entry)
         if context.full:
             for topic_id, partition in context.partitions:

@@ -423,6 +423,15 @@ def test_version_2_requests_and_renew_acknowledgements(share_broker):
         accepted = share_ack(raw, "g15", "m", 2, tid, {0: [(0, 1, [ACCEPT])]}, version=2)
         assert accepted.responses[0].partitions[0].error_code == ErrorCode.none
         assert [o for o, _, _ in acquired(share_fetch(raw, "g15", "m", 3, version=2))] == [2]
+        renew_fetch = dict(group_id="g15", member_id="m", share_session_epoch=4, max_wait=0, min_bytes=0,
+                           max_bytes=0, max_records=0, batch_size=0, is_renew_ack=True, forgotten_topics_data=[],
+                           topics=[dict(topic_id=tid, partitions=[dict(partition_index=0, acknowledgement_batches=[
+                               dict(first_offset=2, last_offset=2, acknowledge_types=[4])])])])
+        bad = raw.request(SHARE_FETCH, 2, **dict(renew_fetch, max_records=10))
+        assert bad.error_code == ErrorCode.invalid_request, "a renew fetch fetches nothing"
+        ok = raw.request(SHARE_FETCH, 2, **renew_fetch)
+        assert ok.error_code == ErrorCode.none
+        assert ok.responses[0].partitions[0].acknowledge_error_code == ErrorCode.invalid_record_state
 
 
 def test_authorization_read_on_the_group_and_on_each_topic_or_view_source(broker_factory, tmp_path: Path):
