@@ -384,6 +384,11 @@ class SharePartitionManager:
             self.state.delete(key)
 
     # -- share offsets (DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets)
+    def use_membership(self, is_group_empty: Callable[[str], bool]) -> None:
+        """The share group coordinator's word on whether a group has members (it is built
+        before this manager, so it is handed over here)."""
+        self._is_group_empty = is_group_empty
+
     def group_is_empty(self, group_id: str) -> bool:
         if self._is_group_empty is not None:
             return self._is_group_empty(group_id)

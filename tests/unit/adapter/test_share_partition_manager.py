@@ -154,3 +154,22 @@ def test_upkeep_compacts_the_state_topic_and_the_state_survives(world):
     world.produce([b"next"])
     world.restart()
     assert offsets(world.acquire("n")) == [40], "nothing accepted or rejected before comes back"
+
+
+def test_member_left_releases_its_records_and_closes_its_session(world):
+    world.produce([b"a", b"b"])
+    world.shares.sessions.fetch_context("g", "m", 0, [], [], False)
+    assert offsets(world.acquire("m", max_records=1)) == [0]
+    world.shares.member_left("g", "m")
+    assert world.shares.sessions.get("g", "m") is None and world.woken == [(TOPIC, 0)]
+    again = world.acquire("n")
+    assert [(r.first_offset, r.last_offset, r.delivery_count) for r in again.acquired] == [(0, 0, 2), (1, 1, 1)]
+    world.shares.session_closed("g", "n")  # a normal close: the deliveries never reached the application
+    assert [(r.first_offset, r.delivery_count) for r in world.acquire("o").acquired] == [(0, 2), (1, 1)]
+
+
+def test_group_emptiness_comes_from_the_coordinator_once_it_is_given(world):
+    world.shares.sessions.fetch_context("g", "m", 0, [], [], False)
+    assert not world.shares.group_is_empty("g") and world.shares.group_is_empty("other")
+    world.shares.use_membership(lambda group_id: group_id == "g")
+    assert world.shares.group_is_empty("g") and not world.shares.group_is_empty("other")
