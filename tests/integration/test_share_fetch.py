@@ -107,6 +107,20 @@ def test_members_get_distinct_records_and_accepted_ones_are_never_redelivered(sh
         raw.produce_ok("sf-distinct", 0, make_batch([b"v10"]))
         d = acquired(share_fetch(raw, "g1", "member-b", 1))
         assert [o for o, _, _ in d] == [10]
+        # a waiting share fetch is woken by an append, not by its max wait
+        import threading
+
+        def produce_later():
+            time.sleep(0.5)
+            with KafkaRaw.connect(share_broker.bootstrap_servers) as other:
+                other.produce_ok("sf-distinct", 0, make_batch([b"v11"]))
+
+        producer = threading.Thread(target=produce_later)
+        started = time.monotonic()
+        producer.start()
+        e = acquired(share_fetch(raw, "g1", "member-b", 2, max_wait_ms=20_000))
+        producer.join()
+        assert [o for o, _, _ in e] == [11] and time.monotonic() - started < 15
 
 
 def test_release_redelivers_with_a_higher_count_and_reject_archives(share_broker):
