@@ -17,8 +17,8 @@ Kafka's (SharePartitionManager.newContext / acknowledgeSessionUpdate):
 - ShareAcknowledge: epoch 0 is INVALID_SHARE_SESSION_EPOCH; -1 needs a session (it is closed
   after the acknowledgements); any other epoch must match and moves the session on.
 
-Memory: at most ``max_sessions`` sessions; a session holds the partitions its member asked
-for, each of which the handler bounded by the request size. Sessions are not durable: after a
+Memory: at most ``max_sessions`` sessions of at most MAX_SESSION_PARTITIONS partitions each
+(more is INVALID_REQUEST, the session unchanged). Sessions are not durable: after a
 restart a member gets SHARE_SESSION_NOT_FOUND and opens a new one, as with Kafka's broker.
 """
 
@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 
 INITIAL_EPOCH, FINAL_EPOCH = 0, -1
 MAX_EPOCH = 2**31 - 1
+# partitions one session may name: each costs an acquisition attempt on every fetch
+MAX_SESSION_PARTITIONS = 10_000
 
 SessionPartition = tuple[uuid.UUID, int]  # (topic id, partition)
 SessionKey = tuple[str, str]  # (group id, member id)
@@ -103,13 +105,19 @@ class ShareSessionCache:
                 raise InvalidSessionRequest("Acknowledge data present in the initial share fetch request")
             if key not in self._sessions and len(self._sessions) >= self.max_sessions:
                 raise SessionLimitReached("The share session cache is full")
+            if len(set(wanted)) > MAX_SESSION_PARTITIONS:
+                raise InvalidSessionRequest(f"A share session holds at most {MAX_SESSION_PARTITIONS} partitions")
             session = self._sessions[key] = ShareSession(next_epoch(INITIAL_EPOCH), dict.fromkeys(wanted))
             return FetchContext(tuple(session.partitions), True, False)
         session = self._checked(key, epoch)
+        kept = dict(session.partitions)
         for partition in forgotten:
-            session.partitions.pop(partition, None)
+            kept.pop(partition, None)
         for partition in wanted:
-            session.partitions.setdefault(partition, None)
+            kept.setdefault(partition, None)
+        if len(kept) > MAX_SESSION_PARTITIONS:
+            raise InvalidSessionRequest(f"A share session holds at most {MAX_SESSION_PARTITIONS} partitions")
+        session.partitions = kept
         session.epoch = next_epoch(session.epoch)
         return FetchContext(tuple(session.partitions), False, False)
 

@@ -103,3 +103,18 @@ def test_epochs_wrap_to_one():
     cache.get("g", "m").epoch = MAX_EPOCH
     cache.fetch_context("g", "m", MAX_EPOCH, [], [], False)
     assert cache.get("g", "m").epoch == 1
+
+
+def test_a_session_holds_a_bounded_number_of_partitions():
+    from rmqkafka.adapter.share.sessions import MAX_SESSION_PARTITIONS
+
+    cache = ShareSessionCache(1)
+    many = [(T, p) for p in range(MAX_SESSION_PARTITIONS + 1)]
+    with pytest.raises(InvalidSessionRequest):
+        cache.fetch_context("g", "m", 0, many, [], False)
+    cache.fetch_context("g", "m", 0, many[:-1], [], False)
+    with pytest.raises(InvalidSessionRequest):
+        cache.fetch_context("g", "m", 1, many[-1:], [], False)
+    assert cache.get("g", "m").epoch == 1 and len(cache.get("g", "m").partitions) == MAX_SESSION_PARTITIONS
+    cache.fetch_context("g", "m", 1, many[-1:], many[:1], False)
+    assert len(cache.get("g", "m").partitions) == MAX_SESSION_PARTITIONS
