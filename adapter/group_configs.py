@@ -67,6 +67,9 @@ SPECS: dict[str, GroupConfigSpec] = {
     "share.delivery.count.limit": GroupConfigSpec(
         "INT", lambda c: str(c.group_share_delivery_count_limit),
         "The maximum number of delivery attempts for a record delivered to a share group."),
+    "share.partition.max.record.locks": GroupConfigSpec(
+        "INT", lambda c: str(c.group_share_partition_max_record_locks),
+        "Share-group record lock limit per share-partition."),
     "share.auto.offset.reset": GroupConfigSpec(
         "STRING", _const("latest"), "The strategy to initialize the share-partition start offset."),
     "share.isolation.level": GroupConfigSpec(
@@ -147,6 +150,7 @@ def validate_group_configs(overrides: Mapping[str, str | None], config: AdapterC
         ShareGroupSettings(
             record_lock_duration_ms=ints["share.record.lock.duration.ms"],
             delivery_count_limit=ints["share.delivery.count.limit"],
+            max_record_locks=ints["share.partition.max.record.locks"],
             isolation_level=merged["share.isolation.level"],
             redelivery_backoff=merged["rmq.redelivery.backoff"],
             max_reconsume_times=ints.get("rmq.max.reconsume.times"),

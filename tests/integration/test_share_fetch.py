@@ -494,3 +494,12 @@ def test_authorization_read_on_the_group_and_on_each_topic_or_view_source(broker
                          ids["open-view"]: ErrorCode.topic_authorization_failed}
         acked = share_ack(alice, "other", "m", 1, ids["open-s"], {0: [(0, 0, [ACCEPT])]})
         assert acked.error_code == ErrorCode.group_authorization_failed
+
+
+def test_the_group_config_bounds_the_in_flight_window(share_broker):
+    with KafkaRaw.connect(share_broker.bootstrap_servers) as raw:
+        tid = setup_topic(raw, "sf-locks", "g16", 300, share_partition_max_record_locks="100")
+        assert len(acquired(share_fetch(raw, "g16", "a", 0, tid))) == 100
+        assert acquired(share_fetch(raw, "g16", "b", 0, tid)) == [], "the window is full"
+        share_ack(raw, "g16", "a", 1, tid, {0: [(0, 49, [ACCEPT])]})
+        assert [o for o, _, _ in acquired(share_fetch(raw, "g16", "b", 1))] == list(range(100, 150))
