@@ -88,6 +88,13 @@ def acknowledge(ctx: BrokerContext, group_id: str, member_id: str, meta: Entity,
     return ErrorCode.none, None
 
 
+async def durable(ctx: BrokerContext) -> None:
+    """With flush.policy=sync, answer acknowledgements only once their state records are
+    fsynced, as a produce is answered (async: the page cache, as for every write)."""
+    if ctx.store.config.flush == "sync":
+        await ctx.store.wait_durable(ctx.store.commitlog.end_position)
+
+
 def group_is_empty(ctx: BrokerContext, group_id: str) -> bool:
     """Whether the share group has no members (AlterShareGroupOffsets and
     DeleteShareGroupOffsets need it empty)."""

@@ -47,6 +47,7 @@ async def handle(ctx: BrokerContext, request: Request):
         responses.append(dict(topic_id=topic.topic_id, partitions=partitions))
     if closing:
         shares.session_closed(group_id, member_id)
+    await _share.durable(ctx)
     return make(cls, throttle_time=0, error_code=ErrorCode.none,
                 acquisition_lock_timeout=shares.settings_for(group_id).record_lock_duration_ms,
                 responses=responses, node_endpoints=())

@@ -76,6 +76,8 @@ async def handle(ctx: BrokerContext, request: Request):
             code, message = _share.acknowledge(ctx, group_id, member_id, meta, partition, raw)
         e = entry(topic_id, partition)
         e["acknowledge_error_code"], e["acknowledge_error_message"] = int(code), message
+    if acks:
+        await _share.durable(ctx)
     if context.final:
         shares.session_closed(group_id, member_id)
     elif not renew:

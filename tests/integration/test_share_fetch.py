@@ -212,7 +212,12 @@ def test_share_session_limit(broker_factory, tmp_path: Path):
         assert share_fetch(raw, "g6", "b", 0, tid).error_code == ErrorCode.share_session_limit_reached
 
 
-def test_kill_9_mid_acknowledgement_loses_nothing_and_redelivers_no_accepted_record(share_broker):
+@pytest.mark.parametrize("flush", ["async", "sync"])
+def test_kill_9_mid_acknowledgement_loses_nothing_and_redelivers_no_accepted_record(broker_factory, tmp_path,
+                                                                                    flush):
+    config = tmp_path / "kill.properties"
+    config.write_text(CONFIG)
+    share_broker = broker_factory(config_file=config, flush=flush)
     total = 300
     with KafkaRaw.connect(share_broker.bootstrap_servers) as raw:
         tid = setup_topic(raw, "sf-crash", "g7", 0)
