@@ -508,3 +508,19 @@ def test_the_group_config_bounds_the_in_flight_window(share_broker):
         assert acquired(share_fetch(raw, "g16", "b", 0, tid)) == [], "the window is full"
         share_ack(raw, "g16", "a", 1, tid, {0: [(0, 49, [ACCEPT])]})
         assert [o for o, _, _ in acquired(share_fetch(raw, "g16", "b", 1))] == list(range(100, 150))
+
+
+def test_auto_offset_reset_latest_and_by_duration(share_broker):
+    with KafkaRaw.connect(share_broker.bootstrap_servers) as raw:
+        raw.create_topic("sf-reset", 1)
+        now = int(time.time() * 1000)
+        raw.produce_ok("sf-reset", 0, make_batch([b"old-0", b"old-1"], timestamps=[now - 7_200_000] * 2))
+        raw.produce_ok("sf-reset", 0, make_batch([b"recent"], timestamps=[now - 60_000]))
+        tid = topic_id(raw, "sf-reset")
+        # latest (the default): the share-partition starts at the end of the log
+        assert acquired(share_fetch(raw, "g17", "m", 0, tid)) == []
+        raw.produce_ok("sf-reset", 0, make_batch([b"new"]))
+        assert [v for _, _, v in acquired(share_fetch(raw, "g17", "m", 1))] == [b"new"]
+        # by_duration: from the first record at most that old
+        set_group_configs(raw, "g18", share_auto_offset_reset="by_duration:PT1H")
+        assert [v for _, _, v in acquired(share_fetch(raw, "g18", "m", 0, tid))] == [b"recent", b"new"]
