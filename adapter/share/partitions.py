@@ -384,6 +384,16 @@ class SharePartitionManager:
             self.state.delete(key)
 
     # -- share offsets (DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets)
+    def topic_deleted(self, topic: str) -> None:
+        """A topic or view was deleted: every share group's share-partitions of it go, durably
+        (a topic created again under the name starts afresh)."""
+        for key in {k for k in self._partitions if k[1] == topic} | {k for k in self.state.keys() if k[1] == topic}:
+            self._partitions.pop(key, None)
+            try:
+                self.state.delete(key)
+            except Exception:  # kept: its next fetch finds the offsets past the new log's end
+                log.exception("share state of %s not deleted", key)
+
     def use_membership(self, is_group_empty: Callable[[str], bool]) -> None:
         """The share group coordinator's word on whether a group has members (it is built
         before this manager, so it is handed over here)."""

@@ -524,3 +524,18 @@ def test_auto_offset_reset_latest_and_by_duration(share_broker):
         # by_duration: from the first record at most that old
         set_group_configs(raw, "g18", share_auto_offset_reset="by_duration:PT1H")
         assert [v for _, _, v in acquired(share_fetch(raw, "g18", "m", 0, tid))] == [b"recent", b"new"]
+
+
+def test_a_deleted_topic_takes_its_share_state_along(share_broker):
+    with KafkaRaw.connect(share_broker.bootstrap_servers) as raw:
+        tid = setup_topic(raw, "sf-deleted", "g19", 3)
+        got = acquired(share_fetch(raw, "g19", "m", 0, tid))
+        share_ack(raw, "g19", "m", 1, tid, {0: [(0, 2, [ACCEPT])]})
+        assert len(got) == 3
+        assert raw.request(20, 6, topics=[dict(name="sf-deleted", topic_id=tid)], timeout=10_000
+                           ).responses[0].error_code == ErrorCode.none
+        raw.create_topic("sf-deleted", 1)
+        raw.produce_ok("sf-deleted", 0, make_batch([b"again"]))
+        tid2 = topic_id(raw, "sf-deleted")
+        assert tid2 != tid
+        assert [(o, v) for o, _, v in acquired(share_fetch(raw, "g19", "m", 0, tid2))] == [(0, b"again")]
