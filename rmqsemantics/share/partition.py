@@ -155,7 +155,8 @@ class SharePartition:
         self._records: dict[int, InFlight] = {}
         self._locks: list[tuple[int, int]] = []  # (deadline_ms, offset), lazily invalidated
         self._retries: list[tuple[int, int]] = []  # (due_ms, offset) below SPSO, lazily invalidated
-        self._undo: dict[int, InFlight | None] | None = None
+        # offset -> its fields before the change (a tuple: cheaper than a copy), None if new
+        self._undo: dict[int, tuple | None] | None = None
         self._gone: dict[int, InFlight] = {}  # records this change removed, by final state
         end = start_offset
         for batch in restored:
@@ -420,7 +421,7 @@ class SharePartition:
         assert self._undo is not None
         if offset not in self._undo:
             rec = self._records.get(offset)
-            self._undo[offset] = None if rec is None else InFlight(
+            self._undo[offset] = None if rec is None else (
                 rec.state, rec.delivery_count, rec.member_id, rec.deadline_ms, rec.due_ms)
 
     def _set(self, offset: int, state: RecordState, count: int, due_ms: int = 0) -> None:
@@ -449,7 +450,7 @@ class SharePartition:
                 if old is None:
                     self._records.pop(offset, None)
                 else:
-                    self._records[offset] = old
+                    self._records[offset] = InFlight(*old)
             self._start, self._end = start, end
             raise
         finally:
@@ -483,30 +484,38 @@ class SharePartition:
 def state_batches(items: Iterable[tuple[int, InFlight]]) -> tuple[StateBatch, ...]:
     """Runs of consecutive offsets with the same persisted state, as StateBatches."""
     out: list[StateBatch] = []
+    first = last = -1
+    key: tuple = ()
     for offset, rec in items:
         state = RecordState.AVAILABLE if rec.state == RecordState.ACQUIRED else rec.state
-        key = (state, rec.delivery_count, rec.due_ms)
-        if out and out[-1].last_offset + 1 == offset and (out[-1].state, out[-1].delivery_count,
-                                                          out[-1].due_ms) == key:
-            prev = out[-1]
-            out[-1] = StateBatch(prev.first_offset, offset, *key)
-        else:
-            out.append(StateBatch(offset, offset, *key))
+        k = (state, rec.delivery_count, rec.due_ms)
+        if first >= 0 and last + 1 == offset and k == key:
+            last = offset
+            continue
+        if first >= 0:
+            out.append(StateBatch(first, last, *key))
+        first = last = offset
+        key = k
+    if first >= 0:
+        out.append(StateBatch(first, last, *key))
     return tuple(out)
 
 
 def _ranges(offsets: list[int], records: Mapping[int, InFlight], batch_size: int | None) -> list[AcquiredRange]:
     """Consecutive acquired offsets with one delivery count, at most ``batch_size`` each."""
     out: list[AcquiredRange] = []
+    first = last = count = -1
     for offset in offsets:
-        count = records[offset].delivery_count
-        if out:
-            prev = out[-1]
-            if (prev.last_offset + 1 == offset and prev.delivery_count == count
-                    and (batch_size is None or offset - prev.first_offset < batch_size)):
-                out[-1] = AcquiredRange(prev.first_offset, offset, count)
-                continue
-        out.append(AcquiredRange(offset, offset, count))
+        c = records[offset].delivery_count
+        if first >= 0 and last + 1 == offset and c == count and (batch_size is None or offset - first < batch_size):
+            last = offset
+            continue
+        if first >= 0:
+            out.append(AcquiredRange(first, last, count))
+        first = last = offset
+        count = c
+    if first >= 0:
+        out.append(AcquiredRange(first, last, count))
     return out
 
 
