@@ -66,7 +66,9 @@ _DONE_STATES = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
 _TIMER_IDLE_S = 30.0  # the timer looks again at least this often (a group config may change)
 _TIMER_TICK_S = 0.02  # locks expire at most this late
 _UPKEEP_S = 30.0  # how often __share_group_state is checked for compaction and trimming
-_READ_CHUNK = 1 << 20  # bytes of log read at a time by a share fetch
+_READ_CHUNK = 1 << 20  # bytes of log read at a time by a share fetch, at most
+_FIRST_CHUNK_MIN = 16 << 10
+_BYTES_PER_RECORD_GUESS = 128  # sizes a fetch's first chunk: MaxRecords x this
 _MAX_CHUNKS = 64  # chunks one partition's acquisition reads at most
 
 
@@ -257,17 +259,25 @@ class SharePartitionManager:
             return out
         budget = max_bytes
         # The log is read a chunk at a time, so that a fetch of 500 small records does not
-        # read (and drop) the 50 MB its MaxBytes allows; a chunk that yields nothing stops
-        # the loop unless it moved the window (records archived unseen).
+        # read (and CRC-check, and drop) the 50 MB its MaxBytes allows: the first chunk is
+        # sized for the records asked for, each next one twice the last (up to 1 MiB). A
+        # chunk that yields nothing stops the loop unless it moved the window (records
+        # archived unseen).
+        chunk = min(_READ_CHUNK, max(_FIRST_CHUNK_MIN, max_records * _BYTES_PER_RECORD_GUESS))
         for _ in range(_MAX_CHUNKS):
             read: list[bytes] = []
             below = start
             if start < limit and (budget > 0 or (min_one and not out.batches)):
-                result = self.semantics.read(meta, partition, start, min(max(budget, 0), _READ_CHUNK),
-                                             min_one and not out.batches, max_offset=stable if committed else None)
+                max_offset = stable if committed else None
+                size = min(max(budget, 0), chunk)
+                result = self.semantics.read(meta, partition, start, size, min_one and not out.batches,
+                                             max_offset=max_offset)
+                if not result.batches and budget > size:  # a batch larger than the chunk, within the budget
+                    result = self.semantics.read(meta, partition, start, budget, False, max_offset=max_offset)
                 read = list(result.batches)
                 if read:
                     below = record_batch.next_offset_of(read[-1])
+                chunk = min(_READ_CHUNK, chunk * 2)
             control, aborted = _unseen(read, plog.aborted_transactions(start, below) if committed and read else ())
             window_end = sp.end_offset
             try:

@@ -101,13 +101,15 @@ def test_a_fetch_reads_a_chunk_of_the_log_not_its_max_bytes(world):
     read = world.semantics.read
     world.semantics.read = lambda *a, **kw: asked.append(a[3]) or read(*a, **kw)
     fetched = world.acquire("m", max_records=5)
-    assert asked == [1 << 20], "1 MiB of the 50 MiB allowed"
+    assert asked == [16 << 10], "16 KiB for 5 records, of the 50 MiB allowed"
     assert offsets(fetched) == [0, 1, 2, 3, 4]
     assert len(fetched.batches) == 1, "only the batch holding the acquired records goes out"
     records = [r.value[:4] for b in fetched.batches for r in record_batch.read_records(b)]
     assert records[:5] == [b"0000", b"0001", b"0002", b"0003", b"0004"]
+    asked.clear()
     many = world.acquire("m", max_records=1500)
     assert offsets(many) == list(range(5, 1505)), "more than one chunk when the records ask for it"
+    assert asked[0] == 1500 * 128 and all(size <= 1 << 20 for size in asked) and len(asked) > 1
 
 
 def test_a_deleted_group_forgets_its_share_partitions_durably(world):
@@ -173,3 +175,10 @@ def test_group_emptiness_comes_from_the_coordinator_once_it_is_given(world):
     assert not world.shares.group_is_empty("g") and world.shares.group_is_empty("other")
     world.shares.use_membership(lambda group_id: group_id == "g")
     assert world.shares.group_is_empty("g") and not world.shares.group_is_empty("other")
+
+
+def test_batches_larger_than_a_chunk_still_fill_the_fetch(world):
+    for start in range(0, 300, 100):
+        world.produce([b"%04d" % i + b"y" * 5000 for i in range(start, start + 100)])  # ~500 KB batches
+    fetched = world.acquire("m", max_records=250)
+    assert offsets(fetched) == list(range(250)) and len(fetched.batches) == 3
