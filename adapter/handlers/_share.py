@@ -8,7 +8,7 @@ import uuid
 from kio.schema.errors import ErrorCode
 
 from rmqkafka.rmqsemantics.share.errors import InvalidRecordState, InvalidShareRequest
-from rmqkafka.rmqsemantics.share.partition import AckBatch
+from rmqkafka.rmqsemantics.share.partition import AckBatch, AckType
 
 from ..context import BrokerContext
 from ..errors import error_code_for
@@ -23,6 +23,7 @@ from ..share.sessions import (
 )
 
 RENEW = 4  # KIP-1222: off here, as with share.renew.acknowledge.enable=false
+_ACK_TYPES = frozenset(int(t) for t in AckType)  # GAP, ACCEPT, RELEASE, REJECT
 NO_LEADER = dict(leader_id=-1, leader_epoch=-1)
 # A request names at most this many acknowledgement batches per partition: each costs a
 # check of its range against the in-flight window, which SharePartition bounds.
@@ -62,7 +63,31 @@ def partition_exists(ctx: BrokerContext, meta: Entity, partition: int) -> bool:
 
 
 def ack_batches(raw) -> list[AckBatch]:
-    return [AckBatch(b.first_offset, b.last_offset, tuple(b.acknowledge_types)) for b in raw]
+    """The request's batches, adjacent one-type batches of one type joined into one range
+    (librdkafka's explicit mode sends a batch per record): the same acknowledgement, checked
+    once per range. Anything else (a malformed batch, an overlap) is passed on as sent, for
+    SharePartition to refuse."""
+    out: list[AckBatch] = []
+    run: list[int] | None = None  # [first, last, type] of the run being joined
+
+    def flush() -> None:
+        if run is not None:
+            out.append(AckBatch(run[0], run[1], (run[2],)))
+
+    for b in raw:
+        types = b.acknowledge_types
+        if len(types) == 1 and 0 <= b.first_offset <= b.last_offset and types[0] in _ACK_TYPES:
+            if run is not None and run[2] == types[0] and run[1] + 1 == b.first_offset:
+                run[1] = b.last_offset
+                continue
+            flush()
+            run = [b.first_offset, b.last_offset, types[0]]
+            continue
+        flush()
+        run = None
+        out.append(AckBatch(b.first_offset, b.last_offset, tuple(types)))
+    flush()
+    return out
 
 
 def acknowledge(ctx: BrokerContext, group_id: str, member_id: str, meta: Entity, partition: int,

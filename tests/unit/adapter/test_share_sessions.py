@@ -118,3 +118,4 @@ def test_a_session_holds_a_bounded_number_of_partitions():
     assert cache.get("g", "m").epoch == 1 and len(cache.get("g", "m").partitions) == MAX_SESSION_PARTITIONS
     cache.fetch_context("g", "m", 1, many[-1:], many[:1], False)
     assert len(cache.get("g", "m").partitions) == MAX_SESSION_PARTITIONS
+
