@@ -32,7 +32,7 @@ from ..codec.entities import make
 from ..context import BrokerContext
 from ..errors import error_code_for
 from ..long_poll import WaitKey
-from ..share.sessions import FINAL_EPOCH, ShareSessionError
+from ..share.sessions import ShareSessionError
 from . import _share
 
 API_KEY = 78
@@ -82,6 +82,9 @@ async def handle(ctx: BrokerContext, request: Request):
         shares.session_closed(group_id, member_id)
     elif not renew:
         targets = [] if body.max_records <= 0 else _targets(ctx, context.partitions, entry)
+        if len(targets) > 1:  # each fetch starts at another partition, so MaxRecords starves none
+            turn = body.share_session_epoch % len(targets)
+            targets = targets[turn:] + targets[:turn]
         if context.full:
             for topic_id, partition in context.partitions:
                 entry(topic_id, partition)

@@ -138,6 +138,9 @@ class _Ranges:
         self._firsts = [r[0] for r in merged]
         self._lasts = [r[1] for r in merged]
 
+    def __bool__(self) -> bool:
+        return bool(self._firsts)
+
     def __contains__(self, offset: int) -> bool:
         i = bisect_right(self._firsts, offset) - 1
         return i >= 0 and offset <= self._lasts[i]
@@ -243,6 +246,7 @@ class SharePartition:
         if below is not None:
             limit = min(limit, below)
         unseen = _Ranges([*control, *(aborted if read_committed else ())])
+        has_unseen = bool(unseen)
         deadline = now + self.settings.record_lock_duration_ms
         taken: list[int] = []
 
@@ -270,7 +274,7 @@ class SharePartition:
             offset, self._end = self._end, self._end + 1
             rec = InFlight(RecordState.AVAILABLE)
             self._records[offset] = rec
-            if offset in unseen:
+            if has_unseen and offset in unseen:
                 archived_unseen.append(offset)
             else:
                 take(offset, rec)

@@ -539,3 +539,14 @@ def test_a_deleted_topic_takes_its_share_state_along(share_broker):
         tid2 = topic_id(raw, "sf-deleted")
         assert tid2 != tid
         assert [(o, v) for o, _, v in acquired(share_fetch(raw, "g19", "m", 0, tid2))] == [(0, b"again")]
+
+
+def test_max_records_is_shared_fairly_across_partitions(share_broker):
+    with KafkaRaw.connect(share_broker.bootstrap_servers) as raw:
+        tid = setup_topic(raw, "sf-fair", "g20", 50, partitions=3)
+        seen_partitions = set()
+        for epoch in range(3):
+            response = share_fetch(raw, "g20", "m", epoch, tid, partitions=(0, 1, 2), max_records=10)
+            for topic in response.responses:
+                seen_partitions |= {p.partition_index for p in topic.partitions if p.acquired_records}
+        assert seen_partitions == {0, 1, 2}, "no partition starves"
