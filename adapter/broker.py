@@ -23,6 +23,7 @@ from .context import BrokerContext, Live
 from .group_configs import GroupConfigStore
 from .groups.consumer_coordinator import ConsumerGroupSettings
 from .groups.coordinator import GroupCoordinator, GroupSettings
+from .groups.share_coordinator import ShareCoordinatorSettings
 from .groups.topic_catalog import SemanticsCatalog
 from .long_poll import FetchWaiters
 from .mutation_quota import MutationQuota
@@ -154,9 +155,21 @@ class Broker:
             ),
             lambda group_id: group_configs.consumer_timeouts(group_id, self.adapter_config),
             group_configs,
+            ShareCoordinatorSettings(
+                session_timeout_ms=cfg.group_share_session_timeout_ms,
+                heartbeat_interval_ms=cfg.group_share_heartbeat_interval_ms,
+                max_size=cfg.group_share_max_size,
+            ),
+            lambda group_id: group_configs.share_timeouts(group_id, self.adapter_config),
+            # the share-partition side (created below, before anything is served)
+            on_share_member_left=lambda group_id, member_id: self.shares and self.shares.member_left(group_id,
+                                                                                                   member_id),
+            on_share_group_deleted=lambda group_id: self.shares and self.shares.group_deleted(group_id),
         )
         self.groups.start()
         self.shares = self._share_manager(semantics, group_configs, waiters)
+        share_groups = self.groups.share
+        self.shares.use_membership(lambda group_id: not share_groups.member_count(group_id))
         self.transactions = TransactionService(
             self.store, self.clock, self.groups,
             TxnSettings(max_timeout_ms=cfg.transaction_max_timeout_ms,

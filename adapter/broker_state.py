@@ -87,7 +87,16 @@ def group_offsets(ctx: BrokerContext) -> list[GroupOffset]:
 def group_members(ctx: BrokerContext, group: str) -> list[dict]:
     """The group's members with the partitions assigned to them: a classic group's decoded
     from its "consumer" protocol assignments, a consumer-protocol (KIP-848) group's with
-    each member's epoch and target assignment besides (``member_epoch`` None: classic)."""
+    each member's epoch and target assignment besides (``member_epoch`` None: classic), a
+    share group's (KIP-932) with its epoch and subscription (its target is its assignment)."""
+    share_group = ctx.groups.share.groups.get(group)
+    if share_group is not None:
+        return [
+            {"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
+             "group_instance_id": None, "member_epoch": m.epoch, "subscribed_topics": list(m.subscribed_names),
+             "assignment": _named(ctx, m.assigned), "target_assignment": _named(ctx, m.assigned)}
+            for m in share_group.members.values()
+        ]
     consumer_group = ctx.groups.consumer.groups.get(group)
     if consumer_group is not None:
         return [
@@ -106,6 +115,23 @@ def group_members(ctx: BrokerContext, group: str) -> list[dict]:
          "assignment": decode_assignment(m.assignment) if state.protocol_type == "consumer" else []}
         for m in state.members.values()
     ]
+
+
+def share_partitions(ctx: BrokerContext, group: str) -> list[dict]:
+    """A share group's assigned share-partitions, each with the ids of the members reading it.
+
+    The extension point of the share-partition side: its per-partition figures (start offset,
+    records in flight, acquired, acknowledged, archived, lag) belong in these rows, added by
+    the module that keeps them; until then a row says which members read the partition."""
+    share_group = ctx.groups.share.groups.get(group)
+    if share_group is None:
+        return []
+    readers: dict[tuple[str, int], list[str]] = {}
+    for member in share_group.members.values():
+        for entry in _named(ctx, member.assigned):
+            for p in entry["partitions"]:
+                readers.setdefault((entry["topic"], p), []).append(member.member_id)
+    return [{"topic": topic, "partition": p, "members": sorted(ids)} for (topic, p), ids in sorted(readers.items())]
 
 
 def _named(ctx: BrokerContext, partitions: dict) -> list[dict]:

@@ -144,6 +144,14 @@ class AdapterConfig:
     group_consumer_max_heartbeat_interval_ms: int = 15_000  # group.consumer.max.heartbeat.interval.ms
     group_consumer_max_size: int = 2**31 - 1  # group.consumer.max.size
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors
+    # Share groups (KIP-932) membership: Kafka's names, defaults and ranges.
+    group_share_session_timeout_ms: int = 45_000  # group.share.session.timeout.ms
+    group_share_min_session_timeout_ms: int = 45_000  # group.share.min.session.timeout.ms
+    group_share_max_session_timeout_ms: int = 60_000  # group.share.max.session.timeout.ms
+    group_share_heartbeat_interval_ms: int = 5_000  # group.share.heartbeat.interval.ms
+    group_share_min_heartbeat_interval_ms: int = 5_000  # group.share.min.heartbeat.interval.ms
+    group_share_max_heartbeat_interval_ms: int = 15_000  # group.share.max.heartbeat.interval.ms
+    group_share_max_size: int = 200  # group.share.max.size
     # Share groups (KIP-932): Kafka's ShareGroupConfig names, defaults and ranges.
     group_share_record_lock_duration_ms: int = 30_000  # group.share.record.lock.duration.ms
     group_share_min_record_lock_duration_ms: int = 15_000  # group.share.min.record.lock.duration.ms

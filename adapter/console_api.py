@@ -29,6 +29,7 @@ from .broker_state import (
     group_members,
     group_offsets,
     retry_counts,
+    share_partitions,
     topic_partitions,
 )
 from .context import BrokerContext
@@ -107,8 +108,11 @@ class ConsoleApi:
             live = ctx.groups.groups.get(group_id)
             rows = offsets.get(group_id, [])
             consumer = ctx.groups.consumer.groups.get(group_id)
+            share = ctx.groups.share.groups.get(group_id)
             if consumer is not None:  # KIP-848: the broker's assignor, a group epoch
                 protocol, generation = consumer.assignor_name or None, consumer.epoch
+            elif share is not None:  # KIP-932: the simple assignor, a group epoch
+                protocol, generation = ctx.groups.share.assignor_name, share.epoch
             else:
                 protocol = live.protocol_name if live is not None else None
                 generation = live.generation_id if live is not None else None
@@ -118,6 +122,7 @@ class ConsoleApi:
                 "protocol": protocol, "generation": generation,
                 "members": group_members(ctx, group_id), "offsets": rows,
                 "lag": sum(r["lag"] or 0 for r in rows),
+                "share_partitions": share_partitions(ctx, group_id) if share is not None else [],
             })
         return {"groups": groups}
 

@@ -4,10 +4,10 @@ resource type GROUP (32) and shown by DescribeConfigs.
 
 Names, types and checks follow Kafka's GroupConfig.validate: an unknown name is INVALID_CONFIG
 ("Unknown group config name: X"); values are parsed as their type; the consumer and share
-timeouts must lie within the broker's group.consumer.min|max.* (share: Kafka's
-group.share.min|max.* defaults, which this broker does not let change, except the record lock
-duration's group.share.min|max.record.lock.duration.ms) and a session timeout
-must exceed its heartbeat interval, checked on the group's whole set (overrides over defaults).
+timeouts must lie within the broker's group.consumer.min|max.* and group.share.min|max.*
+(the record lock duration within group.share.min|max.record.lock.duration.ms) and a session
+timeout must exceed its heartbeat interval, checked on the group's whole set (overrides over
+defaults).
 The share and rmq.* keys are checked by rmqsemantics.share.config (the share-partition core
 that will read them). A group id needs no group to exist yet, as in Kafka.
 
@@ -32,10 +32,6 @@ from .topic_configs import InvalidConfig
 FILE_NAME = "group_configs.json"
 DYNAMIC_GROUP_CONFIG = 8  # DescribeConfigs config source
 
-# Kafka's GroupCoordinatorConfig defaults for share groups (group.share.*); fixed here
-SHARE_SESSION_TIMEOUT = (45_000, 45_000, 60_000)  # default, min, max
-SHARE_HEARTBEAT_INTERVAL = (5_000, 5_000, 15_000)
-
 
 @dataclass(frozen=True, slots=True)
 class GroupConfigSpec:
@@ -56,10 +52,10 @@ SPECS: dict[str, GroupConfigSpec] = {
         "INT", lambda c: str(c.group_consumer_heartbeat_interval_ms),
         "The heartbeat interval given to the members of a consumer group."),
     "share.session.timeout.ms": GroupConfigSpec(
-        "INT", _const(str(SHARE_SESSION_TIMEOUT[0])),
+        "INT", lambda c: str(c.group_share_session_timeout_ms),
         "The timeout to detect client failures when using the share group protocol."),
     "share.heartbeat.interval.ms": GroupConfigSpec(
-        "INT", _const(str(SHARE_HEARTBEAT_INTERVAL[0])),
+        "INT", lambda c: str(c.group_share_heartbeat_interval_ms),
         "The heartbeat interval given to the members of a share group."),
     "share.record.lock.duration.ms": GroupConfigSpec(
         "INT", lambda c: str(c.group_share_record_lock_duration_ms),
@@ -126,9 +122,11 @@ def validate_group_configs(overrides: Mapping[str, str | None], config: AdapterC
     _within("consumer.session.timeout.ms", ints["consumer.session.timeout.ms"],
             c.group_consumer_min_session_timeout_ms, c.group_consumer_max_session_timeout_ms,
             "group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms")
-    _within("share.heartbeat.interval.ms", ints["share.heartbeat.interval.ms"], *SHARE_HEARTBEAT_INTERVAL[1:],
+    _within("share.heartbeat.interval.ms", ints["share.heartbeat.interval.ms"],
+            c.group_share_min_heartbeat_interval_ms, c.group_share_max_heartbeat_interval_ms,
             "group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms")
-    _within("share.session.timeout.ms", ints["share.session.timeout.ms"], *SHARE_SESSION_TIMEOUT[1:],
+    _within("share.session.timeout.ms", ints["share.session.timeout.ms"],
+            c.group_share_min_session_timeout_ms, c.group_share_max_session_timeout_ms,
             "group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms")
     _within("share.record.lock.duration.ms", ints["share.record.lock.duration.ms"],
             c.group_share_min_record_lock_duration_ms, c.group_share_max_record_lock_duration_ms,
@@ -210,6 +208,12 @@ class GroupConfigStore:
         own = self._groups.get(group_id, {})
         return (int(own.get("consumer.session.timeout.ms", config.group_consumer_session_timeout_ms)),
                 int(own.get("consumer.heartbeat.interval.ms", config.group_consumer_heartbeat_interval_ms)))
+
+    def share_timeouts(self, group_id: str, config: AdapterConfig) -> tuple[int, int]:
+        """(session timeout, heartbeat interval) in ms for a share group's members."""
+        own = self._groups.get(group_id, {})
+        return (int(own.get("share.session.timeout.ms", config.group_share_session_timeout_ms)),
+                int(own.get("share.heartbeat.interval.ms", config.group_share_heartbeat_interval_ms)))
 
 
 _PREFIX = "g/"

@@ -34,6 +34,7 @@ from .broker_state import (
     group_offsets,
     kafka_transactions_by_state,
     retry_counts,
+    share_partitions,
     topic_partitions,
 )
 from .codec.versions import ApiKey
@@ -176,7 +177,19 @@ class BrokerCollector:
             members.add_metric([group_id], count)
         for group_id, group in sorted(ctx.groups.consumer.groups.items()):
             epochs.add_metric([group_id], group.epoch)
-        yield from (group_current, lag, lag_sum, members, epochs)
+        share_members = GaugeMetricFamily("rmqk_sharegroup_members", "Members of a share group (KIP-932)",
+                                          labels=["sharegroup"])
+        share_epochs = GaugeMetricFamily("rmqk_sharegroup_epoch", "Group epoch of a share group (KIP-932)",
+                                         labels=["sharegroup"])
+        share_assigned = GaugeMetricFamily("rmqk_sharegroup_partition_members",
+                                           "Members of a share group assigned a partition",
+                                           labels=["sharegroup", "topic", "partition"])
+        for group_id, group in sorted(ctx.groups.share.groups.items()):
+            share_members.add_metric([group_id], len(group.members))
+            share_epochs.add_metric([group_id], group.epoch)
+            for row in share_partitions(ctx, group_id):
+                share_assigned.add_metric([group_id, row["topic"], str(row["partition"])], len(row["members"]))
+        yield from (group_current, lag, lag_sum, members, epochs, share_members, share_epochs, share_assigned)
 
     # -- authentication ----------------------------------------------------------------------
     def _authentication_metrics(self, ctx: BrokerContext) -> Iterator[Metric]:

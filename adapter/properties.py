@@ -102,6 +102,12 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
 ``group.consumer.max.size``         members of a consumer-protocol group (2147483647)
 ``group.consumer.assignors``        server assignors, the first the default (``uniform,range``;
                                     Kafka's class names are accepted)
+``group.share.session.timeout.ms``  share group (KIP-932) session timeout (45000, within
+                                    ``group.share.min|max.session.timeout.ms``, 45000 and 60000)
+``group.share.heartbeat.interval.ms`` share group heartbeat interval (5000, within
+                                    ``group.share.min|max.heartbeat.interval.ms``, 5000 and
+                                    15000; less than the session timeout)
+``group.share.max.size``            members of a share group (200; 1..1000)
 ``group.share.record.lock.duration.ms`` share groups' acquisition lock (30000, within
                                     ``group.share.min|max.record.lock.duration.ms``, 15000
                                     and 60000; each in [1000, 3600000])
@@ -247,6 +253,13 @@ KNOWN_KEYS = frozenset(
         "group.consumer.max.heartbeat.interval.ms",
         "group.consumer.max.size",
         "group.consumer.assignors",
+        "group.share.session.timeout.ms",
+        "group.share.min.session.timeout.ms",
+        "group.share.max.session.timeout.ms",
+        "group.share.heartbeat.interval.ms",
+        "group.share.min.heartbeat.interval.ms",
+        "group.share.max.heartbeat.interval.ms",
+        "group.share.max.size",
         "group.share.record.lock.duration.ms",
         "group.share.min.record.lock.duration.ms",
         "group.share.max.record.lock.duration.ms",
@@ -350,12 +363,14 @@ INTEGER_RANGES: dict[str, IntRange] = {
     "controller.mutation.rate": IntRange(-1, INT_MAX, "ours: -1 = unlimited, 0 is refused"),
     "controller.quota.window.num": IntRange(1, INT_MAX, _KAFKA),
     "controller.quota.window.size.seconds": IntRange(1, INT_MAX, _KAFKA),
-    # each also bounded by its neighbours (_consumer_group_settings)
-    **{f"group.consumer.{suffix}": IntRange(1, INT_MAX, _KAFKA) for suffix in (
+    # each also bounded by its neighbours (_heartbeat_group_settings)
+    **{f"group.{kind}.{suffix}": IntRange(1, INT_MAX, _KAFKA) for kind in ("consumer", "share") for suffix in (
         "session.timeout.ms", "min.session.timeout.ms", "max.session.timeout.ms", "heartbeat.interval.ms",
-        "min.heartbeat.interval.ms", "max.heartbeat.interval.ms", "max.size")},
-    # Kafka's ShareGroupConfig ranges; the lock duration also within its min and max
-    # (_share_group_settings)
+        "min.heartbeat.interval.ms", "max.heartbeat.interval.ms")},
+    "group.consumer.max.size": IntRange(1, INT_MAX, _KAFKA),
+    "group.share.max.size": IntRange(1, 1000, _KAFKA),
+    # Kafka's ShareGroupConfig ranges; the lock duration also within its min and max, the
+    # sessions at least group.share.max.size (_share_lock_settings)
     **{f"group.share.{suffix}": IntRange(1000, 3_600_000, _KAFKA) for suffix in (
         "record.lock.duration.ms", "min.record.lock.duration.ms", "max.record.lock.duration.ms")},
     "group.share.delivery.count.limit": IntRange(2, 10, _KAFKA),
@@ -530,8 +545,8 @@ _LISTENER = re.compile(
 )
 
 
-def _share_group_settings(p: _Props) -> dict[str, object]:
-    """group.share.*, with the lock duration within its min and max as Kafka's
+def _share_lock_settings(p: _Props) -> dict[str, object]:
+    """group.share.* of share-partitions (record locks, delivery limit, sessions), with the lock duration within its min and max as Kafka's
     ShareGroupConfig requires."""
     defaults = AdapterConfig()
     values: dict[str, object] = {}
@@ -549,33 +564,45 @@ def _share_group_settings(p: _Props) -> dict[str, object]:
         raise p.error("group.share.record.lock.duration.ms", str(value),
                       f"must be between group.share.min.record.lock.duration.ms ({low}) "
                       f"and group.share.max.record.lock.duration.ms ({high})")
+    size = p.integer("group.share.max.size")
+    size = defaults.group_share_max_size if size is None else size
+    if values["group_share_max_share_sessions"] < size:
+        raise p.error("group.share.max.share.sessions", str(values["group_share_max_share_sessions"]),
+                      f"must be greater than or equal to group.share.max.size ({size})")
     return values
 
 
-def _consumer_group_settings(p: _Props) -> dict[str, object]:
-    """group.consumer.*, with the relations Kafka's GroupCoordinatorConfig requires."""
+def _heartbeat_group_settings(p: _Props, kind: str) -> dict[str, object]:
+    """group.<kind>.* timeouts and size (kind: consumer or share), with the relations
+    Kafka's GroupCoordinatorConfig requires."""
     defaults = AdapterConfig()
     values: dict[str, object] = {}
     for suffix in ("session.timeout.ms", "min.session.timeout.ms", "max.session.timeout.ms",
                    "heartbeat.interval.ms", "min.heartbeat.interval.ms", "max.heartbeat.interval.ms",
                    "max.size"):
-        name = "group_consumer_" + suffix.replace(".", "_")
-        given = p.integer("group.consumer." + suffix)
+        name = f"group_{kind}_" + suffix.replace(".", "_")
+        given = p.integer(f"group.{kind}." + suffix)
         values[name] = given if given is not None else getattr(defaults, name)
-    for kind in ("session.timeout", "heartbeat.interval"):
-        attr = kind.replace(".", "_")
-        value = values[f"group_consumer_{attr}_ms"]
-        low, high = values[f"group_consumer_min_{attr}_ms"], values[f"group_consumer_max_{attr}_ms"]
-        key = f"group.consumer.{kind}.ms"
+    for timeout in ("session.timeout", "heartbeat.interval"):
+        attr = timeout.replace(".", "_")
+        value = values[f"group_{kind}_{attr}_ms"]
+        low, high = values[f"group_{kind}_min_{attr}_ms"], values[f"group_{kind}_max_{attr}_ms"]
+        key = f"group.{kind}.{timeout}.ms"
         if high < low:
-            raise p.error(f"group.consumer.max.{kind}.ms", str(high),
-                          f"must be greater than or equal to group.consumer.min.{kind}.ms")
+            raise p.error(f"group.{kind}.max.{timeout}.ms", str(high),
+                          f"must be greater than or equal to group.{kind}.min.{timeout}.ms")
         if not low <= value <= high:
-            raise p.error(key, str(value), f"must be between group.consumer.min.{kind}.ms ({low}) "
-                                           f"and group.consumer.max.{kind}.ms ({high})")
-    if values["group_consumer_heartbeat_interval_ms"] >= values["group_consumer_session_timeout_ms"]:
-        raise p.error("group.consumer.heartbeat.interval.ms", str(values["group_consumer_heartbeat_interval_ms"]),
-                      "must be less than group.consumer.session.timeout.ms")
+            raise p.error(key, str(value), f"must be between group.{kind}.min.{timeout}.ms ({low}) "
+                                           f"and group.{kind}.max.{timeout}.ms ({high})")
+    if values[f"group_{kind}_heartbeat_interval_ms"] >= values[f"group_{kind}_session_timeout_ms"]:
+        raise p.error(f"group.{kind}.heartbeat.interval.ms", str(values[f"group_{kind}_heartbeat_interval_ms"]),
+                      f"must be less than group.{kind}.session.timeout.ms")
+    return values
+
+
+def _consumer_group_settings(p: _Props) -> dict[str, object]:
+    """group.consumer.*: timeouts, size and assignors."""
+    values = _heartbeat_group_settings(p, "consumer")
     assignors = p.get("group.consumer.assignors")
     if assignors is not None:
         names = []
@@ -760,7 +787,8 @@ def build_config(
         "group_min_session_timeout_ms": p.integer("group.min.session.timeout.ms"),
         "group_max_session_timeout_ms": p.integer("group.max.session.timeout.ms"),
         **_consumer_group_settings(p),
-        **_share_group_settings(p),
+        **_heartbeat_group_settings(p, "share"),
+        **_share_lock_settings(p),
         "offset_metadata_max_bytes": p.integer("offset.metadata.max.bytes"),
         "offsets_topic_num_partitions": p.integer("offsets.topic.num.partitions"),
         "transaction_max_timeout_ms": p.integer("transaction.max.timeout.ms"),

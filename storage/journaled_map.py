@@ -48,7 +48,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .files import PREVIOUS_SUFFIX, DamagedFileError, fsync_path, pwrite_all, write_json_atomically
+from .files import (
+    PREVIOUS_SUFFIX,
+    DamagedFileError,
+    fsync_path,
+    pwrite_all,
+    read_json_with_fallback,
+    write_json_atomically,
+)
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +101,10 @@ class JournaledMap:
         self._changes = 0  # change records in the journal since its base
         self.entries: dict[str, dict] = {}
         self._load()
+
+    @property
+    def path(self) -> Path:
+        return self._path
 
     # -- reading -------------------------------------------------------------------------
     def _load(self) -> None:
@@ -329,3 +340,35 @@ def _apply(entries: dict[str, dict], changes: Iterable[tuple[int, Mapping[str, d
 def _encode_line(record: dict) -> bytes:
     body = json.dumps(record, sort_keys=True, separators=(",", ":")).encode("utf-8")
     return b"%08x %s\n" % (zlib.crc32(body), body)
+
+
+LEGACY_IMPORTED = "#legacy"  # the entry saying an older version's file was imported
+
+
+def import_legacy_file(target: JournaledMap, legacy: Path, entries_of: Callable[[object], Mapping[str, dict]]) -> None:
+    """Move what an older version kept in ``legacy`` (one JSON file replaced whole, with its
+    ``.prev`` copy) into ``target``, once: its entries and the ``LEGACY_IMPORTED`` marker in
+    one commit, then the old files are removed. A crash between the two leaves the marker,
+    so the old files are only removed by the next start, never imported twice (which would
+    bring back entries deleted since). If the commit cannot be written (a full disk), the
+    old entries are used in memory and the import is tried again at the next start; owners'
+    ``check`` functions must accept the marker entry."""
+    previous = legacy.with_name(legacy.name + PREVIOUS_SUFFIX)
+    if not (legacy.exists() or previous.exists()):
+        return
+    if LEGACY_IMPORTED not in target.entries:
+        entries = dict(read_json_with_fallback(legacy, entries_of) or {})
+        try:
+            target.commit({**entries, LEGACY_IMPORTED: {"file": legacy.name}})
+        except OSError as exc:
+            log.error("could not import %s into %s (%s); using it as it is until the next start",
+                      legacy, target.path, exc)
+            target.entries.update(entries)
+            return
+        log.info("imported %d entries of %s into %s", len(entries), legacy, target.path)
+    try:
+        for path in (legacy, previous):
+            path.unlink(missing_ok=True)
+        fsync_path(legacy.parent)
+    except OSError as exc:
+        log.error("could not remove %s (%s); it is not read again", legacy, exc)

@@ -87,6 +87,8 @@ class ApiKey(enum.IntEnum):
     CONSUMER_GROUP_DESCRIBE = 69
     LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
     SHARE_FETCH = 78
     SHARE_ACKNOWLEDGE = 79
     DESCRIBE_SHARE_GROUP_OFFSETS = 90
@@ -124,6 +126,9 @@ ADVERTISED_VERSIONS: Mapping[int, VersionRange] = MappingProxyType(
         # KIP-848: librdkafka 2.16 uses it with OffsetCommit >= 9 and OffsetFetch >= 9.
         ApiKey.CONSUMER_GROUP_HEARTBEAT: VersionRange(0, 1),
         ApiKey.CONSUMER_GROUP_DESCRIBE: VersionRange(0, 1),
+        # KIP-932: v0 was Kafka 4.0's early access, removed in 4.1; librdkafka 2.16 sends v1.
+        ApiKey.SHARE_GROUP_HEARTBEAT: VersionRange(1, 1),
+        ApiKey.SHARE_GROUP_DESCRIBE: VersionRange(1, 1),
         ApiKey.API_VERSIONS: VersionRange(0, 4),
         ApiKey.CREATE_TOPICS: VersionRange(2, 7),
         ApiKey.DELETE_TOPICS: VersionRange(1, 6),

@@ -68,14 +68,32 @@ function renderTopics(doc) {
   fill("topics", rows, 7, "no topics yet");
 }
 
-// A consumer-protocol (KIP-848) group says so, with its group epoch, beside classic ones.
+// A consumer-protocol (KIP-848) or share (KIP-932) group says so, with its group epoch,
+// beside classic ones.
 function groupState(g) {
-  return g.type === "consumer" ? `${g.state} (consumer protocol, epoch ${g.generation})` : g.state;
+  if (g.type === "consumer") return `${g.state} (consumer protocol, epoch ${g.generation})`;
+  if (g.type === "share") return `${g.state} (share group, epoch ${g.generation})`;
+  return g.state;
+}
+
+// A share group has no committed offsets: a row per assigned share-partition, with every
+// member reading it (many members may share one partition).
+function shareGroupRows(g, rows) {
+  const parts = g.share_partitions.length ? g.share_partitions : [null];
+  parts.forEach((p, i) => {
+    rows.push(el("tr", { "data-group": g.group, "data-topic": p ? p.topic : null, "data-partition": p ? p.partition : null, class: i === 0 ? "first" : null },
+      el("td", {}, i === 0 ? g.group : ""), el("td", {}, i === 0 ? groupState(g) : ""),
+      el("td", { class: "members" }, i === 0 ? g.members.length : ""),
+      el("td", {}, p ? p.topic : "no assigned partitions"), el("td", {}, p ? p.partition : ""),
+      el("td", { class: "num committed" }, ""), el("td", { class: "num" }, ""), el("td", { class: "num" }, ""),
+      el("td", { class: "muted" }, p ? p.members.map((id) => (g.members.find((m) => m.member_id === id) || {}).client_id || id).join(", ") : "")));
+  });
 }
 
 function renderGroups(doc) {
   const rows = [];
   for (const g of doc.groups) {
+    if (g.type === "share") { shareGroupRows(g, rows); continue; }
     const owners = {};
     for (const m of g.members) for (const a of m.assignment) for (const p of a.partitions) owners[a.topic + "/" + p] = m.client_id || m.member_id;
     const offsets = g.offsets.length ? g.offsets : [null];

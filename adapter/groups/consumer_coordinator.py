@@ -115,13 +115,16 @@ class ConsumerGroupCoordinator:
                  classic_members: Callable[[str], int | None],
                  drop_classic: Callable[[str], None],
                  existed_before_start: Callable[[str], bool] = lambda group_id: False,
-                 timeouts: Callable[[str], tuple[int, int]] | None = None) -> None:
+                 timeouts: Callable[[str], tuple[int, int]] | None = None,
+                 is_share_group: Callable[[str], bool] = lambda group_id: False) -> None:
         """``classic_members(group id)``: the member count of a classic group with that id
         (None: there is none); ``drop_classic`` forgets an empty one;
         ``existed_before_start(group id)``: whether the group had committed offsets when the
         broker started (it may have members of the previous run still consuming);
         ``timeouts(group id)``: (session timeout, heartbeat interval) in ms for that group's
-        members (its group configs), read at each heartbeat; the settings' by default."""
+        members (its group configs), read at each heartbeat; the settings' by default;
+        ``is_share_group(group id)``: whether a share group has the id (a heartbeat then
+        gets GROUP_ID_NOT_FOUND, as in Kafka)."""
         self._clock = clock
         self._timeouts = timeouts or (lambda group_id: (settings.session_timeout_ms, settings.heartbeat_interval_ms))
         self._existed_before_start = existed_before_start
@@ -133,6 +136,7 @@ class ConsumerGroupCoordinator:
         self._catalog = catalog
         self._classic_members = classic_members
         self._drop_classic = drop_classic
+        self._is_share_group = is_share_group
         self.groups: dict[str, ConsumerProtocolGroup] = {}
         self._timers = _Timers()
 
@@ -273,6 +277,8 @@ class ConsumerGroupCoordinator:
         group = self.groups.get(group_id)
         if group is not None and not group.dead:
             return group
+        if self._is_share_group(group_id):
+            raise HeartbeatError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
         classic = self._classic_members(group_id)
         if classic is not None:
             if classic > 0 or not create:

@@ -41,6 +41,8 @@ from ..group_configs import GroupConfigStore
 from .consumer_coordinator import ConsumerGroupCoordinator, ConsumerGroupSettings, TopicCatalog
 from .consumer_group import ConsumerGroupState
 from .group import ConsumerGroup, GroupState, Member
+from .share_coordinator import ShareCoordinatorSettings, ShareGroupCoordinator
+from .share_group import ShareGroupState
 
 log = logging.getLogger(__name__)
 
@@ -63,15 +65,22 @@ class GroupError(Exception):
 
 
 class GroupCoordinator:
-    """Classic groups here; consumer-protocol groups in ``consumer`` (one id namespace)."""
+    """Classic groups here; consumer-protocol groups in ``consumer``, share groups in
+    ``share`` (one id namespace: an id has one type)."""
 
     def __init__(self, store: MessageStore, clock: Clock, settings: GroupSettings,
                  catalog: TopicCatalog | None = None,
                  consumer_settings: ConsumerGroupSettings = ConsumerGroupSettings(),
                  consumer_timeouts: Callable[[str], tuple[int, int]] | None = None,
-                 configs: GroupConfigStore | None = None) -> None:
-        """``consumer_timeouts(group id)``: a consumer group's session timeout and heartbeat
-        interval (its group configs); ``configs``: the group configs, dropped with the group."""
+                 configs: GroupConfigStore | None = None,
+                 share_settings: ShareCoordinatorSettings = ShareCoordinatorSettings(),
+                 share_timeouts: Callable[[str], tuple[int, int]] | None = None,
+                 on_share_member_left: Callable[[str, str], None] = lambda group_id, member_id: None,
+                 on_share_group_deleted: Callable[[str], None] = lambda group_id: None) -> None:
+        """``consumer_timeouts(group id)`` / ``share_timeouts(group id)``: a consumer or share
+        group's session timeout and heartbeat interval (its group configs); ``configs``: the
+        group configs, dropped with the group; ``on_share_member_left(group id, member id)``
+        and ``on_share_group_deleted(group id)``: see ShareGroupCoordinator."""
         self._store = store
         self._clock = clock
         self.settings = settings
@@ -82,15 +91,20 @@ class GroupCoordinator:
         groups_at_start = frozenset(store.offsets.groups())
         self.consumer = ConsumerGroupCoordinator(
             clock, consumer_settings, catalog or _NoTopics(), self._classic_member_count, self._drop_empty_classic,
-            groups_at_start.__contains__, consumer_timeouts)
+            groups_at_start.__contains__, consumer_timeouts, is_share_group=self._is_share)
+        self.share = ShareGroupCoordinator(
+            clock, share_settings, catalog or _NoTopics(), self._non_share_type, share_timeouts,
+            on_share_member_left, on_share_group_deleted)
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
         self._timer = asyncio.create_task(self._run_timers(), name="group-timers")
         self.consumer.start()
+        self.share.start()
 
     async def stop(self) -> None:
         await self.consumer.stop()
+        await self.share.stop()
         self.configs.close()
         if self._timer is not None:
             self._timer.cancel()
@@ -187,6 +201,8 @@ class GroupCoordinator:
         """A JoinGroup; returns the response fields (error_code, generation_id, ...)."""
         if not group_id:
             return _join_error(ErrorCode.invalid_group_id, member_id)
+        if self.share.has_group(group_id):  # Kafka 4 answers this before looking at the request
+            return _join_error(ErrorCode.inconsistent_group_protocol, member_id)
         s = self.settings
         if not s.min_session_timeout_ms <= session_timeout_ms <= s.max_session_timeout_ms:
             return _join_error(ErrorCode.invalid_session_timeout, member_id)
@@ -490,6 +506,8 @@ class GroupCoordinator:
         """
         if not group_id:
             return ErrorCode.invalid_group_id
+        if self.share.has_group(group_id):
+            return ErrorCode.group_id_not_found  # Kafka's ShareGroup.validateOffsetCommit
         consumer_group = self.consumer.groups.get(group_id)
         if consumer_group is not None:
             return self.consumer.check_commit(consumer_group, member_id, generation_id, transactional,
@@ -545,19 +563,34 @@ class GroupCoordinator:
             if self.consumer.member_count(group_id) == 0:
                 self.consumer.forget(group_id)
 
+    def check_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
+        """Whether an OffsetFetch of this group may be answered: a share group has no
+        committed offsets (Kafka's ShareGroup.validateOffsetFetch: GROUP_ID_NOT_FOUND); a
+        consumer-protocol member fetches at its current epoch."""
+        if self.share.has_group(group_id):
+            return ErrorCode.group_id_not_found
+        return self.consumer.check_fetch(group_id, member_id, member_epoch)
+
     # -- administration --------------------------------------------------------------------
     def known_group_ids(self) -> list[str]:
-        return sorted(set(self.groups) | set(self.consumer.groups) | set(self._store.offsets.groups()))
+        return sorted(set(self.groups) | set(self.consumer.groups) | set(self.share.groups)
+                      | set(self._store.offsets.groups()))
 
     def is_classic(self, group_id: str) -> bool:
         return group_id in self.groups
 
     def group_type(self, group_id: str) -> str:
-        """Kafka's GroupType name: "consumer" for a consumer-protocol group, else "classic"
-        (a group known only by its committed offsets is a simple classic group)."""
-        return "consumer" if group_id in self.consumer.groups else "classic"
+        """Kafka's GroupType name: "consumer" for a consumer-protocol group, "share" for a
+        share group, else "classic" (a group known only by its committed offsets is a
+        simple classic group)."""
+        if group_id in self.consumer.groups:
+            return "consumer"
+        return "share" if self.share.has_group(group_id) else "classic"
 
-    def state_of(self, group_id: str) -> GroupState | ConsumerGroupState | None:
+    def state_of(self, group_id: str) -> GroupState | ConsumerGroupState | ShareGroupState | None:
+        share = self.share.state_of(group_id)
+        if share is not None:
+            return share
         group = self.groups.get(group_id)
         if group is not None:
             return group.state
@@ -570,12 +603,27 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         return None if group is None else len(group.members)
 
+    def _is_share(self, group_id: str) -> bool:
+        return self.share.has_group(group_id)
+
+    def _non_share_type(self, group_id: str) -> str | None:
+        if self.consumer.member_count(group_id) is not None:
+            return "consumer"
+        if group_id in self.groups or group_id in self._store.offsets.groups():
+            return "classic"
+        return None
+
     def _drop_empty_classic(self, group_id: str) -> None:
         group = self.groups.get(group_id)
         if group is not None and not group.members:
             del self.groups[group_id]
 
     def delete(self, group_id: str) -> ErrorCode:
+        if self.share.has_group(group_id):
+            error = self.share.delete(group_id)
+            if error is ErrorCode.none:
+                self.configs.drop(group_id)
+            return error
         group = self.groups.get(group_id)
         if group is not None and group.members or self.consumer.member_count(group_id):
             return ErrorCode.non_empty_group

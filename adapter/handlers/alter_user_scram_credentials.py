@@ -24,10 +24,14 @@ async def handle(ctx: BrokerContext, request: Request):
         return make(response_type(request), throttle_time=0, results=[
             dict(user=name, error_code=ErrorCode.cluster_authorization_failed, error_message=None) for name in users
         ])
-    results = ctx.security.credentials.alter(
-        [Deletion(d.name, d.mechanism) for d in body.deletions],
-        [Upsertion(u.name, u.mechanism, u.iterations, u.salt, u.salted_password) for u in body.upsertions],
-    )
-    return make(response_type(request), throttle_time=0, results=[
-        dict(user=r.user, error_code=r.error, error_message=r.message) for r in results
-    ])
+    try:
+        results = [dict(user=r.user, error_code=r.error, error_message=r.message)
+                   for r in ctx.security.credentials.alter(
+                       [Deletion(d.name, d.mechanism) for d in body.deletions],
+                       [Upsertion(u.name, u.mechanism, u.iterations, u.salt, u.salted_password)
+                        for u in body.upsertions])]
+    except OSError as exc:  # nothing changed
+        users = dict.fromkeys([d.name for d in body.deletions] + [u.name for u in body.upsertions])
+        results = [dict(user=name, error_code=ErrorCode.unknown_server_error,
+                        error_message=f"SCRAM credentials could not be stored: {exc}") for name in users]
+    return make(response_type(request), throttle_time=0, results=results)

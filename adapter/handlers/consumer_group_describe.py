@@ -1,7 +1,7 @@
 """ConsumerGroupDescribe (69): state, epochs, assignor and members (with their current and
 target assignments) of consumer-protocol groups. Needs DESCRIBE on each group
-(GROUP_AUTHORIZATION_FAILED); an unknown id, or one of a classic group, is GROUP_ID_NOT_FOUND
-as in Kafka."""
+(GROUP_AUTHORIZATION_FAILED); an unknown id, or one of a classic or share group, is
+GROUP_ID_NOT_FOUND as in Kafka."""
 
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ async def handle(ctx: BrokerContext, request: Request):
             continue
         group = consumer.groups.get(group_id)
         if group is None or group.dead:
-            message = (f"Group {group_id} is not a consumer group." if ctx.groups.is_classic(group_id)
-                       else f"Group {group_id} not found.")
+            other_type = ctx.groups.is_classic(group_id) or ctx.groups.share.has_group(group_id)
+            message = f"Group {group_id} is not a consumer group." if other_type else f"Group {group_id} not found."
             described.append(dict(empty, error_code=ErrorCode.group_id_not_found, error_message=message))
             continue
         described.append(dict(

@@ -42,5 +42,9 @@ async def handle(ctx: BrokerContext, request: Request):
         valid.append(binding)
         results.append(dict(error_code=ErrorCode.none, error_message=None))
     if valid:
-        ctx.security.authorizer.acls.add(valid)
+        try:
+            ctx.security.authorizer.acls.add(valid)
+        except OSError as exc:  # nothing was added: every accepted creation fails
+            failed = dict(error_code=ErrorCode.unknown_server_error, error_message=f"ACLs could not be stored: {exc}")
+            results = [failed if r["error_code"] == ErrorCode.none else r for r in results]
     return make(response_type(request), throttle_time=0, results=results)

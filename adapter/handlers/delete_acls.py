@@ -38,5 +38,10 @@ async def handle(ctx: BrokerContext, request: Request):
                                 **entry_fields(b)) for b in matching],
         ))
     if removed:
-        acls.remove(removed)
+        try:
+            acls.remove(removed)
+        except OSError as exc:  # nothing was removed: every filter that matched fails
+            message = f"ACLs could not be stored: {exc}"
+            results = [dict(r, error_code=ErrorCode.unknown_server_error, error_message=message, matching_acls=())
+                       if r["error_code"] == ErrorCode.none and r["matching_acls"] else r for r in results]
     return make(response_type(request), throttle_time=0, filter_results=results)

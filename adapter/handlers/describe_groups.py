@@ -1,7 +1,8 @@
 """DescribeGroups (15): state, protocol and members (with assignments) of each group.
 
-A consumer-protocol group is described as Kafka 4 does for these versions (v0-5; v6 would
-answer GROUP_ID_NOT_FOUND): state Dead, no members; ConsumerGroupDescribe (69) describes it.
+A consumer-protocol or share group is described as Kafka 4 does for these versions (v0-5;
+v6 would answer GROUP_ID_NOT_FOUND): state Dead, no members; ConsumerGroupDescribe (69) and
+ShareGroupDescribe (77) describe them.
 
 Needs DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED for that group, nothing else
 about it shown). Authorized operations (v3+, when asked for) are what the caller may do on
@@ -31,7 +32,7 @@ async def handle(ctx: BrokerContext, request: Request):
                                 group_state="", protocol_type="", protocol_data="", members=(),
                                 authorized_operations=acl_operations.NOT_PROVIDED))
             continue
-        if coordinator.group_type(group_id) == "consumer":
+        if coordinator.group_type(group_id) in ("consumer", "share"):
             results.append(dict(error_code=ErrorCode.none, group_id=group_id, group_state=GroupState.DEAD.value,
                                 protocol_type="", protocol_data="", members=(),
                                 authorized_operations=acl_operations.NOT_PROVIDED))

@@ -1,7 +1,8 @@
 """ListGroups (16): every group with members or committed offsets (v4 state filter, v5 type
-filter: "classic" or "consumer", case-insensitive as Kafka's GroupType.parse). Consumer-protocol
-groups are listed with protocol type "consumer" and Kafka's states for them (Empty,
-Assigning, Reconciling, Stable).
+filter: "classic", "consumer" or "share", case-insensitive as Kafka's GroupType.parse).
+Consumer-protocol groups are listed with protocol type "consumer" and Kafka's states for them
+(Empty, Assigning, Reconciling, Stable); share groups with protocol type "share" and states
+Empty or Stable.
 
 As in Kafka, DESCRIBE on the cluster lists every group; without it, the groups the caller
 may DESCRIBE."""
@@ -13,6 +14,7 @@ from kio.schema.errors import ErrorCode
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
+from ..groups.share_group import PROTOCOL_TYPE as SHARE_PROTOCOL_TYPE
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 API_KEY = 16
@@ -36,6 +38,8 @@ async def handle(ctx: BrokerContext, request: Request):
             continue
         if group_type == "consumer":
             protocol_type = "consumer"
+        elif group_type == "share":
+            protocol_type = SHARE_PROTOCOL_TYPE
         else:
             group = coordinator.groups.get(group_id)
             protocol_type = (group.protocol_type if group else None) or ""

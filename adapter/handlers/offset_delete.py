@@ -23,7 +23,8 @@ async def handle(ctx: BrokerContext, request: Request):
     if not ctx.allowed(AclOperation.DELETE, ResourceType.GROUP, body.group_id):
         return make(response_type(request), throttle_time=0, error_code=ErrorCode.group_authorization_failed,
                     topics=())
-    if coordinator.state_of(body.group_id) is None:
+    if coordinator.state_of(body.group_id) is None or coordinator.group_type(body.group_id) == "share":
+        # a share group has no committed offsets (Kafka's ShareGroup.validateOffsetDelete)
         return make(response_type(request), throttle_time=0, error_code=ErrorCode.group_id_not_found, topics=())
     group = coordinator.groups.get(body.group_id)
     subscribed: set[str] = set()

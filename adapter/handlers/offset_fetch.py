@@ -71,8 +71,9 @@ async def handle(ctx: BrokerContext, request: Request):
             if not _may_describe_group(ctx, group.group_id):
                 groups.append(dict(group_id=group.group_id, topics=(), error_code=ErrorCode.group_authorization_failed))
                 continue
-            # v9+ (KIP-848): a consumer-protocol member fetches at its current epoch.
-            fenced = ctx.groups.consumer.check_fetch(group.group_id, getattr(group, "member_id", None),
+            # A share group has no committed offsets; v9+ (KIP-848): a consumer-protocol
+            # member fetches at its current epoch.
+            fenced = ctx.groups.check_fetch(group.group_id, getattr(group, "member_id", None),
                                                      getattr(group, "member_epoch", -1))
             if fenced is not ErrorCode.none:
                 groups.append(dict(group_id=group.group_id, topics=(), error_code=fenced))
@@ -86,8 +87,10 @@ async def handle(ctx: BrokerContext, request: Request):
     group_error = ErrorCode.none
     if not _may_describe_group(ctx, body.group_id):
         group_error = ErrorCode.group_authorization_failed
-        if request.api_version >= 2:  # the top-level error says it; v1 has only partition errors
-            wanted = []
+    elif ctx.groups.check_fetch(body.group_id, None, -1) is not ErrorCode.none:
+        group_error = ErrorCode.group_id_not_found  # a share group's id
+    if group_error is not ErrorCode.none and request.api_version >= 2:
+        wanted = []  # the top-level error says it; v1 has only partition errors
     return make(
         response_type(request),
         throttle_time=0,

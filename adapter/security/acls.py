@@ -5,22 +5,27 @@ principal (``User:alice`` or ``User:*``), a host (an IP address or ``*``), an op
 ALLOW or DENY. Codes are Kafka's (ResourceType, PatternType, AclOperation,
 AclPermissionType), so they go over the wire unchanged.
 
-:class:`AclStore` keeps them in ``acls.json`` in the data directory, written atomically with
-the previous version kept as ``acls.json.prev`` (a damaged file falls back to it, loudly).
+:class:`AclStore` keeps them in the data directory as a JournaledMap (``acl_bindings.json``
+and ``acl_bindings.journal``; storage.journaled_map has the format and its crash and damage
+behaviour): a change is durable when CreateAcls / DeleteAcls answer, and damage to one file
+costs no change. ``acls.json`` (one file replaced whole, an older version's) is imported once.
 """
 
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from rmqkafka.storage.files import read_json_with_fallback, write_json_atomically
+from rmqkafka.storage.journaled_map import LEGACY_IMPORTED, JournaledMap, import_legacy_file
 
 from .principal import Principal
 
-FILE_NAME = "acls.json"
+FILE_NAME = "acl_bindings.json"
+LEGACY_FILE_NAME = "acls.json"
+_PREFIX = "b/"  # an entry per binding: "b/" + the binding as canonical JSON
 WILDCARD = "*"  # a literal resource name or host matching every one
 WILDCARD_PRINCIPAL = "User:*"
 CLUSTER_NAME = "kafka-cluster"
@@ -166,13 +171,14 @@ class AclFilter:
 
 
 class AclStore:
-    """Every ACL binding, persisted in ``acls.json``; ``version`` changes with each change."""
+    """Every ACL binding, durable in ``acl_bindings.json`` and its journal (see the module
+    docstring); ``version`` changes with each change."""
 
     def __init__(self, data_dir: Path) -> None:
-        self._path = data_dir / FILE_NAME
-        loaded = read_json_with_fallback(
-            self._path, lambda data: [AclBinding.from_json(item) for item in data["acls"]])
-        self._bindings: dict[AclBinding, None] = dict.fromkeys(loaded or [])
+        self._map = JournaledMap(data_dir / FILE_NAME, _check)
+        import_legacy_file(self._map, data_dir / LEGACY_FILE_NAME, _legacy_entries)
+        self._bindings: dict[AclBinding, None] = dict.fromkeys(
+            AclBinding.from_json(entry) for name, entry in self._map.entries.items() if name != LEGACY_IMPORTED)
         self.version = 0
 
     def __iter__(self):
@@ -182,18 +188,35 @@ class AclStore:
         return len(self._bindings)
 
     def add(self, bindings: Iterable[AclBinding]) -> None:
-        self._replace({**self._bindings, **dict.fromkeys(bindings)})
+        """Durable when this returns; a failed write (OSError) changes nothing."""
+        new = [b for b in dict.fromkeys(bindings) if b not in self._bindings]
+        if new:
+            self._map.commit({_entry_name(b): b.to_json() for b in new})
+            self._bindings.update(dict.fromkeys(new))
+            self.version += 1
 
     def remove(self, bindings: Iterable[AclBinding]) -> None:
-        gone = set(bindings)
-        self._replace({b: None for b in self._bindings if b not in gone})
+        """Durable when this returns; a failed write (OSError) changes nothing."""
+        gone = [b for b in dict.fromkeys(bindings) if b in self._bindings]
+        if gone:
+            self._map.commit({}, [_entry_name(b) for b in gone])
+            for binding in gone:
+                del self._bindings[binding]
+            self.version += 1
 
     def find(self, acl_filter: AclFilter) -> list[AclBinding]:
         return [binding for binding in self._bindings if acl_filter.matches(binding)]
 
-    def _replace(self, bindings: dict[AclBinding, None]) -> None:
-        """Written first, then in effect: a failed write (OSError) changes nothing."""
-        write_json_atomically(self._path, {"version": 1, "acls": [b.to_json() for b in bindings]},
-                              keep_previous=True)
-        self._bindings = bindings
-        self.version += 1
+
+def _entry_name(binding: AclBinding) -> str:
+    return _PREFIX + json.dumps(binding.to_json(), sort_keys=True, separators=(",", ":"))
+
+
+def _check(name: str, entry: dict) -> None:
+    if name != LEGACY_IMPORTED:
+        AclBinding.from_json(entry)
+
+
+def _legacy_entries(data: dict) -> dict[str, dict]:
+    return {_entry_name(binding): binding.to_json()
+            for binding in (AclBinding.from_json(item) for item in data["acls"])}

@@ -4,20 +4,24 @@ Configured users (the ``user_NAME="password"`` entries of the JAAS configuration
 applies to a listener and mechanism, and ``sasl.users.file``) log in with PLAIN and with
 either SCRAM mechanism; their SCRAM credentials are derived on first use (4096 iterations,
 a random salt per start). :meth:`Credentials.users` is one listener and mechanism's view.
-Credentials set with AlterUserScramCredentials are stored in ``scram-credentials.json`` in
-the data directory (never a password: salt, iterations, StoredKey, ServerKey, as Kafka keeps
-them), written atomically with the previous version kept as ``.prev``; a stored credential
-takes precedence over a configured password for its mechanism.
+Credentials set with AlterUserScramCredentials are stored in the data directory (never a
+password: salt, iterations, StoredKey, ServerKey, as Kafka keeps them) as a JournaledMap,
+``scram_users.json`` and ``scram_users.journal`` (one entry per user; storage.journaled_map
+has the format and its crash and damage behaviour): a change is durable when the request is
+answered, and damage to one file costs no change. ``scram-credentials.json`` (one file
+replaced whole, an older version's) is imported once. A stored credential takes precedence
+over a configured password for its mechanism.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from kio.schema.errors import ErrorCode
-from rmqkafka.storage.files import read_json_with_fallback, write_json_atomically
+from rmqkafka.storage.journaled_map import LEGACY_IMPORTED, JournaledMap, import_legacy_file
 
 from .scram import (
     BY_CODE,
@@ -28,7 +32,9 @@ from .scram import (
     ScramMechanism,
 )
 
-FILE_NAME = "scram-credentials.json"
+FILE_NAME = "scram_users.json"
+LEGACY_FILE_NAME = "scram-credentials.json"
+_PREFIX = "u/"  # an entry per user: "u/" + the user name
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +63,12 @@ class UserResult:
 class Credentials:
     def __init__(self, configured: Mapping[str, str], data_dir: Path) -> None:
         self._configured = dict(configured)
-        self._path = data_dir / FILE_NAME
         self._derived: dict[tuple[str, str], ScramCredential] = {}
-        self._stored: dict[str, dict[str, ScramCredential]] = read_json_with_fallback(
-            self._path, _parse) or {}
+        self._map = JournaledMap(data_dir / FILE_NAME, _check)
+        import_legacy_file(self._map, data_dir / LEGACY_FILE_NAME, _legacy_entries)
+        self._stored: dict[str, dict[str, ScramCredential]] = {
+            name[len(_PREFIX):]: _parse_user(entry) for name, entry in self._map.entries.items()
+            if name != LEGACY_IMPORTED}
 
     def configure(self, configured: Mapping[str, str]) -> None:
         """The JAAS-configured users after a dynamic broker config change."""
@@ -104,10 +112,10 @@ class Credentials:
         if users is None:
             names = sorted(set(self._stored) | set(self._configured))
             return [UserResult(name, ErrorCode.none, None, tuple(self._mechanisms_of(name))) for name in names]
-        names = list(users)
+        counts = Counter(users)
         results = []
-        for name in dict.fromkeys(names):
-            if names.count(name) > 1:
+        for name in counts:
+            if counts[name] > 1:
                 results.append(UserResult(name, ErrorCode.duplicate_resource,
                                           "Cannot describe SCRAM credentials for the same user twice in a single request"))
                 continue
@@ -120,29 +128,35 @@ class Credentials:
         return results
 
     def alter(self, deletions: Iterable[Deletion], upsertions: Iterable[Upsertion]) -> list[UserResult]:
-        """AlterUserScramCredentials: each user's changes all apply or none do."""
+        """AlterUserScramCredentials: each user's changes all apply or none do; they are
+        durable when this returns (OSError, nothing changed, when they could not be written)."""
         changes: dict[str, list[Deletion | Upsertion]] = {}
         for change in [*deletions, *upsertions]:
             changes.setdefault(change.name, []).append(change)
-        results, updated = [], False
+        results, changed = [], {}
         for name, items in changes.items():
             error = self._refusal(name, items)
             if error is not None:
                 results.append(UserResult(name, *error))
                 continue
+            credentials = dict(self._stored.get(name, {}))
             for item in items:
                 mechanism = BY_CODE[item.mechanism]
                 if isinstance(item, Deletion):
-                    del self._stored[name][mechanism.name]
-                    if not self._stored[name]:
-                        del self._stored[name]
+                    del credentials[mechanism.name]
                 else:
-                    self._stored.setdefault(name, {})[mechanism.name] = ScramCredential.from_salted_password(
+                    credentials[mechanism.name] = ScramCredential.from_salted_password(
                         mechanism, item.salt, item.iterations, item.salted_password)
-            updated = True
+            changed[name] = credentials
             results.append(UserResult(name, ErrorCode.none))
-        if updated:
-            write_json_atomically(self._path, _serialise(self._stored), keep_previous=True)
+        if changed:
+            self._map.commit({_PREFIX + name: _serialise_user(c) for name, c in changed.items() if c},
+                             [_PREFIX + name for name, c in changed.items() if not c])
+            for name, credentials in changed.items():
+                if credentials:
+                    self._stored[name] = credentials
+                else:
+                    self._stored.pop(name, None)
         return results
 
     def _refusal(self, name: str, items: list[Deletion | Upsertion]) -> tuple[ErrorCode, str] | None:
@@ -184,11 +198,20 @@ class Users:
         return self._credentials.scram_of(user, mechanism, self._configured.get(user))
 
 
-def _parse(data: dict) -> dict[str, dict[str, ScramCredential]]:
-    return {user: {name: ScramCredential.from_json(MECHANISMS[name], value) for name, value in by_mech.items()}
-            for user, by_mech in data["users"].items()}
+def _parse_user(entry: dict) -> dict[str, ScramCredential]:
+    return {name: ScramCredential.from_json(MECHANISMS[name], value) for name, value in entry.items()}
 
 
-def _serialise(stored: dict[str, dict[str, ScramCredential]]) -> dict:
-    return {"version": 1,
-            "users": {user: {name: c.to_json() for name, c in by_mech.items()} for user, by_mech in stored.items()}}
+def _serialise_user(credentials: dict[str, ScramCredential]) -> dict:
+    return {name: credential.to_json() for name, credential in credentials.items()}
+
+
+def _check(name: str, entry: dict) -> None:
+    if name != LEGACY_IMPORTED:
+        _parse_user(entry)
+
+
+def _legacy_entries(data: dict) -> dict[str, dict]:
+    for entry in data["users"].values():
+        _parse_user(entry)
+    return {_PREFIX + user: entry for user, entry in data["users"].items()}

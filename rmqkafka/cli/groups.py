@@ -4,10 +4,14 @@ AdminClient calls: ListGroups, DescribeGroups, OffsetFetch (committed offsets), 
 (log end offsets, earliest, by timestamp), OffsetCommit (``reset-offsets --execute``) and
 DeleteGroups. LAG = log end offset - committed offset, per partition.
 
-Both group types are shown (TYPE: classic, or consumer for Kafka 4's KIP-848 protocol). The
-AdminClient does not report a consumer-protocol member's epoch, so ``describe`` asks the
-group's coordinator with ConsumerGroupDescribe (69) over plain TCP (kio, as ``rmqk
-transactions`` does); with TLS or SASL properties the epochs are left out ("-").
+Every group type is shown (TYPE: classic, consumer for Kafka 4's KIP-848 protocol, or share
+for KIP-932 share groups). The AdminClient does not report a consumer-protocol member's
+epoch, and knows nothing of share groups, so ``describe`` asks the group's coordinator with
+ConsumerGroupDescribe (69) or ShareGroupDescribe (77), and ``list`` the bootstrap broker with
+ListGroups v5 for the types the AdminClient cannot name, over plain TCP (kio, as ``rmqk
+transactions`` does); with TLS or SASL properties the epochs and share groups' members are
+left out ("-"). A share group has no committed offsets: its per-partition record counts come
+from the share-partition state (``_share_partitions``).
 
 ``reset-offsets`` is a dry run unless ``--execute`` is given (as in Kafka), and refuses
 groups that have active members: their consumers would overwrite the new offsets.
@@ -90,6 +94,13 @@ def list_groups(as_json: bool, client: ClientOptions) -> None:
         }
         for g in listings
     ]
+    # librdkafka's AdminClient lists classic and consumer groups only: the broker's ListGroups
+    # v5 adds the share groups
+    known = {r["group"] for r in rows}
+    for group_id, (group_type, protocol_type, state) in sorted(_listed_types(admin, client).items()):
+        if group_id not in known and group_type == "share":
+            rows.append({"group": group_id, "state": state, "protocol_type": protocol_type, "type": group_type})
+    rows.sort(key=lambda r: r["group"])
     if as_json:
         echo_json(rows)
     else:
@@ -162,6 +173,11 @@ def describe(names: tuple[str, ...], as_json: bool, client: ClientOptions) -> No
     documents, missing = [], []
     for group in dict.fromkeys(names):
         desc = _describe_group(admin, client, group)
+        if desc is None or (_state(desc.state) == "Dead" and not desc.members):
+            share = _share_group(admin, client, group)
+            if share is not None:
+                documents.append(share)
+                continue
         committed = _committed(admin, client, group)
         members = list(desc.members) if desc is not None else []
         state = _state(desc.state) if desc is not None else "Dead"
@@ -292,6 +308,97 @@ def _epochs(client: ClientOptions, coordinator: Any, group: str) -> dict[str | N
     epochs: dict[str | None, int] = {m.member_id: m.member_epoch for m in described.members}
     epochs[None] = described.group_epoch
     return epochs
+
+
+def _plain_tcp_broker(admin: Any, client: ClientOptions) -> tuple[str, int] | None:
+    """A broker to ask over plain TCP (None with TLS or SASL properties, or none listed)."""
+    from rmqkafka.cli.transactions import check_plain_tcp
+
+    try:
+        check_plain_tcp(client)
+    except CliUsageError:
+        return None
+    brokers = sorted((b.id, b.host, b.port) for b in admin.list_topics(timeout=client.timeout).brokers.values())
+    return (brokers[0][1], brokers[0][2]) if brokers else None
+
+
+def _listed_types(admin: Any, client: ClientOptions) -> dict[str, tuple[str, str, str]]:
+    """Group id -> (type, protocol type, state) by ListGroups v5 at one broker ({} when it
+    cannot be asked over plain TCP)."""
+    from rmqkafka.cli.transactions import _Connection
+
+    broker = _plain_tcp_broker(admin, client)
+    if broker is None:
+        return {}
+    with _Connection(*broker, client.timeout) as conn:
+        response = conn.request(16, 5, states_filter=(), types_filter=())
+    return {g.group_id: (g.group_type, g.protocol_type, g.group_state) for g in response.groups}
+
+
+def _share_group(admin: Any, client: ClientOptions, group: str) -> dict[str, Any] | None:
+    """The describe document of a share group, by ShareGroupDescribe (77) at its coordinator;
+    None when it is no share group (or cannot be asked over plain TCP)."""
+    from rmqkafka.cli.transactions import _Connection
+
+    broker = _plain_tcp_broker(admin, client)
+    if broker is None:
+        return None
+    with _Connection(*broker, client.timeout) as conn:
+        found = conn.request(10, 3, key=group, key_type=0)
+        if found.error_code:
+            return None
+        coordinator = {"id": int(found.node_id), "host": found.host, "port": int(found.port)}
+    with _Connection(found.host, int(found.port), client.timeout) as conn:
+        try:
+            (described,) = conn.request(77, 1, group_ids=(group,), include_authorized_operations=False).groups
+        except CliError:
+            return None  # a broker without share groups closes the connection
+    if described.error_code:
+        return None
+    members = [
+        {
+            "consumer_id": m.member_id,
+            "group_instance_id": None,
+            "client_id": m.client_id,
+            "host": m.client_host,
+            "member_epoch": m.member_epoch,
+            "subscribed_topics": list(m.subscribed_topic_names),
+            "assignment": sorted(({"topic": tp.topic_name, "partition": p} for tp in m.assignment.topic_partitions
+                                  for p in tp.partitions), key=lambda t: (t["topic"], t["partition"])),
+            "target_assignment": None,
+        }
+        for m in sorted(described.members, key=lambda m: m.member_id)
+    ]
+    return {
+        "group": group,
+        "type": "share",
+        "group_epoch": described.group_epoch,
+        "state": described.group_state,
+        "protocol_type": "share",
+        "assignor": described.assignor_name,
+        "coordinator": coordinator,
+        "members": members,
+        "total_lag": None,
+        "partitions": _share_partitions(group, members),
+    }
+
+
+def _share_partitions(group: str, members: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per assigned share-partition with the members reading it. The share-partition
+    side (DescribeShareGroupOffsets: start offset, lag; in-flight and acknowledged counts)
+    extends these rows; until then their offsets are unknown (None, shown as "-")."""
+    readers: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for m in members:
+        for tp in m["assignment"]:
+            readers.setdefault((tp["topic"], tp["partition"]), []).append(m)
+    return [
+        {
+            "topic": topic, "partition": partition, "current_offset": None, "log_end_offset": None, "lag": None,
+            "consumer_id": ",".join(m["consumer_id"] for m in ms), "host": ",".join(sorted({m["host"] for m in ms})),
+            "client_id": ",".join(sorted({m["client_id"] for m in ms})),
+        }
+        for (topic, partition), ms in sorted(readers.items())
+    ]
 
 
 def _assignment_text(assignment: list[dict[str, Any]]) -> str | None:

@@ -2,8 +2,10 @@
 (issue 23, part 2): acquisition, acknowledgement, share sessions, lock expiry, the delivery
 limit, read_committed, and kill -9 in the middle of acknowledging.
 
-Members need no ShareGroupHeartbeat here: the share group coordinator is part 1's; a share
-fetch from any member id of a group is served, as it is until the two are joined."""
+Most members here send no ShareGroupHeartbeat: as in Kafka, ShareFetch does not ask the share
+group coordinator about its member id. The offsets APIs do ask it whether a group is empty, and
+a member leaving through it releases its records (tests of both below). The confluent-kafka
+ShareConsumer tests are at the end."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import pytest
 from rawkafka import ErrorCode, KafkaRaw, decode_records, make_batch
 
 SHARE_FETCH, SHARE_ACKNOWLEDGE, INCREMENTAL_ALTER_CONFIGS, METADATA = 78, 79, 44, 3
+SHARE_GROUP_HEARTBEAT = 76
 GROUP_RESOURCE = 32
 GAP, ACCEPT, RELEASE, REJECT = 0, 1, 2, 3
 CONFIG = "group.share.min.record.lock.duration.ms=1000\n"
@@ -203,7 +206,7 @@ def test_session_epochs_are_checked_as_kafka_checks_them(share_broker):
 
 def test_share_session_limit(broker_factory, tmp_path: Path):
     config = tmp_path / "limit.properties"
-    config.write_text("group.share.max.share.sessions=1\n")
+    config.write_text("group.share.max.share.sessions=1\ngroup.share.max.size=1\n")  # sessions >= max size
     broker = broker_factory(config_file=config)
     with KafkaRaw.connect(broker.bootstrap_servers) as raw:
         tid = setup_topic(raw, "sf-limit", "g6", 1)
@@ -284,11 +287,16 @@ def test_share_offsets_describe_alter_and_delete(share_broker):
 
         alter = dict(group_id="g8", topics=[dict(topic_name="sf-offsets", partitions=[
             dict(partition_index=0, start_offset=8)])])
+        joined = raw.request(SHARE_GROUP_HEARTBEAT, 1, group_id="g8", member_id="m", member_epoch=0,
+                             subscribed_topic_names=("sf-offsets",))
+        assert joined.error_code == ErrorCode.none
         assert raw.request(91, 0, **alter).error_code == ErrorCode.non_empty_group
         assert raw.request(92, 0, group_id="g8", topics=[dict(topic_name="sf-offsets")]
                            ).error_code == ErrorCode.non_empty_group
         closed = share_fetch(raw, "g8", "m", -1)
         assert closed.error_code == ErrorCode.none
+        left = raw.request(SHARE_GROUP_HEARTBEAT, 1, group_id="g8", member_id="m", member_epoch=-1)
+        assert left.error_code == ErrorCode.none
         altered = raw.request(91, 0, **alter)
         assert altered.error_code == ErrorCode.none
         assert altered.responses[0].partitions[0].error_code == ErrorCode.none
@@ -550,3 +558,18 @@ def test_max_records_is_shared_fairly_across_partitions(share_broker):
             for topic in response.responses:
                 seen_partitions |= {p.partition_index for p in topic.partitions if p.acquired_records}
         assert seen_partitions == {0, 1, 2}, "no partition starves"
+
+
+def test_a_member_leaving_the_group_releases_its_records_at_once(share_broker):
+    with KafkaRaw.connect(share_broker.bootstrap_servers) as raw:
+        tid = setup_topic(raw, "sf-leave", "g21", 3)
+        for member in ("a", "b"):
+            joined = raw.request(SHARE_GROUP_HEARTBEAT, 1, group_id="g21", member_id=member, member_epoch=0,
+                                 subscribed_topic_names=("sf-leave",))
+            assert joined.error_code == ErrorCode.none
+        assert len(acquired(share_fetch(raw, "g21", "a", 0, tid))) == 3  # locked for 30 s
+        left = raw.request(SHARE_GROUP_HEARTBEAT, 1, group_id="g21", member_id="a", member_epoch=-1)
+        assert left.error_code == ErrorCode.none
+        assert share_fetch(raw, "g21", "a", 1).error_code == ErrorCode.share_session_not_found
+        again = acquired(share_fetch(raw, "g21", "b", 0, tid))
+        assert [(o, c) for o, c, _ in again] == [(0, 2), (1, 2), (2, 2)]

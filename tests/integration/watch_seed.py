@@ -5,6 +5,8 @@ holding a bit of everything the metrics and the console show, with known numbers
   tag ``A``, read by the view ``orders-a`` (tags ``A``);
 - group ``billing``: subscribed (one live member), consumed all 30 and committed: lag 0;
 - group ``audit``: committed 10 / 4 / 0 by hand (no member): lag 0 / 6 / 10;
+- share group ``queue``: one ShareConsumer (client id ``queue-worker``) subscribed to
+  ``orders``, assigned its 3 partitions;
 - in ``later`` (1 partition, so that ``orders`` has no gaps): 2 records with ``DELAY=5``
   (level 5, 1 minute) and 1 with ``TIMER_DELAY_SEC=3600``: level 5 depth 2, 1 timer
   pending; a RocketMQ half message (producer group ``pg``, key ``half-1``), never ended;
@@ -12,7 +14,7 @@ holding a bit of everything the metrics and the console show, with known numbers
 - 3 records in ``rmq_dlq.billing`` (produced there directly) and an empty
   ``rmq_retry.billing``.
 
-``Seeded.close()`` aborts the transaction and closes the live consumer.
+``Seeded.close()`` aborts the transaction and closes the live consumers.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ LATER = "later"
 VIEW = "orders-a"
 LIVE_GROUP = "billing"
 IDLE_GROUP = "audit"
+SHARE_GROUP = "queue"
 DLQ_TOPIC = "rmq_dlq.billing"
 RETRY_TOPIC = "rmq_retry.billing"  # where a resend sends dead letters (created empty)
 IDLE_COMMITS = {0: 10, 1: 4, 2: 0}
@@ -92,6 +95,8 @@ def seed(bootstrap: str) -> Seeded:
     idle.commit(offsets=[TopicPartition(TOPIC, p, o) for p, o in IDLE_COMMITS.items()], asynchronous=False)
     idle.close()
 
+    _join_share_group(seeded, bootstrap)
+
     txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": "txn-open"})
     txn.init_transactions(15)
     txn.begin_transaction()
@@ -99,3 +104,19 @@ def seed(bootstrap: str) -> Seeded:
     _flush(txn)
     seeded.closers.append(lambda: txn.abort_transaction(15))
     return seeded
+
+
+def _join_share_group(seeded: Seeded, bootstrap: str) -> None:
+    """A ShareConsumer in SHARE_GROUP, waited for until ShareGroupDescribe shows it assigned."""
+    from confluent_kafka import ShareConsumer
+    from rawkafka import KafkaRaw, wait_until
+
+    share = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": SHARE_GROUP, "client.id": "queue-worker"})
+    seeded.closers.append(share.close)
+    share.subscribe([TOPIC])
+    with KafkaRaw.connect(bootstrap) as conn:
+        def assigned() -> bool:
+            (group,) = conn.request(77, 1, group_ids=(SHARE_GROUP,), include_authorized_operations=False).groups
+            return bool(group.members) and sum(len(tp.partitions) for tp in group.members[0].assignment.topic_partitions) == 3
+
+        wait_until(assigned, timeout=30, interval=0.2, message="the share consumer assigned")

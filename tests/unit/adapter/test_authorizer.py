@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from rmqkafka.adapter.security.acls import (
     FILE_NAME,
+    LEGACY_FILE_NAME,
     AclBinding,
     AclFilter,
     AclStore,
@@ -156,10 +159,35 @@ def test_filters_match_kafkas_way(store):
         everything(operation=Op.UNKNOWN).validate()
 
 
-def test_acls_persist_and_fall_back_to_the_previous_copy(tmp_path):
+@pytest.mark.parametrize("damaged", [FILE_NAME, "acl_bindings.journal"])
+def test_acls_persist_and_damage_to_one_copy_costs_no_change(tmp_path, damaged):
+    store = AclStore(tmp_path)
+    store.add([acl(), acl(name="gone")])
+    store.add([acl(name="second")])
+    store.remove([acl(name="gone")])
+    assert set(AclStore(tmp_path)) == {acl(), acl(name="second")}
+    (tmp_path / damaged).write_bytes(b"\0\0garbage")
+    assert set(AclStore(tmp_path)) == {acl(), acl(name="second")}
+
+
+def test_an_older_versions_acls_file_is_imported_once(tmp_path):
+    (tmp_path / LEGACY_FILE_NAME).write_text(json.dumps({"version": 1, "acls": [acl().to_json()]}))
+    store = AclStore(tmp_path)
+    assert list(store) == [acl()] and not (tmp_path / LEGACY_FILE_NAME).exists()
+    store.remove([acl()])
+    assert list(AclStore(tmp_path)) == []  # a removed binding does not come back
+
+
+def test_a_failed_acl_write_changes_nothing(tmp_path, monkeypatch):
     store = AclStore(tmp_path)
     store.add([acl()])
-    store.add([acl(name="second")])
-    assert len(AclStore(tmp_path)) == 2
-    (tmp_path / FILE_NAME).write_bytes(b"\0\0garbage")
-    assert list(AclStore(tmp_path)) == [acl()]
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store._map, "commit", full_disk)
+    with pytest.raises(OSError):
+        store.add([acl(name="new")])
+    with pytest.raises(OSError):
+        store.remove([acl()])
+    assert list(store) == [acl()]

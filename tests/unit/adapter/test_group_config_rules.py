@@ -81,6 +81,20 @@ def test_ranges_follow_the_brokers_settings():
     refusal({"consumer.session.timeout.ms": "6000"})  # the default minimum is 45000
 
 
+def test_share_ranges_and_defaults_follow_the_brokers_group_share_settings():
+    fast = dataclasses.replace(CONFIG, group_share_min_session_timeout_ms=3000, group_share_session_timeout_ms=3000,
+                               group_share_min_heartbeat_interval_ms=500, group_share_heartbeat_interval_ms=500)
+    assert validate_group_configs({"share.session.timeout.ms": "4000", "share.heartbeat.interval.ms": "700"}, fast)
+    assert refusal({"share.session.timeout.ms": "4000"}) == (
+        "share.session.timeout.ms must be greater than or equal to group.share.min.session.timeout.ms")
+    assert refusal({"share.heartbeat.interval.ms": "400"}, fast) == (
+        "share.heartbeat.interval.ms must be greater than or equal to group.share.min.heartbeat.interval.ms")
+    store = GroupConfigStore(None)
+    assert store.share_timeouts("g", fast) == (3000, 500)
+    store.set("g", {"share.heartbeat.interval.ms": "700"})
+    assert store.share_timeouts("g", fast) == (3000, 700)
+
+
 def test_session_timeout_must_exceed_the_heartbeat_interval_of_the_whole_set():
     wide = dataclasses.replace(CONFIG, group_consumer_min_session_timeout_ms=6000)
     # the heartbeat interval is the broker's default (5000), not overridden

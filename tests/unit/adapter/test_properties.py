@@ -589,6 +589,39 @@ class TestGroupSettings:
             build_config(parse_properties("group.initial.rebalance.delay.ms=-1\n"))
 
 
+class TestShareGroupSettings:
+    def test_share_keys_reach_the_adapter_config(self):
+        config = build("group.share.session.timeout.ms=50000\ngroup.share.heartbeat.interval.ms=6000\n"
+                       "group.share.min.session.timeout.ms=40000\ngroup.share.max.heartbeat.interval.ms=20000\n"
+                       "group.share.max.size=7\n")
+        adapter = config.adapter
+        assert (adapter.group_share_session_timeout_ms, adapter.group_share_heartbeat_interval_ms) == (50_000, 6000)
+        assert (adapter.group_share_min_session_timeout_ms, adapter.group_share_max_heartbeat_interval_ms) == (
+            40_000, 20_000)
+        assert adapter.group_share_max_size == 7
+        assert config.unknown_keys == ()
+
+    def test_defaults_are_kafkas(self):
+        adapter = build().adapter
+        assert (adapter.group_share_session_timeout_ms, adapter.group_share_min_session_timeout_ms,
+                adapter.group_share_max_session_timeout_ms) == (45_000, 45_000, 60_000)
+        assert (adapter.group_share_heartbeat_interval_ms, adapter.group_share_min_heartbeat_interval_ms,
+                adapter.group_share_max_heartbeat_interval_ms) == (5000, 5000, 15_000)
+        assert adapter.group_share_max_size == 200
+
+    @pytest.mark.parametrize(("text", "message"), [
+        ("group.share.session.timeout.ms=30000\n",
+         "must be between group.share.min.session.timeout.ms (45000) and group.share.max.session.timeout.ms (60000)"),
+        ("group.share.max.heartbeat.interval.ms=4000\n",
+         "must be greater than or equal to group.share.min.heartbeat.interval.ms"),
+        ("group.share.heartbeat.interval.ms=45000\ngroup.share.max.heartbeat.interval.ms=50000\n",
+         "must be less than group.share.session.timeout.ms"),
+        ("group.share.max.size=1001\n", "must be in [1, 1000]"),
+    ])
+    def test_kafkas_relations_are_checked(self, text, message):
+        assert message in error_of(text)
+
+
 class TestTransactionSettings:
     def test_transaction_keys_reach_the_adapter_config(self):
         config = build_config(parse_properties(

@@ -1,11 +1,16 @@
 """Stored SCRAM credentials: AlterUserScramCredentials / DescribeUserScramCredentials rules,
-persistence, and the previous copy as fallback."""
+persistence (damage to one copy costs no change), the import of an older version's file, and a
+failed write that changes nothing."""
 
 from __future__ import annotations
 
+import json
+
+import pytest
 from kio.schema.errors import ErrorCode
 from rmqkafka.adapter.security.credentials import (
     FILE_NAME,
+    LEGACY_FILE_NAME,
     Credentials,
     Deletion,
     Upsertion,
@@ -66,11 +71,48 @@ def test_configured_users_are_described_and_stored_ones_win(tmp_path):
     assert creds.describe(["alice", "alice"])[0].error is ErrorCode.duplicate_resource
 
 
-def test_a_damaged_file_falls_back_to_its_previous_copy(tmp_path):
+@pytest.mark.parametrize("damaged", [FILE_NAME, "scram_users.journal"])
+def test_damage_to_one_copy_costs_no_change(tmp_path, damaged):
     creds = Credentials({}, tmp_path)
     creds.alter([], [upsert("dave")])
     creds.alter([], [upsert("erin")])
-    (tmp_path / FILE_NAME).write_text("{not json")
+    creds.alter([Deletion("dave", SHA_256.code)], [])
+    (tmp_path / damaged).write_text("{not json")
     reopened = Credentials({}, tmp_path)
-    assert reopened.scram("dave", SHA_256) is not None  # the previous copy had dave only
-    assert reopened.scram("erin", SHA_256) is None
+    assert reopened.scram("erin", SHA_256) is not None  # the last change but one
+    assert reopened.scram("dave", SHA_256) is None  # the last change: a deletion stays deleted
+
+
+def test_an_older_versions_file_is_imported_once(tmp_path):
+    (tmp_path / "scratch").mkdir()
+    legacy = Credentials({}, tmp_path / "scratch")
+    legacy.alter([], [upsert("frank"), upsert("gina")])
+    entries = {name[2:]: entry for name, entry in legacy._map.entries.items()}
+    (tmp_path / LEGACY_FILE_NAME).write_text(json.dumps({"version": 1, "users": entries}))
+    (tmp_path / (LEGACY_FILE_NAME + ".prev")).write_text(json.dumps({"version": 1, "users": {}}))
+    imported = Credentials({}, tmp_path)
+    assert imported.scram("frank", SHA_256) is not None and imported.scram("gina", SHA_256) is not None
+    assert not (tmp_path / LEGACY_FILE_NAME).exists() and not (tmp_path / (LEGACY_FILE_NAME + ".prev")).exists()
+    imported.alter([Deletion("frank", SHA_256.code)], [])
+    assert Credentials({}, tmp_path).scram("frank", SHA_256) is None  # never imported again
+
+
+def test_a_failed_write_changes_nothing(tmp_path, monkeypatch):
+    creds = Credentials({}, tmp_path)
+    creds.alter([], [upsert("hank")])
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(creds._map, "commit", full_disk)
+    with pytest.raises(OSError):
+        creds.alter([Deletion("hank", SHA_256.code)], [upsert("ivy")])
+    assert creds.scram("hank", SHA_256) is not None and creds.scram("ivy", SHA_256) is None
+    monkeypatch.undo()
+    assert Credentials({}, tmp_path).scram("hank", SHA_256) is not None
+
+
+def test_describe_counts_duplicates_in_linear_time(tmp_path):
+    names = [f"user-{i}" for i in range(50_000)] * 2
+    results = Credentials({}, tmp_path).describe(names)
+    assert len(results) == 50_000 and {r.error for r in results} == {ErrorCode.duplicate_resource}
