@@ -130,3 +130,41 @@ def test_explicit_acknowledgement_release_reject_accept(broker):
                                                                            partitions=[0])])]
                           ).groups[0].topics[0].partitions[0]
         assert (row.start_offset, row.lag) == (3, 0)
+
+
+def test_rocketmq_retries_with_backoff_then_the_dead_letter_topic(broker_factory, tmp_path: Path):
+    config = tmp_path / "rmq.properties"
+    config.write_text(CONFIG + "messageDelayLevel=1s 1s 2s 1h\n")  # the first retry waits level 3: 2 s
+    broker = broker_factory(config_file=config)
+    bootstrap = broker.bootstrap_servers
+    produce(bootstrap, "sc-rmq", [b"good-0", b"poison", b"good-1"])
+    group_configs(bootstrap, "sc-g3", share_auto_offset_reset="earliest", rmq_redelivery_backoff="levels",
+                  rmq_max_reconsume_times="1")
+    c = consumer(bootstrap, "sc-g3", "rmq", "explicit")
+    poison_seen: list[float] = []
+    good: list[bytes] = []
+    try:
+        c.subscribe(["sc-rmq"])
+        deadline = time.monotonic() + WAIT
+        while (len(poison_seen) < 2 or len(good) < 2) and time.monotonic() < deadline:
+            for m in records(c):
+                if m.value() == b"poison":
+                    poison_seen.append(time.monotonic())
+                    c.acknowledge(m, AcknowledgeType.RELEASE)
+                else:
+                    good.append(m.value())
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+            c.commit_sync()
+        assert sorted(good) == [b"good-0", b"good-1"]
+        assert len(poison_seen) == 2, "delivered twice: once plus rmq.max.reconsume.times"
+        assert poison_seen[1] - poison_seen[0] >= 1.9, "the retry waited RocketMQ's delay"
+        end = time.monotonic() + 4
+        while time.monotonic() < end:
+            assert records(c) == [], "no third delivery"
+    finally:
+        c.close()
+    with KafkaRaw.connect(bootstrap) as raw:
+        (dead,) = raw.fetch_all("rmq_dlq.sc-g3", 0)
+        headers = dict(dead.headers)
+        assert dead.value == b"poison" and headers["ORIGIN_TOPIC"] == b"sc-rmq"
+        assert headers["ORIGIN_OFFSET"] == b"1" and headers["DLQ_REASON"] == b"exhausted"
