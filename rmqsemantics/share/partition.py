@@ -158,6 +158,9 @@ class SharePartition:
         self._records: dict[int, InFlight] = {}
         self._locks: list[tuple[int, int]] = []  # (deadline_ms, offset), lazily invalidated
         self._retries: list[tuple[int, int]] = []  # (due_ms, offset) below SPSO, lazily invalidated
+        # no window record below this offset is available: acquisitions start looking here,
+        # so members holding a full window do not make every fetch walk all of it
+        self._hint = start_offset
         # offset -> its fields before the change (a tuple: cheaper than a copy), None if new
         self._undo: dict[int, tuple | None] | None = None
         self._gone: dict[int, InFlight] = {}  # records this change removed, by final state
@@ -204,7 +207,7 @@ class SharePartition:
         """The first offset of the window an acquisition could take now (an available,
         due record), else the end offset: where the next read of the log starts."""
         now = self._clock.now_ms()
-        for offset in range(self._start, self._end):
+        for offset in range(max(self._start, self._hint), self._end):
             rec = self._records[offset]
             if rec.state == RecordState.AVAILABLE and rec.due_ms <= now:
                 return offset
@@ -262,12 +265,17 @@ class SharePartition:
             if rec is not None and offset < self._start and rec.state == RecordState.AVAILABLE \
                     and rec.due_ms == due:
                 take(offset, rec)
-        offset = self._start
+        offset = max(self._start, self._hint)
+        waiting = None  # the first available record not taken (not due, or the limit reached)
         while offset < window_limit and len(taken) < max_records:
             rec = self._records[offset]
-            if rec.state == RecordState.AVAILABLE and rec.due_ms <= now:
-                take(offset, rec)
+            if rec.state == RecordState.AVAILABLE:
+                if rec.due_ms <= now:
+                    take(offset, rec)
+                elif waiting is None:
+                    waiting = offset
             offset += 1
+        self._hint = offset if waiting is None else waiting
         archived_unseen = []
         while (self._end < limit and len(taken) < max_records
                and self._end - self._start < self.settings.max_record_locks):
@@ -430,6 +438,8 @@ class SharePartition:
 
     def _set(self, offset: int, state: RecordState, count: int, due_ms: int = 0) -> None:
         self._remember(offset)  # a copy: the record itself may change in place
+        if state == RecordState.AVAILABLE and offset < self._hint:
+            self._hint = offset
         rec = self._records.get(offset)
         if rec is None:
             self._records[offset] = InFlight(state, count, due_ms=due_ms)
@@ -456,6 +466,7 @@ class SharePartition:
                 else:
                     self._records[offset] = InFlight(*old)
             self._start, self._end = start, end
+            self._hint = min(self._hint, start)  # records the undo made available again
             raise
         finally:
             self._undo = None
