@@ -355,8 +355,9 @@ class SharePartitionManager:
             else:
                 for t, n in Counter(batch.types).items():
                     self.metrics.acks[_ACK_NAMES[t]] += n
-        if any(t == AckType.RELEASE for b in batches for t in b.types):
-            self._notify((group_id, meta.name, partition))
+        # released records are available again, and accepted ones may have moved SPSO and
+        # made room in a full window: fetches waiting on the partition look again
+        self._notify((group_id, meta.name, partition))
 
     # -- members and groups (the share group coordinator calls these) -----------------------
     def member_left(self, group_id: str, member_id: str) -> None:
