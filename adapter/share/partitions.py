@@ -255,8 +255,9 @@ class SharePartitionManager:
         limit = stable if committed else end
         start = sp.next_fetch_offset()
         out = PartitionFetch()
-        if start >= limit and not sp.has_due_retries():
-            return out
+        window_full = start >= sp.end_offset and sp.in_flight_count() >= sp.settings.max_record_locks
+        if (start >= limit or window_full) and not sp.has_due_retries():
+            return out  # nothing acquirable: no read of the log
         budget = max_bytes
         # The log is read a chunk at a time, so that a fetch of 500 small records does not
         # read (and CRC-check, and drop) the 50 MB its MaxBytes allows: the first chunk is
@@ -343,6 +344,7 @@ class SharePartitionManager:
         sp = self._load((group_id, meta.name, partition), meta, create=False)
         if sp is None:
             raise UnknownSharePartition(f"No share-partition {meta.name}-{partition} in group {group_id}")
+        was_full = sp.in_flight_count() >= sp.settings.max_record_locks
         try:
             sp.acknowledge(member_id, batches)
         finally:
@@ -355,9 +357,12 @@ class SharePartitionManager:
             else:
                 for t, n in Counter(batch.types).items():
                     self.metrics.acks[_ACK_NAMES[t]] += n
-        # released records are available again, and accepted ones may have moved SPSO and
-        # made room in a full window: fetches waiting on the partition look again
-        self._notify((group_id, meta.name, partition))
+        # released records are available again, and accepted ones may have made room in a
+        # full window: then fetches waiting on the partition look again (only then: waking
+        # every member at every acknowledgement costs more than it brings)
+        if (any(t == AckType.RELEASE for b in batches for t in b.types)
+                or (was_full and sp.in_flight_count() < sp.settings.max_record_locks)):
+            self._notify((group_id, meta.name, partition))
 
     # -- members and groups (the share group coordinator calls these) -----------------------
     def member_left(self, group_id: str, member_id: str) -> None:
