@@ -182,3 +182,23 @@ def test_batches_larger_than_a_chunk_still_fill_the_fetch(world):
         world.produce([b"%04d" % i + b"y" * 5000 for i in range(start, start + 100)])  # ~500 KB batches
     fetched = world.acquire("m", max_records=250)
     assert offsets(fetched) == list(range(250)) and len(fetched.batches) == 3
+
+
+def test_acknowledgements_wake_fetches_when_they_free_room_or_release(tmp_path: Path):
+    w = World(tmp_path / "data", {"g": {"share.partition.max.record.locks": "100"}})
+    try:
+        w.produce([b"r%d" % i for i in range(300)])
+        assert offsets(w.acquire("m", max_records=50)) == list(range(50))
+        w.shares.acknowledge("g", "m", w.meta, 0, [AckBatch(0, 9, (1,))])
+        assert w.woken == [], "the window had room: nobody waits for this"
+        assert len(offsets(w.acquire("m", max_records=500))) == 60  # the window (100) is full now
+        asked: list[int] = []
+        read = w.semantics.read
+        w.semantics.read = lambda *a, **kw: asked.append(a[2]) or read(*a, **kw)
+        assert w.acquire("n").acquired == [] and asked == [], "a full window: no read of the log"
+        w.shares.acknowledge("g", "m", w.meta, 0, [AckBatch(10, 19, (1,))])
+        assert w.woken == [(TOPIC, 0)], "room in a full window wakes the waiting fetches"
+        w.shares.acknowledge("g", "m", w.meta, 0, [AckBatch(20, 20, (2,))])
+        assert w.woken == [(TOPIC, 0)] * 2, "a release does too"
+    finally:
+        w.store.close_sync()
