@@ -1,5 +1,5 @@
 """What every request handler may use: configs, the store, the semantics layer over it, the
-clock, the long-poll waiters, the group and transaction coordinators, and who is asking
+clock, the long-poll waiters, the group and transaction coordinators, the share-partitions, and who is asking
 (``SESSION``, set per request by the connection) with what they may do (``allowed``; on a
 subscription view, that includes the rights on its source: adapter/view_access.py)."""
 
@@ -23,6 +23,7 @@ from .security.acls import AclOperation, ResourceType
 from .security.authentication import Authentication
 from .security.principal import ANONYMOUS, Session
 from .security.service import Security
+from .share.partitions import SharePartitionManager
 from .transactions.service import TransactionService
 from .view_access import SOURCE_OPERATION
 
@@ -59,6 +60,9 @@ class BrokerContext:
     # partitions CreateTopics/CreatePartitions/DeleteTopics may change per second, all
     # listeners together (adapter.mutation_quota)
     mutation_quota: MutationQuota = field(default_factory=lambda: MutationQuota(None, 11, lambda: 0))
+    # share groups' share-partitions and share sessions (adapter.share); None in contexts
+    # built without a running broker
+    shares: SharePartitionManager | None = None
 
     @property
     def config(self) -> AdapterConfig:
