@@ -15,6 +15,8 @@ from rmqkafka.storage.config import StorageConfig
 from rmqkafka.storage.store import MessageStore
 
 from .broker_configs import BrokerConfigs
+from .client_quota_store import ClientQuotaStore
+from .client_quotas import ClientQuotas
 from .config import AdapterConfig
 from .groups.coordinator import GroupCoordinator
 from .long_poll import FetchWaiters
@@ -59,6 +61,9 @@ class BrokerContext:
     # partitions CreateTopics/CreatePartitions/DeleteTopics may change per second, all
     # listeners together (adapter.mutation_quota)
     mutation_quota: MutationQuota = field(default_factory=lambda: MutationQuota(None, 11, lambda: 0))
+    # the client quotas in force and every client's measured rates (adapter.client_quotas)
+    client_quotas: ClientQuotas = field(
+        default_factory=lambda: ClientQuotas(ClientQuotaStore(None), 11, 1, lambda: 0))
 
     @property
     def config(self) -> AdapterConfig:
