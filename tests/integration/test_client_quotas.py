@@ -161,8 +161,8 @@ def test_a_consumer_is_held_to_its_byte_rate(broker_factory, tmp_path):
     assert throttles and max(throttles) > 0
 
 
-def test_throttled_connection_is_muted_and_old_fetch_answered_empty(broker_factory):
-    broker = broker_factory()
+def test_throttled_connection_is_muted_and_throttled_fetch_answered_empty(broker_factory):
+    broker = broker_factory(args=["--metrics-port", "0"])
     topic = f"q-{uuid.uuid4().hex[:8]}"
     with KafkaRaw.connect(broker.bootstrap_servers) as admin:
         admin.create_topic(topic)
@@ -193,3 +193,34 @@ def test_throttled_connection_is_muted_and_old_fetch_answered_empty(broker_facto
         throttled = answers[-1]
         assert throttled.throttle_time.total_seconds() > 0
         assert throttled.responses == ()  # Kafka's throttled fetch: no partitions at all
+        metrics = _scrape(broker.metrics_url)
+        assert metrics[("rmqk_client_quota_throttled_responses_total",
+                        frozenset({("quota", "producer_byte_rate"), ("user", ""), ("client_id", "muted")}))] >= 1
+        assert metrics[("rmqk_client_quota_throttle_seconds_total",
+                        frozenset({("quota", "consumer_byte_rate"), ("user", ""), ("client_id", "muted")}))] > 0
+
+
+def test_request_percentage_throttles_any_request(broker_factory):
+    broker = broker_factory()
+    with KafkaRaw.connect(broker.bootstrap_servers) as admin:
+        # the default user: ANONYMOUS here; 0.01 % of the event loop, ~1 ms of handling per 10 s
+        assert alter(admin, {"user": None}, {"request_percentage": 0.01})[0] == ErrorCode.none
+        with KafkaRaw.connect(broker.bootstrap_servers, client_id="busy", timeout=30) as conn:
+            throttle = 0.0
+            for _ in range(2000):
+                throttle = conn.metadata(None).throttle_time.total_seconds()
+                if throttle:
+                    break
+            assert 0 < throttle <= 1.0  # bounded by one quota window (Kafka's request quota)
+        assert alter(admin, {"user": None}, {"request_percentage": None})[0] == ErrorCode.none
+
+
+def _scrape(url: str) -> dict:
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
