@@ -176,7 +176,8 @@ class Broker:
                                        self.clock.now_ms)
         self.client_quotas = client_quotas = ClientQuotas(
             ClientQuotaStore(self.storage_config.data_dir, now_ms=self.clock.now_ms),
-            cfg.quota_window_num, cfg.quota_window_size_seconds, self.clock.now_ms)
+            cfg.quota_window_num, cfg.quota_window_size_seconds, self.clock.now_ms,
+            cfg.controller_quota_window_num * cfg.controller_quota_window_size_seconds)
         self._live = live = Live(self.configs, security)
         for server, (_, _, advertised_host, advertised_port, protocol, name) in zip(self._servers, endpoints):
             host, port = server.sockets[0].getsockname()[:2]

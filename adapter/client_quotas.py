@@ -12,6 +12,9 @@ What is charged, as KafkaApis does:
   empty response with the throttle time (the consumer fetches the same data again later).
 - Every other request after authentication: its time against ``request_percentage``, the
   throttle bounded by one quota window (Kafka's ClientRequestQuotaManager).
+- CreateTopics, CreatePartitions, DeleteTopics and Metadata's auto-creation: their
+  partitions against ``controller_mutation_rate`` too, a token bucket per matched entity
+  (``mutation_quota``; adapter.mutation_quota says how requests are answered).
 Request time is the time the handler's code ran on the event loop (each step of its
 coroutine timed: ``timed``), not the time it waited for an fsync or a long poll: what
 Kafka counts as request handler thread time. 100 = one event loop fully busy.
@@ -37,10 +40,12 @@ from typing import Any
 from .client_quota_rate import SampledRate, throttle_time_ms
 from .client_quota_store import (
     CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
     ClientQuotaStore,
 )
+from .mutation_quota import MutationQuota
 
 MAX_RATES = 100_000
 MAX_THROTTLED_TRACKED = 10_000  # (key, user, client id) throttle counters kept for metrics
@@ -94,8 +99,11 @@ class ClientQuotas:
     """The quotas in force and every client's measured rates; one per broker."""
 
     def __init__(self, store: ClientQuotaStore, samples: int, window_seconds: int,
-                 now_ms: Callable[[], int]) -> None:
+                 now_ms: Callable[[], int], mutation_burst_seconds: float = 11) -> None:
         self.store = store
+        self._mutation_burst_seconds = mutation_burst_seconds
+        # (user, client id) -> (its controller_mutation_rate, its token bucket)
+        self._buckets: dict[tuple[str, str], tuple[float, MutationQuota]] = {}
         self._samples = samples
         self._window_ms = window_seconds * 1000
         self._now_ms = now_ms
@@ -140,6 +148,21 @@ class ClientQuotas:
         if applied is None:
             return None
         return (self._samples - 1) * self._window_ms / 1000 * applied.bound
+
+    def mutation_quota(self, user: str, client_id: str) -> MutationQuota | None:
+        """The client's ``controller_mutation_rate`` bucket (Kafka's per-entity token bucket,
+        burst of ``controller.quota.window.num x size`` seconds of it), None without one."""
+        applied = self.store.applied(CONTROLLER_MUTATION_RATE, user, client_id)
+        if applied is None:
+            return None
+        tags = (applied.user, applied.client_id)
+        held = self._buckets.pop(tags, None)  # re-inserted last: LRU order
+        if held is None or held[0] != applied.bound:
+            held = (applied.bound, MutationQuota(applied.bound, self._mutation_burst_seconds, self._now_ms))
+            if len(self._buckets) >= MAX_RATES:
+                del self._buckets[next(iter(self._buckets))]
+        self._buckets[tags] = held
+        return held[1]
 
     def _count_throttle(self, key: str, user: str, client_id: str, throttle_ms: int) -> None:
         counters = self.throttled.get((key, user, client_id))

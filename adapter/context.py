@@ -16,11 +16,11 @@ from rmqkafka.storage.store import MessageStore
 
 from .broker_configs import BrokerConfigs
 from .client_quota_store import ClientQuotaStore
-from .client_quotas import ClientQuotas
+from .client_quotas import CHARGE, ClientQuotas
 from .config import AdapterConfig
 from .groups.coordinator import GroupCoordinator
 from .long_poll import FetchWaiters
-from .mutation_quota import MutationQuota
+from .mutation_quota import MutationQuota, MutationQuotas
 from .security.acls import AclOperation, ResourceType
 from .security.authentication import Authentication
 from .security.principal import ANONYMOUS, Session
@@ -64,6 +64,13 @@ class BrokerContext:
     # the client quotas in force and every client's measured rates (adapter.client_quotas)
     client_quotas: ClientQuotas = field(
         default_factory=lambda: ClientQuotas(ClientQuotaStore(None), 11, 1, lambda: 0))
+
+    def mutation_quotas(self) -> MutationQuota | MutationQuotas:
+        """What the current request's partition mutations count against: the broker's
+        budget, and the client's ``controller_mutation_rate`` quota when one applies."""
+        charge = CHARGE.get()
+        own = None if charge is None else self.client_quotas.mutation_quota(charge.user, charge.client_id)
+        return self.mutation_quota if own is None else MutationQuotas(self.mutation_quota, own)
 
     @property
     def config(self) -> AdapterConfig:

@@ -215,6 +215,20 @@ def test_request_percentage_throttles_any_request(broker_factory):
         assert alter(admin, {"user": None}, {"request_percentage": None})[0] == ErrorCode.none
 
 
+def test_a_clients_controller_mutation_rate_throttles_its_topic_creation(broker_factory):
+    broker = broker_factory()
+    with KafkaRaw.connect(broker.bootstrap_servers) as admin:
+        assert alter(admin, {"client-id": "creator"}, {"controller_mutation_rate": 1})[0] == ErrorCode.none
+    with KafkaRaw.connect(broker.bootstrap_servers, client_id="creator") as conn:
+        first = conn.create_topics({f"m-{uuid.uuid4().hex[:8]}": 20})  # 11 s of burst, taken below 0
+        assert first.topics[0].error_code == ErrorCode.none
+        second = conn.create_topics({f"m-{uuid.uuid4().hex[:8]}": 1})
+        assert second.topics[0].error_code == ErrorCode.throttling_quota_exceeded
+        assert second.throttle_time.total_seconds() > 5  # 9 partitions of debt at 1 a second
+    with KafkaRaw.connect(broker.bootstrap_servers, client_id="someone-else") as other:
+        assert other.create_topics({f"m-{uuid.uuid4().hex[:8]}": 1}).topics[0].error_code == ErrorCode.none
+
+
 def _scrape(url: str) -> dict:
     import urllib.request
 

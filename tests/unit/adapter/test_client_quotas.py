@@ -19,6 +19,7 @@ from rmqkafka.adapter.client_quota_store import (
     validate_value,
 )
 from rmqkafka.adapter.client_quotas import ClientQuotas, RequestCharge, client_throttles, timed
+from rmqkafka.adapter.mutation_quota import MutationQuota, MutationQuotas
 
 
 class Clock:
@@ -249,3 +250,17 @@ def test_quotas_are_durable(tmp_path):
     assert again.get(alice) == {"producer_byte_rate": 1024.0}
     assert again.get(default_ip) == {} and again.size == 1
     assert again.applied("producer_byte_rate", "alice", "any").bound == 1024.0
+
+
+def test_a_clients_controller_mutation_rate_is_its_own_token_bucket():
+    quotas, clock = quotas_with(([(USER, "u")], {"controller_mutation_rate": 2.0}))
+    assert quotas.mutation_quota("v", "c") is None
+    mine = quotas.mutation_quota("u", "c")
+    assert quotas.mutation_quota("u", "other") is mine  # a user quota: one bucket for its clients
+    both = MutationQuotas(MutationQuota(None, 11, clock), mine)
+    assert both.try_record(30) == 0  # a full bucket (2 x 11) may go below zero once
+    assert both.try_record(1) == 4000  # 8 partitions of debt at 2 a second
+    clock.ms += 4000
+    assert both.try_record(1) == 0
+    quotas.store.set({validate_entity([(USER, "u")]): {"controller_mutation_rate": 5.0}})
+    assert quotas.mutation_quota("u", "c") is not mine  # a changed quota starts a new bucket
