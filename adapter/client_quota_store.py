@@ -16,6 +16,8 @@ user+default client-id, default user, client-id, default client-id. The matched 
 says who shares the measured rate (Kafka's metric tags): the user's clients share a user
 quota, each client id has its own rate under a client-id or a per-pair quota.
 
+IP quotas (``connection_creation_rate``, KIP-612): an address's own, else the default IP's.
+
 Errors are ``QuotaRequestError`` with Kafka's code and message (ClientQuotaControlManager,
 ClientQuotasImage). Deviation: an IP entity must be an address; Kafka also takes a host name
 it can resolve, which would cost this broker's one event loop a DNS lookup.
@@ -147,6 +149,7 @@ class ClientQuotaStore:
             Path(data_dir) / FILE_NAME, _check, snapshot_interval_ms=snapshot_interval_ms, now_ms=now_ms)
         self._quotas: dict[Entity, dict[str, float]] = {}
         self._in_use: Counter[str] = Counter()  # key -> entities that have it
+        self._ips: dict[str | None, float] = {}  # normalized address (None: default) -> connection rate
         self.version = 0  # bumped by every change, so callers may cache what applies
         if self._map is not None:
             for name, values in self._map.entries.items():
@@ -157,7 +160,25 @@ class ClientQuotaStore:
         if values:
             self._quotas[entity] = values
             self._in_use.update(values.keys())
+        if entity[0][0] == IP:
+            address = _normalized(entity[0][1])
+            if CONNECTION_CREATION_RATE in values:
+                self._ips[address] = values[CONNECTION_CREATION_RATE]
+            else:
+                self._ips.pop(address, None)
         self.version += 1
+
+    def has(self, key: str) -> bool:
+        """Whether any entity has a quota on ``key``."""
+        return self._in_use[key] > 0
+
+    def connection_rate(self, host: str) -> float | None:
+        """The ``connection_creation_rate`` of connections from ``host``: its own, else the
+        default IP's (Kafka's ConnectionQuotas); None: unlimited."""
+        if not self._ips:
+            return None
+        own = self._ips.get(_normalized(host))
+        return own if own is not None else self._ips.get(None)
 
     @property
     def size(self) -> int:
@@ -231,6 +252,16 @@ class ClientQuotaStore:
             if all(k in names and names[k] == v for k, v in exact.items()) and all(k in names for k in typed):
                 found.append((entity, dict(values)))
         return found
+
+
+def _normalized(address: str | None) -> str | None:
+    """An address as one spelling (``::FFFF:1.2.3.4``, ``0::1``...); anything else as is."""
+    if address is None:
+        return None
+    try:
+        return str(ipaddress.ip_address(address))
+    except ValueError:
+        return address
 
 
 def _name_of(entity: Entity) -> str:

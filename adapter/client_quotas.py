@@ -12,6 +12,9 @@ What is charged, as KafkaApis does:
   empty response with the throttle time (the consumer fetches the same data again later).
 - Every other request after authentication: its time against ``request_percentage``, the
   throttle bounded by one quota window (Kafka's ClientRequestQuotaManager).
+- A new connection: against its IP's ``connection_creation_rate`` (KIP-612); one over it
+  is read no more and closed after the throttle time, unserved, as Kafka's acceptor does
+  (the metrics show it with the address as the user).
 - CreateTopics, CreatePartitions, DeleteTopics and Metadata's auto-creation: their
   partitions against ``controller_mutation_rate`` too, a token bucket per matched entity
   (``mutation_quota``; adapter.mutation_quota says how requests are answered).
@@ -39,6 +42,7 @@ from typing import Any
 
 from .client_quota_rate import SampledRate, throttle_time_ms
 from .client_quota_store import (
+    CONNECTION_CREATION_RATE,
     CONSUMER_BYTE_RATE,
     CONTROLLER_MUTATION_RATE,
     PRODUCER_BYTE_RATE,
@@ -148,6 +152,21 @@ class ClientQuotas:
         if applied is None:
             return None
         return (self._samples - 1) * self._window_ms / 1000 * applied.bound
+
+    def connection_throttle_ms(self, host: str) -> int:
+        """A new connection from ``host``: 0 to serve it, else the ms after which it is to be
+        closed unserved (Kafka's ConnectionQuotas: a refused connection is not counted)."""
+        bound = self.store.connection_rate(host)
+        if bound is None:
+            return 0
+        rate = self._rate(CONNECTION_CREATION_RATE, host, "")
+        now = self._now_ms()
+        rate.record(1, now)
+        throttle = throttle_time_ms(rate, bound, now)
+        if throttle:
+            rate.record(-1, now)
+            self._count_throttle(CONNECTION_CREATION_RATE, host, "", throttle)
+        return throttle
 
     def mutation_quota(self, user: str, client_id: str) -> MutationQuota | None:
         """The client's ``controller_mutation_rate`` bucket (Kafka's per-entity token bucket,

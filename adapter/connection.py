@@ -12,7 +12,8 @@ sockets that have not sent them yet.
 
 A connection above ``max.connections`` (all listeners together) or ``max.connections.per.ip``
 (from its client's address) is closed as it is accepted, before it costs a buffer or a TLS
-handshake. Both are read per connection, so a dynamic change counts for the next one.
+handshake. One over its IP's ``connection_creation_rate`` quota (adapter.client_quotas) is
+read no more and closed after the throttle time, as Kafka does. Both are read per connection, so a dynamic change counts for the next one.
 (Kafka leaves connections above max.connections waiting in the accept queue; asyncio cannot
 stop accepting, and a closed connection makes the client retry with its backoff.)
 
@@ -54,6 +55,7 @@ import ssl
 import time
 from collections import deque
 
+from .client_quota_store import REQUEST_PERCENTAGE
 from .client_quotas import CHARGE, RequestCharge, client_throttles, timed
 from .codec import (
     Encoded,
@@ -126,6 +128,14 @@ class KafkaConnection(asyncio.Protocol):
             log.info("closing %s: %s", self.peer, refusal)
             self._closed = True
             transport.abort()
+            return
+        throttle_ms = self._ctx.client_quotas.connection_throttle_ms(self._client_host)
+        if throttle_ms:  # Kafka's delayed close of a connection over its IP's creation rate
+            log.info("closing %s in %d ms: connection_creation_rate quota of %s", self.peer, throttle_ms,
+                     self._client_host)
+            self._closed = True
+            transport.pause_reading()
+            asyncio.get_running_loop().call_later(throttle_ms / 1000, transport.abort)
             return
         self._connections.add(self)
         if self._stats is not None:
@@ -330,7 +340,8 @@ class KafkaConnection(asyncio.Protocol):
         return parts
 
     async def _handled(self, handler, request, charge: RequestCharge | None):
-        if charge is None:
+        # handler time is measured only while some request_percentage quota exists
+        if charge is None or not self._ctx.client_quotas.store.has(REQUEST_PERCENTAGE):
             return await handler(self._ctx, request)
         return await timed(handler(self._ctx, request), charge)
 

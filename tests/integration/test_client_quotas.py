@@ -229,6 +229,63 @@ def test_a_clients_controller_mutation_rate_throttles_its_topic_creation(broker_
         assert other.create_topics({f"m-{uuid.uuid4().hex[:8]}": 1}).topics[0].error_code == ErrorCode.none
 
 
+def test_connections_over_an_ips_creation_rate_are_closed_unserved(broker_factory):
+    from rawkafka import ConnectionClosed
+
+    broker = broker_factory()
+    with KafkaRaw.connect(broker.bootstrap_servers) as admin:
+        assert alter(admin, {"ip": "127.0.0.1"}, {"connection_creation_rate": 1})[0] == ErrorCode.none
+    served = refused = 0
+    for _ in range(20):
+        with KafkaRaw.connect(broker.bootstrap_servers, timeout=30) as conn:
+            try:
+                conn.api_versions()
+                served += 1
+            except ConnectionClosed:
+                refused += 1
+    # 10 connections over the 10 s the first window is taken over; the admin's was one
+    assert 5 <= served <= 12 and refused >= 8, (served, refused)
+
+
+SECURED = ("listeners=SASL_PLAINTEXT://127.0.0.1:0\n"
+           "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+           'user_admin="admin-secret" user_alice="alice-secret" user_bob="bob-secret";\n'
+           "authorizer.class.name=kafka.security.authorizer.AclAuthorizer\n"
+           "super.users=User:admin\nallow.everyone.if.no.acl.found=true\n")
+
+
+def test_authorization_and_a_sasl_users_quota(broker_factory, tmp_path):
+    """AlterClientQuotas needs ALTER_CONFIGS and DescribeClientQuotas DESCRIBE_CONFIGS on the
+    cluster (once an ACL names the cluster, only what it or super.users allows); a user quota
+    applies to that SASL user's connections, whatever their client id."""
+    config = tmp_path / "server.properties"
+    config.write_text(SECURED)
+    broker = broker_factory(config_file=config)
+    topic = f"q-{uuid.uuid4().hex[:8]}"
+    with KafkaRaw.connect(broker.bootstrap_servers) as admin:
+        admin.sasl_plain("admin", "admin-secret")
+        admin.create_topic(topic)
+        # an ACL on the cluster: from now on only who it (or super.users) allows
+        granted = admin.request(30, 3, creations=[dict(
+            resource_type=4, resource_name="kafka-cluster", resource_pattern_type=3, principal="User:admin",
+            host="*", operation=3, permission_type=3)])
+        assert granted.results[0].error_code == ErrorCode.none
+        assert alter(admin, {"user": "alice"}, {"producer_byte_rate": 1000})[0] == ErrorCode.none
+    with KafkaRaw.connect(broker.bootstrap_servers, client_id="any", timeout=30) as alice:
+        alice.sasl_plain("alice", "alice-secret")
+        assert alter(alice, {"user": "alice"}, {"producer_byte_rate": 10**9}) == (
+            ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
+        assert describe(alice, [("user", EXACT, "alice")]) == (ErrorCode.cluster_authorization_failed,
+                                                                "Cluster authorization failed.")
+        response = alice.produce_request({(topic, 0): make_batch([b"z" * 12_000])})
+        assert response.responses[0].partition_responses[0].error_code == ErrorCode.none
+        assert response.throttle_time.total_seconds() > 0.5  # the quota on user alice
+    with KafkaRaw.connect(broker.bootstrap_servers, client_id="any", timeout=30) as bob:
+        bob.sasl_plain("bob", "bob-secret")
+        response = bob.produce_request({(topic, 0): make_batch([b"z" * 12_000])})
+        assert response.throttle_time.total_seconds() == 0  # no quota on bob
+
+
 def _scrape(url: str) -> dict:
     import urllib.request
 

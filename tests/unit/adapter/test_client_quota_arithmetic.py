@@ -264,3 +264,15 @@ def test_a_clients_controller_mutation_rate_is_its_own_token_bucket():
     assert both.try_record(1) == 0
     quotas.store.set({validate_entity([(USER, "u")]): {"controller_mutation_rate": 5.0}})
     assert quotas.mutation_quota("u", "c") is not mine  # a changed quota starts a new bucket
+
+
+def test_connection_creation_rate_per_ip_and_default_ip():
+    quotas, clock = quotas_with(([(IP, "10.0.0.1")], {"connection_creation_rate": 1.0}),
+                                ([(IP, None)], {"connection_creation_rate": 100.0}))
+    assert [quotas.connection_throttle_ms("10.0.0.1") for _ in range(10)] == [0] * 10  # 10 over 10 s
+    assert quotas.connection_throttle_ms("10.0.0.1") == 1000  # (1.1 - 1) / 1 x 10 s
+    assert quotas.connection_throttle_ms("10.0.0.1") == 1000  # a refused one was not counted
+    assert quotas.connection_throttle_ms("10.0.0.2") == 0  # the default IP's quota
+    assert quotas.connection_throttle_ms("::ffff:10.0.0.9") == 0
+    assert ClientQuotaStore(None).connection_rate("10.0.0.1") is None
+    assert quotas.store.connection_rate("0:0:0:0:0:0:0:1") == 100.0
