@@ -200,6 +200,20 @@ def test_throttled_connection_is_muted_and_throttled_fetch_answered_empty(broker
                         frozenset({("quota", "consumer_byte_rate"), ("user", ""), ("client_id", "muted")}))] > 0
 
 
+def test_an_old_produce_version_gets_its_answer_after_the_throttle_time(broker_factory):
+    broker = broker_factory()
+    topic = f"q-{uuid.uuid4().hex[:8]}"
+    with KafkaRaw.connect(broker.bootstrap_servers) as admin:
+        admin.create_topic(topic)
+        assert alter(admin, {"client-id": "old"}, {"producer_byte_rate": 1000})[0] == ErrorCode.none
+    with KafkaRaw.connect(broker.bootstrap_servers, client_id="old", timeout=30) as conn:
+        began = time.monotonic()
+        response = conn.produce_request({(topic, 0): make_batch([b"z" * 12_000])}, version=5)
+        waited = time.monotonic() - began
+        throttle_s = response.throttle_time.total_seconds()
+        assert throttle_s > 0.5 and waited >= 0.8 * throttle_s, (waited, throttle_s)  # KIP-219: v5 < v6
+
+
 def test_request_percentage_throttles_any_request(broker_factory):
     broker = broker_factory()
     with KafkaRaw.connect(broker.bootstrap_servers) as admin:
