@@ -61,8 +61,13 @@ class SampledRate:
     def window_size_ms(self, now_ms: int) -> int:
         """The elapsed time the rate is taken over (Kafka's ``Rate.windowSize``)."""
         self._purge(now_ms)
-        oldest = self._current_sample(now_ms) if not self._samples else min(self._samples, key=lambda s: s[0])
-        elapsed = now_ms - int(oldest[0])
+        if not self._samples:
+            self._samples.append([now_ms, 0.0])
+        oldest = self._samples[0][0]
+        for sample in self._samples:
+            if sample[0] < oldest:
+                oldest = sample[0]
+        elapsed = now_ms - int(oldest)
         full_windows = elapsed // self._window_ms
         if full_windows < self._count - 1:
             elapsed += (self._count - 1 - full_windows) * self._window_ms
@@ -70,8 +75,15 @@ class SampledRate:
 
     def measure(self, now_ms: int) -> float:
         """Per second, over the retained windows."""
+        return self.measure_and_window(now_ms)[0]
+
+    def measure_and_window(self, now_ms: int) -> tuple[float, int]:
+        """(the rate per second, the window size in ms it was taken over)."""
         size = self.window_size_ms(now_ms)
-        return sum(s[1] for s in self._samples) * 1000 / size
+        total = 0.0
+        for sample in self._samples:
+            total += sample[1]
+        return total * 1000 / size, size
 
     def idle_since(self, now_ms: int) -> bool:
         """Whether every window has expired: the rate is then that of a fresh one."""
@@ -81,7 +93,7 @@ class SampledRate:
 
 def throttle_time_ms(rate: SampledRate, bound: float, now_ms: int) -> int:
     """0 while the rate is within ``bound``; otherwise Kafka's throttle time in ms."""
-    value = rate.measure(now_ms)
+    value, window_ms = rate.measure_and_window(now_ms)
     if value <= bound:
         return 0
-    return int(math.floor((value - bound) / bound * rate.window_size_ms(now_ms) + 0.5))  # Java's Math.round
+    return int(math.floor((value - bound) / bound * window_ms + 0.5))  # Java's Math.round

@@ -53,6 +53,7 @@ CLIENT_KEYS = {PRODUCER_BYTE_RATE: True, CONSUMER_BYTE_RATE: True, REQUEST_PERCE
 IP_KEYS = {CONNECTION_CREATION_RATE: True}
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 _PREFIX = "q/"
+_APPLIED_CACHED = 100_000
 MAX_ENTITIES = 100_000  # ours: AlterClientQuotas refuses a new entity past it
 _INT_MAX = 2**31 - 1
 _LONG_MAX = 2**63 - 1
@@ -150,6 +151,8 @@ class ClientQuotaStore:
         self._quotas: dict[Entity, dict[str, float]] = {}
         self._in_use: Counter[str] = Counter()  # key -> entities that have it
         self._ips: dict[str | None, float] = {}  # normalized address (None: default) -> connection rate
+        # (key, user, client id) -> what applies; emptied by every change, bounded
+        self._applied: dict[tuple[str, str, str], Applied | None] = {}
         self.version = 0  # bumped by every change, so callers may cache what applies
         if self._map is not None:
             for name, values in self._map.entries.items():
@@ -166,6 +169,7 @@ class ClientQuotaStore:
                 self._ips[address] = values[CONNECTION_CREATION_RATE]
             else:
                 self._ips.pop(address, None)
+        self._applied.clear()
         self.version += 1
 
     def has(self, key: str) -> bool:
@@ -204,11 +208,21 @@ class ClientQuotaStore:
         """The quota on ``key`` for this client (KIP-55 precedence), None without one."""
         if not self._in_use[key]:
             return None  # the common case costs one lookup
+        wanted = (key, user, client_id)
+        try:
+            return self._applied[wanted]
+        except KeyError:
+            pass
+        found = None
         for entity, tag_user, tag_client in _levels(user, client_id):
             values = self._quotas.get(entity)
             if values is not None and key in values:
-                return Applied(values[key], tag_user, tag_client)
-        return None
+                found = Applied(values[key], tag_user, tag_client)
+                break
+        if len(self._applied) >= _APPLIED_CACHED:
+            self._applied.clear()
+        self._applied[wanted] = found
+        return found
 
     def describe(self, components: list[tuple[str, int, str | None]], strict: bool
                  ) -> list[tuple[Entity, dict[str, float]]]:
