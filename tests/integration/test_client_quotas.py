@@ -198,6 +198,15 @@ def test_throttled_connection_is_muted_and_throttled_fetch_answered_empty(broker
                         frozenset({("quota", "producer_byte_rate"), ("user", ""), ("client_id", "muted")}))] >= 1
         assert metrics[("rmqk_client_quota_throttle_seconds_total",
                         frozenset({("quota", "consumer_byte_rate"), ("user", ""), ("client_id", "muted")}))] > 0
+        import json
+        import urllib.request
+
+        with urllib.request.urlopen(broker.metrics_url + "/api/quotas", timeout=10) as answer:
+            console = json.loads(answer.read())
+        assert console["entities"] == [{"entity": {"client-id": "muted"},
+                                        "quotas": {"consumer_byte_rate": 1000.0, "producer_byte_rate": 1000.0}}]
+        assert {(t["quota"], t["client_id"]) for t in console["throttled"]} == {
+            ("producer_byte_rate", "muted"), ("consumer_byte_rate", "muted")}
 
 
 def test_an_old_produce_version_gets_its_answer_after_the_throttle_time(broker_factory):
