@@ -10,6 +10,7 @@ import time
 
 from rmqkafka.rmqsemantics.config import SemanticsConfig
 from rmqkafka.rmqsemantics.semantics import Semantics
+from rmqkafka.rmqsemantics.share.state_store import ShareStateStore
 from rmqkafka.storage import record_batch
 from rmqkafka.storage.clock import Clock, SystemClock
 from rmqkafka.storage.config import StorageConfig
@@ -32,6 +33,9 @@ from .properties import ServerConfig
 from .request_stats import RequestStats
 from .response_budget import ResponseBudget
 from .security.service import Security
+from .share.partitions import SharePartitionManager
+from .share.sessions import ShareSessionCache
+from .share.settings import ShareBrokerDefaults, dead_letter_target, group_settings
 from .topic_configs import effective
 from .transactions.coordinator import TxnSettings
 from .transactions.service import TransactionService
@@ -51,6 +55,7 @@ class Broker:
         self.client_quotas: ClientQuotas | None = None
         self.semantics: Semantics | None = None
         self.groups: GroupCoordinator | None = None
+        self.shares: SharePartitionManager | None = None
         self.transactions: TransactionService | None = None
         self._servers: list[asyncio.Server] = []  # the primary listener first
         self._contexts: list[BrokerContext] = []  # one per listener, same order
@@ -161,8 +166,15 @@ class Broker:
                 max_size=cfg.group_share_max_size,
             ),
             lambda group_id: group_configs.share_timeouts(group_id, self.adapter_config),
+            # the share-partition side (created below, before anything is served)
+            on_share_member_left=lambda group_id, member_id: self.shares and self.shares.member_left(group_id,
+                                                                                                   member_id),
+            on_share_group_deleted=lambda group_id: self.shares and self.shares.group_deleted(group_id),
         )
         self.groups.start()
+        self.shares = self._share_manager(semantics, group_configs, waiters)
+        share_groups = self.groups.share
+        self.shares.use_membership(lambda group_id: not share_groups.member_count(group_id))
         self.transactions = TransactionService(
             self.store, self.clock, self.groups,
             TxnSettings(max_timeout_ms=cfg.transaction_max_timeout_ms,
@@ -197,6 +209,7 @@ class Broker:
                     listener_name=name,
                     mutation_quota=mutation_quota,
                     client_quotas=client_quotas,
+                    shares=self.shares,
                 )
             )
         self.context = self._contexts[0]
@@ -214,6 +227,27 @@ class Broker:
             self.storage_config.data_dir, self.storage_config.flush, self.store.recovered_entries,
         )
         return bound[0]
+
+    def _share_manager(self, semantics: Semantics, group_configs: GroupConfigStore,
+                       waiters: FetchWaiters) -> SharePartitionManager:
+        """Share groups' share-partitions over ``__share_group_state`` (replayed here), with
+        the broker's group.share.* defaults under each group's configs."""
+        cfg = self.adapter_config
+        defaults = ShareBrokerDefaults(
+            record_lock_duration_ms=cfg.group_share_record_lock_duration_ms,
+            delivery_count_limit=cfg.group_share_delivery_count_limit,
+            partition_max_record_locks=cfg.group_share_partition_max_record_locks,
+            max_share_sessions=cfg.group_share_max_share_sessions,
+            delay_levels_ms=self.semantics_config.delay_levels_ms,
+        )
+        state = ShareStateStore(self.store, self.clock)
+        state.open()
+        shares = SharePartitionManager(
+            semantics, self.clock, state, lambda group_id: group_settings(group_configs.get(group_id), defaults),
+            ShareSessionCache(defaults.max_share_sessions), lambda topic, partition: waiters.notify(topic, partition),
+            dead_letter_target=lambda group_id: dead_letter_target(group_configs.get(group_id)))
+        shares.start()
+        return shares
 
     async def _start_watch(self, stats: RequestStats) -> None:
         # imported here: prometheus_client is loaded only with a metrics port
@@ -298,6 +332,8 @@ class Broker:
             self._servers = []
         if self.transactions is not None:
             await self.transactions.stop()
+        if self.shares is not None:
+            await self.shares.stop()
         if self.groups is not None:
             await self.groups.stop()
         if self.client_quotas is not None:

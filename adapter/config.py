@@ -160,6 +160,13 @@ class AdapterConfig:
     group_share_max_heartbeat_interval_ms: int = 15_000  # group.share.max.heartbeat.interval.ms
     group_share_max_size: int = 200  # group.share.max.size
     group_consumer_regex_refresh_interval_ms: int = 600_000  # group.consumer.regex.refresh.interval.ms
+    # Share groups (KIP-932): Kafka's ShareGroupConfig names, defaults and ranges.
+    group_share_record_lock_duration_ms: int = 30_000  # group.share.record.lock.duration.ms
+    group_share_min_record_lock_duration_ms: int = 15_000  # group.share.min.record.lock.duration.ms
+    group_share_max_record_lock_duration_ms: int = 60_000  # group.share.max.record.lock.duration.ms
+    group_share_delivery_count_limit: int = 5  # group.share.delivery.count.limit
+    group_share_partition_max_record_locks: int = 2000  # group.share.partition.max.record.locks
+    group_share_max_share_sessions: int = 2000  # group.share.max.share.sessions
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
     offsets_topic_num_partitions: int = 50  # offsets.topic.num.partitions (__consumer_offsets, presented)
     transaction_max_timeout_ms: int = 900_000  # transaction.max.timeout.ms

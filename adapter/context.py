@@ -1,5 +1,5 @@
 """What every request handler may use: configs, the store, the semantics layer over it, the
-clock, the long-poll waiters, the group and transaction coordinators, and who is asking
+clock, the long-poll waiters, the group and transaction coordinators, the share-partitions, and who is asking
 (``SESSION``, set per request by the connection) with what they may do (``allowed``; on a
 subscription view, that includes the rights on its source: adapter/view_access.py)."""
 
@@ -25,6 +25,7 @@ from .security.acls import AclOperation, ResourceType
 from .security.authentication import Authentication
 from .security.principal import ANONYMOUS, Session
 from .security.service import Security
+from .share.partitions import SharePartitionManager
 from .transactions.service import TransactionService
 from .view_access import SOURCE_OPERATION
 
@@ -64,6 +65,9 @@ class BrokerContext:
     # the client quotas in force and every client's measured rates (adapter.client_quotas)
     client_quotas: ClientQuotas = field(
         default_factory=lambda: ClientQuotas(ClientQuotaStore(None), 11, 1, lambda: 0))
+    # share groups' share-partitions and share sessions (adapter.share); None in contexts
+    # built without a running broker
+    shares: SharePartitionManager | None = None
 
     def mutation_quotas(self) -> MutationQuota | MutationQuotas:
         """What the current request's partition mutations count against: the broker's

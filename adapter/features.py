@@ -11,8 +11,13 @@ Supported ranges are what this broker implements, not what Kafka 4.1 does:
   part 2: EndTxn v5, an epoch per transaction) is not implemented, so it is not supported.
 - ``eligible.leader.replicas.version`` 0-1, finalized 1 as Kafka 4.1 does for a new
   cluster: with one replica per partition there is never an eligible leader replica.
+- ``group.version`` 0-1, finalized 1 as Kafka 4 does for a new cluster: level 1 enables the
+  KIP-848 consumer protocol (and its online migration); at level 0 ConsumerGroupHeartbeat
+  and ConsumerGroupDescribe answer UNSUPPORTED_VERSION, as Kafka's
+  ``isConsumerGroupProtocolEnabled``. A data directory whose stored levels predate it has
+  it at 0 until ``kafka-features.sh upgrade --feature group.version=1``, as a Kafka cluster
+  upgraded from 3.x does.
 - ``kraft.version`` (a static quorum of this node, no KIP-853 voter changes),
-  ``group.version`` (level 1 would enable the KIP-848 consumer protocol),
   ``share.version`` and ``streams.version``: only level 0, not implemented beyond it.
 
 Reporting (Kafka's BrokerFeatures and ApiVersionsResponse): a feature supported only at
@@ -29,6 +34,7 @@ from kio.schema.errors import ErrorCode
 
 METADATA_VERSION = "metadata.version"
 KRAFT_VERSION = "kraft.version"
+GROUP_VERSION = "group.version"
 
 
 class Range(NamedTuple):
@@ -46,7 +52,7 @@ SUPPORTED: Mapping[str, Range] = {
     METADATA_VERSION: Range(7, 27),
     KRAFT_VERSION: Range(0, 0),
     "transaction.version": Range(0, 1),
-    "group.version": Range(0, 0),
+    GROUP_VERSION: Range(0, 1),
     "eligible.leader.replicas.version": Range(0, 1),
     "share.version": Range(0, 0),
     "streams.version": Range(0, 0),
@@ -55,6 +61,7 @@ SUPPORTED: Mapping[str, Range] = {
 BOOTSTRAP: Mapping[str, int] = {
     METADATA_VERSION: 27,
     "eligible.leader.replicas.version": 1,
+    GROUP_VERSION: 1,
 }
 
 # Kafka's MetadataVersion.didMetadataChange, levels 7-27: a downgrade across a level that
@@ -69,6 +76,17 @@ def finalized(stored: bool, levels: Mapping[str, int]) -> dict[str, int]:
     current = {name: 0 for name in SUPPORTED}
     current.update(levels if stored else BOOTSTRAP)
     return current
+
+
+def level(stored: bool, levels: Mapping[str, int], name: str) -> int:
+    """One feature's finalized level (0 when not finalized)."""
+    return finalized(stored, levels)[name]
+
+
+def consumer_protocol_enabled(stored_levels) -> bool:
+    """Whether the finalized ``group.version`` enables KIP-848 (``stored_levels``: the
+    store's FeatureLevels)."""
+    return level(stored_levels.stored, stored_levels.levels, GROUP_VERSION) >= 1
 
 
 def supported_keys(api_version: int) -> list[dict]:

@@ -5,9 +5,9 @@ resource type GROUP (32) and shown by DescribeConfigs.
 Names, types and checks follow Kafka's GroupConfig.validate: an unknown name is INVALID_CONFIG
 ("Unknown group config name: X"); values are parsed as their type; the consumer and share
 timeouts must lie within the broker's group.consumer.min|max.* and group.share.min|max.*
-(the record lock duration within Kafka's group.share.min|max.record.lock.duration.ms
-defaults, which this broker does not let change) and a session timeout must exceed its
-heartbeat interval, checked on the group's whole set (overrides over defaults).
+(the record lock duration within group.share.min|max.record.lock.duration.ms) and a session
+timeout must exceed its heartbeat interval, checked on the group's whole set (overrides over
+defaults).
 The share and rmq.* keys are checked by rmqsemantics.share.config (the share-partition core
 that will read them). A group id needs no group to exist yet, as in Kafka.
 
@@ -31,9 +31,6 @@ from .topic_configs import InvalidConfig
 
 FILE_NAME = "group_configs.json"
 DYNAMIC_GROUP_CONFIG = 8  # DescribeConfigs config source
-
-# Kafka's ShareGroupConfig defaults of group.share.min|max.record.lock.duration.ms; fixed here
-SHARE_RECORD_LOCK_DURATION = (15_000, 60_000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,16 +58,25 @@ SPECS: dict[str, GroupConfigSpec] = {
         "INT", lambda c: str(c.group_share_heartbeat_interval_ms),
         "The heartbeat interval given to the members of a share group."),
     "share.record.lock.duration.ms": GroupConfigSpec(
-        "INT", _const(str(ShareGroupSettings().record_lock_duration_ms)),
+        "INT", lambda c: str(c.group_share_record_lock_duration_ms),
         "The record acquisition lock duration in milliseconds for share groups."),
     "share.delivery.count.limit": GroupConfigSpec(
-        "INT", _const(str(ShareGroupSettings().delivery_count_limit)),
+        "INT", lambda c: str(c.group_share_delivery_count_limit),
         "The maximum number of delivery attempts for a record delivered to a share group."),
+    "share.partition.max.record.locks": GroupConfigSpec(
+        "INT", lambda c: str(c.group_share_partition_max_record_locks),
+        "Share-group record lock limit per share-partition."),
     "share.auto.offset.reset": GroupConfigSpec(
         "STRING", _const("latest"), "The strategy to initialize the share-partition start offset."),
     "share.isolation.level": GroupConfigSpec(
         "STRING", _const(ShareGroupSettings().isolation_level),
         "Controls how to read records written transactionally (read_committed or read_uncommitted)."),
+    "errors.deadletterqueue.topic.name": GroupConfigSpec(
+        "STRING", _const(""),
+        "KIP-1191: the topic a share group's rejected or exhausted records are written to (empty: none)."),
+    "errors.deadletterqueue.copy.record.enable": GroupConfigSpec(
+        "BOOLEAN", _const("false"),
+        "KIP-1191: whether dead letters carry the record's key and value (else headers only)."),
     "rmq.redelivery.backoff": GroupConfigSpec(
         "STRING", _const(ShareGroupSettings().redelivery_backoff),
         "none: a released record is redelivered at once (Kafka); levels: after RocketMQ's retry delays."),
@@ -122,17 +128,27 @@ def validate_group_configs(overrides: Mapping[str, str | None], config: AdapterC
     _within("share.session.timeout.ms", ints["share.session.timeout.ms"],
             c.group_share_min_session_timeout_ms, c.group_share_max_session_timeout_ms,
             "group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms")
-    _within("share.record.lock.duration.ms", ints["share.record.lock.duration.ms"], *SHARE_RECORD_LOCK_DURATION,
+    _within("share.record.lock.duration.ms", ints["share.record.lock.duration.ms"],
+            c.group_share_min_record_lock_duration_ms, c.group_share_max_record_lock_duration_ms,
             "group.share.min.record.lock.duration.ms", "group.share.max.record.lock.duration.ms")
     if ints["consumer.session.timeout.ms"] <= ints["consumer.heartbeat.interval.ms"]:
         raise InvalidConfig("consumer.session.timeout.ms must be greater than consumer.heartbeat.interval.ms")
     if ints["share.session.timeout.ms"] <= ints["share.heartbeat.interval.ms"]:
         raise InvalidConfig("share.session.timeout.ms must be greater than share.heartbeat.interval.ms")
+    dlq = merged["errors.deadletterqueue.topic.name"] or ""
+    if len(dlq) > 249 or (dlq and not all(c.isascii() and (c.isalnum() or c in "._-") for c in dlq)):
+        raise InvalidConfig(f"Invalid value {dlq} for configuration errors.deadletterqueue.topic.name: "
+                            "not a legal topic name")
+    if merged["errors.deadletterqueue.copy.record.enable"].strip().lower() not in ("true", "false"):
+        raise InvalidConfig(f"Invalid value {merged['errors.deadletterqueue.copy.record.enable']} for "
+                            "configuration errors.deadletterqueue.copy.record.enable: Expected value to be "
+                            "either true or false")
     try:
         AutoOffsetReset.parse(merged["share.auto.offset.reset"])
         ShareGroupSettings(
             record_lock_duration_ms=ints["share.record.lock.duration.ms"],
             delivery_count_limit=ints["share.delivery.count.limit"],
+            max_record_locks=ints["share.partition.max.record.locks"],
             isolation_level=merged["share.isolation.level"],
             redelivery_backoff=merged["rmq.redelivery.backoff"],
             max_reconsume_times=ints.get("rmq.max.reconsume.times"),

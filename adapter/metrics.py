@@ -77,6 +77,7 @@ class BrokerCollector:
         yield from self._storage_metrics(ctx)
         yield from self._rocketmq_metrics(ctx)
         yield from self._client_quota_metrics(ctx)
+        yield from self._share_metrics(ctx)
 
     def _client_quota_metrics(self, ctx: BrokerContext) -> Iterator[Metric]:
         """Per quota and the (user, client id) it is measured for (Kafka's throttle-time metrics
@@ -121,6 +122,29 @@ class BrokerCollector:
         yield _histogram("rmqk_fsync_duration_seconds",
                          "fdatasync rounds of the store (group commits, checkpoints), thread hand-off included",
                          stats.fsync)
+
+    # -- share groups (KIP-932) ---------------------------------------------------------------
+    def _share_metrics(self, ctx: BrokerContext) -> Iterator[Metric]:
+        if ctx.shares is None:
+            return
+        m = ctx.shares.metrics
+        for name, doc, value in (
+            ("rmqk_share_acquired_records", "Records acquired by share group members", m.acquisitions),
+            ("rmqk_share_redelivered_records", "Acquisitions of records delivered before", m.redeliveries),
+            ("rmqk_share_lock_expiries", "Acquisition locks that expired", m.lock_expiries),
+            ("rmqk_share_dead_letters", "Records archived by REJECT or the delivery limit", m.dead_letters),
+        ):
+            family = CounterMetricFamily(name, doc)
+            family.add_metric([], value)
+            yield family
+        acks = CounterMetricFamily("rmqk_share_acknowledged_records", "Records acknowledged, by type",
+                                   labels=["type"])
+        for kind in ("accept", "release", "reject", "gap"):
+            acks.add_metric([kind], m.acks.get(kind, 0))
+        yield acks
+        sessions = GaugeMetricFamily("rmqk_share_sessions", "Open share sessions")
+        sessions.add_metric([], len(ctx.shares.sessions))
+        yield sessions
 
     # -- what kafka_exporter shows -----------------------------------------------------------
     def _kafka_exporter_metrics(self, ctx: BrokerContext) -> Iterator[Metric]:

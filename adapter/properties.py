@@ -118,6 +118,14 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
                                     expressions may grow before a heartbeat resolves them
                                     again (600000, >= 10000 as in Kafka); created topics are
                                     picked up sooner, at the next heartbeat
+``group.share.record.lock.duration.ms`` share groups' acquisition lock (30000, within
+                                    ``group.share.min|max.record.lock.duration.ms``, 15000
+                                    and 60000; each in [1000, 3600000])
+``group.share.delivery.count.limit`` deliveries before a share group archives a record (5,
+                                    [2, 10])
+``group.share.partition.max.record.locks`` in-flight records per share-partition (2000,
+                                    [100, 10000])
+``group.share.max.share.sessions``  share sessions of the broker (2000, [1, 2147483647])
 ``offset.metadata.max.bytes``       longest metadata string of a committed offset (4096)
 ``offsets.topic.num.partitions``    partitions of ``__consumer_offsets`` (50; presented only)
 ``transaction.max.timeout.ms``      largest transaction timeout a producer may ask for (900000)
@@ -267,6 +275,12 @@ KNOWN_KEYS = frozenset(
         "group.share.max.heartbeat.interval.ms",
         "group.share.max.size",
         "group.consumer.regex.refresh.interval.ms",
+        "group.share.record.lock.duration.ms",
+        "group.share.min.record.lock.duration.ms",
+        "group.share.max.record.lock.duration.ms",
+        "group.share.delivery.count.limit",
+        "group.share.partition.max.record.locks",
+        "group.share.max.share.sessions",
         "offset.metadata.max.bytes",
         "offsets.topic.num.partitions",
         "transaction.max.timeout.ms",
@@ -373,6 +387,13 @@ INTEGER_RANGES: dict[str, IntRange] = {
     "group.consumer.max.size": IntRange(1, INT_MAX, _KAFKA),
     "group.share.max.size": IntRange(1, 1000, _KAFKA),
     "group.consumer.regex.refresh.interval.ms": IntRange(10_000, INT_MAX, _KAFKA),
+    # Kafka's ShareGroupConfig ranges; the lock duration also within its min and max, the
+    # sessions at least group.share.max.size (_share_lock_settings)
+    **{f"group.share.{suffix}": IntRange(1000, 3_600_000, _KAFKA) for suffix in (
+        "record.lock.duration.ms", "min.record.lock.duration.ms", "max.record.lock.duration.ms")},
+    "group.share.delivery.count.limit": IntRange(2, 10, _KAFKA),
+    "group.share.partition.max.record.locks": IntRange(100, 10_000, _KAFKA),
+    "group.share.max.share.sessions": IntRange(1, INT_MAX, _KAFKA),
     "offsets.topic.num.partitions": IntRange(1, INT_MAX, _KAFKA),
     "transaction.max.timeout.ms": IntRange(1, INT_MAX, _KAFKA),
     "transactional.id.expiration.ms": IntRange(1, INT_MAX, _KAFKA),
@@ -540,6 +561,33 @@ _LISTENER = re.compile(
     r"(?:\[(?P<ipv6>[0-9A-Za-z:.%]+)\]|(?P<host>[A-Za-z0-9._-]*))"
     r":(?P<port>[0-9]+)"
 )
+
+
+def _share_lock_settings(p: _Props) -> dict[str, object]:
+    """group.share.* of share-partitions (record locks, delivery limit, sessions), with the lock duration within its min and max as Kafka's
+    ShareGroupConfig requires."""
+    defaults = AdapterConfig()
+    values: dict[str, object] = {}
+    for suffix in ("record.lock.duration.ms", "min.record.lock.duration.ms", "max.record.lock.duration.ms",
+                   "delivery.count.limit", "partition.max.record.locks", "max.share.sessions"):
+        name = "group_share_" + suffix.replace(".", "_")
+        given = p.integer("group.share." + suffix)
+        values[name] = given if given is not None else getattr(defaults, name)
+    value = values["group_share_record_lock_duration_ms"]
+    low, high = values["group_share_min_record_lock_duration_ms"], values["group_share_max_record_lock_duration_ms"]
+    if high < low:
+        raise p.error("group.share.max.record.lock.duration.ms", str(high),
+                      "must be greater than or equal to group.share.min.record.lock.duration.ms")
+    if not low <= value <= high:
+        raise p.error("group.share.record.lock.duration.ms", str(value),
+                      f"must be between group.share.min.record.lock.duration.ms ({low}) "
+                      f"and group.share.max.record.lock.duration.ms ({high})")
+    size = p.integer("group.share.max.size")
+    size = defaults.group_share_max_size if size is None else size
+    if values["group_share_max_share_sessions"] < size:
+        raise p.error("group.share.max.share.sessions", str(values["group_share_max_share_sessions"]),
+                      f"must be greater than or equal to group.share.max.size ({size})")
+    return values
 
 
 def _heartbeat_group_settings(p: _Props, kind: str) -> dict[str, object]:
@@ -767,6 +815,7 @@ def build_config(
         "group_max_session_timeout_ms": p.integer("group.max.session.timeout.ms"),
         **_consumer_group_settings(p),
         **_heartbeat_group_settings(p, "share"),
+        **_share_lock_settings(p),
         "offset_metadata_max_bytes": p.integer("offset.metadata.max.bytes"),
         "offsets_topic_num_partitions": p.integer("offsets.topic.num.partitions"),
         "transaction_max_timeout_ms": p.integer("transaction.max.timeout.ms"),

@@ -26,6 +26,7 @@ from .half_messages import SYSTEM_TOPICS as HALF_TOPICS
 from .half_records import NEEDLES as HALF_NEEDLES
 from .scheduler import RETRY_PREFIX, Scheduler
 from .scheduler import SYSTEM_TOPICS as SCHEDULER_TOPICS
+from .share.state_log import TOPIC as SHARE_STATE_TOPIC
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"  # adapter.transactions.state_log.TOPIC
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
@@ -34,7 +35,7 @@ CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
 INTERNAL_TOPICS = frozenset({TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC})
 # Topics only the broker writes: the scheduler's, the half and op topics of RocketMQ
 # transaction messages, and the internal ones. Listings leave out all but the internal ones.
-SYSTEM_TOPICS = SCHEDULER_TOPICS | HALF_TOPICS | INTERNAL_TOPICS
+SYSTEM_TOPICS = SCHEDULER_TOPICS | HALF_TOPICS | INTERNAL_TOPICS | {SHARE_STATE_TOPIC}
 from .view_arrivals import ArrivalTest, arrival_test
 from .view_reader import ReadResult, ViewReadCounts, first_match_at_or_after, read_view
 from .views import SourceInUseError, View, ViewError, ViewExistsError, ViewRegistry

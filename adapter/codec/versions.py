@@ -91,6 +91,11 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_TOPIC_PARTITIONS = 75
     SHARE_GROUP_HEARTBEAT = 76
     SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 class VersionRange(NamedTuple):
@@ -171,6 +176,14 @@ ADVERTISED_VERSIONS: Mapping[int, VersionRange] = MappingProxyType(
         ApiKey.DESCRIBE_QUORUM: VersionRange(0, 2),
         ApiKey.UPDATE_FEATURES: VersionRange(0, 2),
         ApiKey.LIST_CONFIG_RESOURCES: VersionRange(0, 1),
+        # KIP-932 share groups: v0 was 4.0's early access, removed in 4.1; librdkafka 2.16
+        # sends v1 (and a header of version -1 if v1 is not advertised), Kafka 4.2 serves 1-2.
+        ApiKey.SHARE_FETCH: VersionRange(1, 2),
+        ApiKey.SHARE_ACKNOWLEDGE: VersionRange(1, 2),
+        # Kafka 4.2's share offsets admin (v1 of Describe adds the lag, KIP-1226)
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: VersionRange(0, 1),
+        ApiKey.ALTER_SHARE_GROUP_OFFSETS: VersionRange(0, 0),
+        ApiKey.DELETE_SHARE_GROUP_OFFSETS: VersionRange(0, 0),
     }
 )
 

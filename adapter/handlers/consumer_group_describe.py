@@ -17,6 +17,7 @@ from .. import acl_operations
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
+from ..features import consumer_protocol_enabled
 from ..groups.consumer_group import ConsumerProtocolGroup
 from ..groups.reconciliation import TopicPartitions
 from ..security.acls import AclOperation, ResourceType
@@ -29,8 +30,12 @@ async def handle(ctx: BrokerContext, request: Request):
     consumer = ctx.groups.consumer
     with_operations = request.body.include_authorized_operations
     refused, described = [], []
+    enabled = consumer_protocol_enabled(ctx.store.features)
     for group_id in request.body.group_ids:
         empty = _error_row(group_id)
+        if not enabled:
+            refused.append(dict(empty, error_code=ErrorCode.unsupported_version))
+            continue
         if not ctx.allowed(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
             refused.append(dict(empty, error_code=ErrorCode.group_authorization_failed))
             continue

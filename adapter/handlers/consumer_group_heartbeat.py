@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import SESSION, BrokerContext
+from ..features import consumer_protocol_enabled
 from ..groups.consumer_coordinator import HeartbeatRequest
 from ..security.acls import AclOperation, ResourceType
 
@@ -24,6 +25,8 @@ API_KEY = 68
 
 async def handle(ctx: BrokerContext, request: Request):
     body = request.body
+    if not consumer_protocol_enabled(ctx.store.features):
+        return _error(request, ErrorCode.unsupported_version)
     if not ctx.allowed(AclOperation.READ, ResourceType.GROUP, body.group_id):
         return _error(request, ErrorCode.group_authorization_failed)
     names = body.subscribed_topic_names

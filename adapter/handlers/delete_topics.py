@@ -81,6 +81,8 @@ async def handle(ctx: BrokerContext, request: Request):
             result["error_message"] = str(outcome) or None
         else:
             result["topic_id"] = semantics.id_of(outcome)
+            if ctx.shares is not None:  # share groups' state of it goes too, as in Kafka
+                ctx.shares.topic_deleted(name)
     return make(response_type(request), throttle_time=throttle_ms, responses=results)
 
 

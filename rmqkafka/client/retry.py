@@ -250,8 +250,10 @@ class RetryingConsumer:
         for tp in partitions:
             if tp.topic == self.retry_topic and tp.partition not in has_offset:
                 tp.offset = OFFSET_BEGINNING
+        # the consumer protocol (KIP-848) and cooperative assignors hand out increments
         strategy = str(self._consumer_config.get("partition.assignment.strategy", "")).lower()
-        if "cooperative" in strategy:
+        protocol = str(self._consumer_config.get("group.protocol", "classic")).lower()
+        if "cooperative" in strategy or protocol == "consumer":
             consumer.incremental_assign(partitions)
         else:
             consumer.assign(partitions)

@@ -138,6 +138,9 @@ class _Ranges:
         self._firsts = [r[0] for r in merged]
         self._lasts = [r[1] for r in merged]
 
+    def __bool__(self) -> bool:
+        return bool(self._firsts)
+
     def __contains__(self, offset: int) -> bool:
         i = bisect_right(self._firsts, offset) - 1
         return i >= 0 and offset <= self._lasts[i]
@@ -155,7 +158,11 @@ class SharePartition:
         self._records: dict[int, InFlight] = {}
         self._locks: list[tuple[int, int]] = []  # (deadline_ms, offset), lazily invalidated
         self._retries: list[tuple[int, int]] = []  # (due_ms, offset) below SPSO, lazily invalidated
-        self._undo: dict[int, InFlight | None] | None = None
+        # no window record below this offset is available: acquisitions start looking here,
+        # so members holding a full window do not make every fetch walk all of it
+        self._hint = start_offset
+        # offset -> its fields before the change (a tuple: cheaper than a copy), None if new
+        self._undo: dict[int, tuple | None] | None = None
         self._gone: dict[int, InFlight] = {}  # records this change removed, by final state
         end = start_offset
         for batch in restored:
@@ -196,6 +203,20 @@ class SharePartition:
                   if rec.state == RecordState.AVAILABLE and rec.due_ms > self._clock.now_ms()]
         return min(times, default=None)
 
+    def next_fetch_offset(self) -> int:
+        """The first offset of the window an acquisition could take now (an available,
+        due record), else the end offset: where the next read of the log starts."""
+        now = self._clock.now_ms()
+        for offset in range(max(self._start, self._hint), self._end):
+            rec = self._records[offset]
+            if rec.state == RecordState.AVAILABLE and rec.due_ms <= now:
+                return offset
+        return self._end
+
+    def has_due_retries(self) -> bool:
+        """Whether a record waiting below SPSO (retry schedule) is due now."""
+        return bool(self._retries) and self._retries[0][0] <= self._clock.now_ms()
+
     def snapshot(self) -> StateUpdate:
         """The state as a snapshot record would hold it; an acquired record appears as
         available with the delivery count it has now (this acquisition counted)."""
@@ -206,12 +227,14 @@ class SharePartition:
     # -- acquisition ---------------------------------------------------------------------------
     def acquire(self, member_id: str, log_end: int, max_records: int, batch_size: int | None = None, *,
                 last_stable_offset: int | None = None, aborted: Iterable[tuple[int, int]] = (),
-                control: Iterable[tuple[int, int]] = ()) -> list[AcquiredRange]:
+                control: Iterable[tuple[int, int]] = (), below: int | None = None) -> list[AcquiredRange]:
         """Lock up to ``max_records`` available records for ``member_id``: due retries first,
         then the window in offset order, then new records below ``log_end`` (the high
         watermark; with read_committed, ``last_stable_offset``). ``aborted`` ranges are
         archived unseen under read_committed, ``control`` ranges always; both are inclusive
-        offset ranges the caller read from the log. If writing the archived unseen records
+        offset ranges the caller read from the log. ``below``: no record of the window or
+        past it at or above this offset is acquired (the end of the batches the caller read,
+        so that every acquired record goes out with its batch); due retries are exempt. If writing the archived unseen records
         fails, the error propagates and this call's acquisitions come back when their locks
         expire."""
         if not member_id:
@@ -222,7 +245,11 @@ class SharePartition:
         limit = log_end
         if read_committed:
             limit = min(log_end, log_end if last_stable_offset is None else last_stable_offset)
+        window_limit = self._end if below is None else min(self._end, below)
+        if below is not None:
+            limit = min(limit, below)
         unseen = _Ranges([*control, *(aborted if read_committed else ())])
+        has_unseen = bool(unseen)
         deadline = now + self.settings.record_lock_duration_ms
         taken: list[int] = []
 
@@ -238,19 +265,24 @@ class SharePartition:
             if rec is not None and offset < self._start and rec.state == RecordState.AVAILABLE \
                     and rec.due_ms == due:
                 take(offset, rec)
-        offset = self._start
-        while offset < self._end and len(taken) < max_records:
+        offset = max(self._start, self._hint)
+        waiting = None  # the first available record not taken (not due, or the limit reached)
+        while offset < window_limit and len(taken) < max_records:
             rec = self._records[offset]
-            if rec.state == RecordState.AVAILABLE and rec.due_ms <= now:
-                take(offset, rec)
+            if rec.state == RecordState.AVAILABLE:
+                if rec.due_ms <= now:
+                    take(offset, rec)
+                elif waiting is None:
+                    waiting = offset
             offset += 1
+        self._hint = offset if waiting is None else waiting
         archived_unseen = []
         while (self._end < limit and len(taken) < max_records
                and self._end - self._start < self.settings.max_record_locks):
             offset, self._end = self._end, self._end + 1
             rec = InFlight(RecordState.AVAILABLE)
             self._records[offset] = rec
-            if offset in unseen:
+            if has_unseen and offset in unseen:
                 archived_unseen.append(offset)
             else:
                 take(offset, rec)
@@ -274,7 +306,7 @@ class SharePartition:
         """Apply one request's acknowledgements, all or none (Kafka rolls back on error)."""
         self.expire_locks()
         now = self._clock.now_ms()
-        plan: dict[int, AckType] = {}
+        plan: dict[int, int] = {}  # offset -> AckType value
         for batch in batches:
             self._check_batch(member_id, batch, plan)
         dead: list[tuple[int, int, str]] = []
@@ -295,7 +327,7 @@ class SharePartition:
         for item in dead:
             self._dead_letter(*item)
 
-    def _check_batch(self, member_id: str, batch: AckBatch, plan: dict[int, AckType]) -> None:
+    def _check_batch(self, member_id: str, batch: AckBatch, plan: dict[int, int]) -> None:
         first, last, types = batch.first_offset, batch.last_offset, batch.types
         if first > last or first < 0:
             raise InvalidShareRequest(f"Invalid acknowledgement batch: first offset {first}, last offset {last}")
@@ -311,7 +343,10 @@ class SharePartition:
         # Below SPSO only retry records exist (a done one is skipped, as Kafka skips offsets
         # below its start offset): walk the records, never the client's range, so a range
         # from offset 0 costs the window and the retry schedule at most.
-        retried = sorted(o for o in self._records if first <= o <= last and o < self._start)
+        # (the scan happens only for a batch reaching below SPSO, where nothing but retry
+        # records live: a request of 500 one-offset batches does not walk the window 500 times)
+        retried = sorted(o for o in self._records if first <= o <= last and o < self._start) \
+            if first < self._start else []
         if last < self._start and not retried:
             raise InvalidRecordState("Batch record not found. The request batch offsets are not found in the cache.")
         for offset in [*retried, *range(max(first, self._start), last + 1)]:
@@ -320,7 +355,7 @@ class SharePartition:
                 raise InvalidRecordState("The batch cannot be acknowledged. The offset is not acquired.")
             if rec.member_id != member_id:
                 raise InvalidRecordState("Member is not the owner of offset")
-            plan[offset] = AckType(types[0] if len(types) == 1 else types[offset - first])
+            plan[offset] = types[0] if len(types) == 1 else types[offset - first]  # checked above
 
     # -- lock expiry and members ------------------------------------------------------------------
     def expire_locks(self) -> int:
@@ -398,12 +433,19 @@ class SharePartition:
         assert self._undo is not None
         if offset not in self._undo:
             rec = self._records.get(offset)
-            self._undo[offset] = None if rec is None else InFlight(
+            self._undo[offset] = None if rec is None else (
                 rec.state, rec.delivery_count, rec.member_id, rec.deadline_ms, rec.due_ms)
 
     def _set(self, offset: int, state: RecordState, count: int, due_ms: int = 0) -> None:
-        self._remember(offset)
-        self._records[offset] = InFlight(state, count, due_ms=due_ms)
+        self._remember(offset)  # a copy: the record itself may change in place
+        if state == RecordState.AVAILABLE and offset < self._hint:
+            self._hint = offset
+        rec = self._records.get(offset)
+        if rec is None:
+            self._records[offset] = InFlight(state, count, due_ms=due_ms)
+        else:
+            rec.state, rec.delivery_count, rec.member_id, rec.deadline_ms, rec.due_ms = \
+                state, count, NO_MEMBER, 0, due_ms
 
     def _write(self, apply: Callable[[], object]) -> None:
         """Apply a change, move SPSO, persist; on a persist failure undo all of it."""
@@ -422,8 +464,9 @@ class SharePartition:
                 if old is None:
                     self._records.pop(offset, None)
                 else:
-                    self._records[offset] = old
+                    self._records[offset] = InFlight(*old)
             self._start, self._end = start, end
+            self._hint = min(self._hint, start)  # records the undo made available again
             raise
         finally:
             self._undo = None
@@ -456,30 +499,38 @@ class SharePartition:
 def state_batches(items: Iterable[tuple[int, InFlight]]) -> tuple[StateBatch, ...]:
     """Runs of consecutive offsets with the same persisted state, as StateBatches."""
     out: list[StateBatch] = []
+    first = last = -1
+    key: tuple = ()
     for offset, rec in items:
         state = RecordState.AVAILABLE if rec.state == RecordState.ACQUIRED else rec.state
-        key = (state, rec.delivery_count, rec.due_ms)
-        if out and out[-1].last_offset + 1 == offset and (out[-1].state, out[-1].delivery_count,
-                                                          out[-1].due_ms) == key:
-            prev = out[-1]
-            out[-1] = StateBatch(prev.first_offset, offset, *key)
-        else:
-            out.append(StateBatch(offset, offset, *key))
+        k = (state, rec.delivery_count, rec.due_ms)
+        if first >= 0 and last + 1 == offset and k == key:
+            last = offset
+            continue
+        if first >= 0:
+            out.append(StateBatch(first, last, *key))
+        first = last = offset
+        key = k
+    if first >= 0:
+        out.append(StateBatch(first, last, *key))
     return tuple(out)
 
 
 def _ranges(offsets: list[int], records: Mapping[int, InFlight], batch_size: int | None) -> list[AcquiredRange]:
     """Consecutive acquired offsets with one delivery count, at most ``batch_size`` each."""
     out: list[AcquiredRange] = []
+    first = last = count = -1
     for offset in offsets:
-        count = records[offset].delivery_count
-        if out:
-            prev = out[-1]
-            if (prev.last_offset + 1 == offset and prev.delivery_count == count
-                    and (batch_size is None or offset - prev.first_offset < batch_size)):
-                out[-1] = AcquiredRange(prev.first_offset, offset, count)
-                continue
-        out.append(AcquiredRange(offset, offset, count))
+        c = records[offset].delivery_count
+        if first >= 0 and last + 1 == offset and c == count and (batch_size is None or offset - first < batch_size):
+            last = offset
+            continue
+        if first >= 0:
+            out.append(AcquiredRange(first, last, count))
+        first = last = offset
+        count = c
+    if first >= 0:
+        out.append(AcquiredRange(first, last, count))
     return out
 
 

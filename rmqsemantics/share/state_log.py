@@ -7,7 +7,8 @@ key   = compact UTF-8 JSON ``["group", "topic", partition]``: one key per share-
 value = compact UTF-8 JSON::
 
     {"v": 1,              # format version; a reader refuses one it does not know
-     "t": "s" | "u",      # snapshot (the whole state) or update (the records changed)
+     "t": "s" | "u" | "d", # snapshot (the whole state), update (the records changed) or
+                          # delete (the share group or its offsets were deleted: no state)
      "so": 120,           # the share-partition start offset (SPSO) after the change
      "b": [[first, last, state, delivery_count, due_ms], ...]}
                           # offset ranges sharing one state (RecordState ids: 0 available,
@@ -15,7 +16,8 @@ value = compact UTF-8 JSON::
                           # and, with rmq.redelivery.backoff=levels, the wall-clock ms
                           # before which the records are not offered (0: none)
 
-Replay: a snapshot replaces the state; an update sets its SPSO and its ranges' records.
+Replay: a snapshot replaces the state; an update sets its SPSO and its ranges' records; a
+delete forgets the key (its ``so`` and ``b`` are 0 and empty).
 Below SPSO only records not yet done stay (the retry schedule); a done record (acknowledged,
 archived) below it is dropped. An update before any snapshot of its key starts from an
 empty state at its SPSO (retention took the snapshot; the service writes snapshots again).
@@ -34,7 +36,7 @@ from .partition import InFlight, RecordState, StateBatch, StateUpdate, state_bat
 
 TOPIC = "__share_group_state"
 VERSION = 1
-SNAPSHOT, UPDATE = "s", "u"
+SNAPSHOT, UPDATE, DELETE = "s", "u", "d"
 _DONE = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
 # Replay walks every offset a record names; what this code writes spans at most the window
 # (10,000) plus the retry schedule (1,000,000), so a record naming more is damaged.
@@ -78,7 +80,7 @@ def decode_value(raw: bytes) -> tuple[str, StateUpdate]:
         batches = tuple(StateBatch(f, l, RecordState(s), c, d) for f, l, s, c, d in doc["b"])
     except (KeyError, ValueError, TypeError) as exc:
         raise StateLogError(f"{TOPIC}: malformed record ({exc!r})") from None
-    if kind not in (SNAPSHOT, UPDATE) or type(start) is not int or start < 0 or any(
+    if kind not in (SNAPSHOT, UPDATE, DELETE) or type(start) is not int or start < 0 or any(
             not (type(b.first_offset) is int and type(b.last_offset) is int
                  and 0 <= b.first_offset <= b.last_offset and 0 <= b.delivery_count <= 32_767)
             for b in batches):
@@ -124,6 +126,9 @@ def replay(records: Iterable[tuple[bytes, bytes]]) -> dict[SharePartitionKey, Re
     for raw_key, raw_value in records:
         key = decode_key(raw_key)
         kind, update = decode_value(raw_value)
+        if kind == DELETE:
+            states.pop(key, None)
+            continue
         if kind == SNAPSHOT or key not in states:
             states[key] = ReplayedState(update.start_offset)
         state = states[key]

@@ -28,6 +28,7 @@ from rmqkafka.storage.system_records import keyed_records
 from ..parked_records import build_batch
 from .partition import PersistFn, StateUpdate
 from .state_log import (
+    DELETE,
     SNAPSHOT,
     TOPIC,
     UPDATE,
@@ -72,6 +73,12 @@ class ShareStateStore:
     def initialize(self, key: SharePartitionKey, start_offset: int) -> None:
         """A new share-partition's first record: its SPSO (share.auto.offset.reset)."""
         self._write(key, SNAPSHOT, StateUpdate(start_offset, ()))
+
+    def delete(self, key: SharePartitionKey) -> None:
+        """Forget a share-partition's state (its group or its offsets were deleted), durably."""
+        if key in self._states:
+            self._append(key, DELETE, StateUpdate(0, ()))
+            del self._states[key]
 
     def persister(self, key: SharePartitionKey) -> PersistFn:
         return lambda update: self._write(key, UPDATE, update)

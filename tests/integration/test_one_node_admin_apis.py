@@ -304,12 +304,14 @@ def test_api_versions_reports_the_features_of_a_new_one_node_cluster(broker_fact
         assert api_versions(conn, 2).error_code == ErrorCode.none  # no features before v3
         supported, finalized, epoch = features(api_versions(conn, 4))
         # not advertised, as Kafka leaves out a feature supported only at level 0: kraft.version
-        # (static quorum), group.version (no KIP-848), share.version, streams.version
+        # (static quorum), share.version, streams.version
         assert supported == {
             "metadata.version": (7, 27), "transaction.version": (0, 1), "eligible.leader.replicas.version": (0, 1),
+            "group.version": (0, 1),
         }
-        # a finalized level 0 is left out: transaction.version 2 and group.version 1 never appear
-        assert finalized == {"metadata.version": (27, 27), "eligible.leader.replicas.version": (1, 1)}
+        # a finalized level 0 is left out: transaction.version never appears on a new cluster
+        assert finalized == {"metadata.version": (27, 27), "eligible.leader.replicas.version": (1, 1),
+                             "group.version": (1, 1)}
         assert epoch == 0
         # v3 cannot carry a supported minimum of 0: those features are left out (KAFKA-17492)
         old_supported, old_finalized, _ = features(api_versions(conn, 3))
@@ -333,7 +335,8 @@ def test_update_features_refusals(broker_factory, version):
     with KafkaRaw(broker.host, broker.port) as conn:
         refusals = [
             ([("no.such.feature", 1, UPGRADE)], invalid(1, "no.such.feature", "Local controller 0 does not support this feature.")),
-            ([("group.version", 1, UPGRADE)], invalid(1, "group.version", "Local controller 0 does not support this feature.")),
+            ([("streams.version", 1, UPGRADE)], invalid(1, "streams.version", "Local controller 0 does not support this feature.")),
+            ([("group.version", 2, UPGRADE)], invalid(2, "group.version", "Local controller 0 only supports versions 0-1")),
             ([("transaction.version", 2, UPGRADE)], invalid(2, "transaction.version", "Local controller 0 only supports versions 0-1")),
             ([("metadata.version", 28, UPGRADE)], invalid(28, "metadata.version", "Local controller 0 only supports versions 7-27")),
             ([("transaction.version", -1, UPGRADE)], invalid(-1, "transaction.version", "A feature version cannot be less than 0.")),
@@ -355,7 +358,7 @@ def test_update_features_refusals(broker_factory, version):
                 assert [(r.feature, r.error_code, r.error_message) for r in response.results] == [
                     (name, *expected) for name, _, _ in updates]
         assert features(api_versions(conn, 4))[1:] == (
-            {"metadata.version": (27, 27), "eligible.leader.replicas.version": (1, 1)}, 0)
+            {"metadata.version": (27, 27), "eligible.leader.replicas.version": (1, 1), "group.version": (1, 1)}, 0)
 
 
 def test_update_features_persists_and_counts_its_epoch(broker_factory):
@@ -381,6 +384,30 @@ def test_update_features_persists_and_counts_its_epoch(broker_factory):
         assert partition.high_watermark == 3
 
 
+def test_group_version_gates_the_consumer_protocol(broker_factory):
+    """group.version 1 (a new cluster's level) serves KIP-848; at level 0 ConsumerGroupHeartbeat
+    and ConsumerGroupDescribe answer UNSUPPORTED_VERSION, as Kafka's isConsumerGroupProtocolEnabled."""
+    broker = broker_factory()
+
+    def join(conn):
+        return conn.request(68, 1, group_id="gv", member_id=uuid.uuid4().hex, member_epoch=0,
+                            rebalance_timeout=30_000, subscribed_topic_names=("gv-topic",),
+                            subscribed_topic_regex=None, topic_partitions=())
+
+    with KafkaRaw(broker.host, broker.port) as conn:
+        assert join(conn).error_code == ErrorCode.none
+        assert update(conn, 2, [("group.version", 0, SAFE_DOWNGRADE)]).error_code == ErrorCode.none
+        assert "group.version" not in features(api_versions(conn, 4))[1]
+        assert join(conn).error_code == ErrorCode.unsupported_version
+        described = conn.request(69, 0, group_ids=["gv"], include_authorized_operations=False)
+        assert [g.error_code for g in described.groups] == [ErrorCode.unsupported_version]
+    broker.restart()  # the level is durable
+    with KafkaRaw(broker.host, broker.port) as conn:
+        assert join(conn).error_code == ErrorCode.unsupported_version
+        assert update(conn, 2, [("group.version", 1, UPGRADE)]).error_code == ErrorCode.none
+        assert join(conn).error_code == ErrorCode.none
+
+
 def test_features_through_kafka_python(broker_factory):
     broker = broker_factory()
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers, request_timeout_ms=10000)
@@ -391,7 +418,7 @@ def test_features_through_kafka_python(broker_factory):
         assert admin.update_features({"transaction.version": 1}) == {"transaction.version": "OK"}
         assert admin.describe_features()["transaction.version"]["finalized"] == (1, 1)
         with pytest.raises(InvalidUpdateVersionError, match="Local controller 0 does not support this feature"):
-            admin.update_features({"group.version": 1})
+            admin.update_features({"streams.version": 1})
     finally:
         admin.close()
 

@@ -81,7 +81,11 @@ def headers_of(msg: Any) -> dict[str, bytes | None]:
     return dict(msg.headers() or [])
 
 
-def test_fails_twice_then_succeeds(bootstrap: str) -> None:
+PROTOCOLS = pytest.mark.parametrize("protocol", ["classic", "consumer"])  # group.protocol (KIP-848)
+
+
+@PROTOCOLS
+def test_fails_twice_then_succeeds(bootstrap: str, protocol: str) -> None:
     from rmqkafka.client import RetryingConsumer, origin_topic, reconsume_times
 
     create_topic(bootstrap, "orders", partitions=2)
@@ -96,7 +100,8 @@ def test_fails_twice_then_succeeds(bootstrap: str) -> None:
         else:
             consumer.commit(msg)
 
-    with RetryingConsumer(bootstrap, "billing", ["orders"], **{"auto.offset.reset": "earliest"}) as consumer:
+    with RetryingConsumer(bootstrap, "billing", ["orders"],
+                          **{"auto.offset.reset": "earliest", "group.protocol": protocol}) as consumer:
         assert consumer.retry_topic == "rmq_retry.billing" and consumer.dlq_topic == "rmq_dlq.billing"
         poll_until(consumer, lambda: len(seen) >= 3, handle)
         assert consumer.poll(1.5) is None  # nothing else comes back
@@ -159,7 +164,8 @@ def test_dead_letter_after_the_maximum(bootstrap: str) -> None:
     assert (listed["key"], listed["reconsume_times"], listed["origin_topic"], listed["origin_offset"]) == ("order-9", 3, "orders", offset)
 
 
-def test_retry_that_came_back_while_no_consumer_ran(bootstrap: str) -> None:
+@PROTOCOLS
+def test_retry_that_came_back_while_no_consumer_ran(bootstrap: str, protocol: str) -> None:
     """A group without a committed offset on its retry topic starts there at the beginning."""
     from rmqkafka.client import RetryingConsumer, reconsume_times
 
@@ -169,7 +175,7 @@ def test_retry_that_came_back_while_no_consumer_ran(bootstrap: str) -> None:
     produce(bootstrap, "orders", b"old", b"before the consumer")  # auto.offset.reset=latest skips this
     time.sleep(1.5)  # the retry is back in rmq_retry.billing
     seen: list[Any] = []
-    with RetryingConsumer(bootstrap, "billing", ["orders"]) as consumer:  # librdkafka's default: latest
+    with RetryingConsumer(bootstrap, "billing", ["orders"], **{"group.protocol": protocol}) as consumer:  # latest
         poll_until(consumer, lambda: bool(seen), lambda m: (seen.append(m), consumer.ack(m)))
         assert consumer.poll(1.0) is None
     assert [(m.topic(), m.key(), reconsume_times(m)) for m in seen] == [("rmq_retry.billing", b"order-3", 1)]

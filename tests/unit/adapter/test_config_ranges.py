@@ -71,6 +71,9 @@ RANGES = {
     "transactionTimeOut": (0, LONG_MAX),
     "transactionCheckMax": (0, INT_MAX),
     "group.share.max.size": (1, 1000),
+    # Kafka's ShareGroupConfig
+    "group.share.delivery.count.limit": (2, 10),
+    "group.share.partition.max.record.locks": (100, 10_000),
 }
 
 # keys whose range also depends on other keys (Kafka's GroupCoordinatorConfig relations,
@@ -79,7 +82,10 @@ RELATED = {
     f"group.{kind}.{suffix}": (1, INT_MAX) for kind in ("consumer", "share") for suffix in (
         "session.timeout.ms", "min.session.timeout.ms", "max.session.timeout.ms", "heartbeat.interval.ms",
         "min.heartbeat.interval.ms", "max.heartbeat.interval.ms")
-} | {"group.consumer.max.size": (1, INT_MAX)}
+} | {"group.consumer.max.size": (1, INT_MAX), "group.share.max.share.sessions": (1, INT_MAX)} | {
+    f"group.share.{suffix}": (1000, 3_600_000) for suffix in (
+        "record.lock.duration.ms", "min.record.lock.duration.ms", "max.record.lock.duration.ms")
+}
 
 # keys whose value is not one integer (or not a number at all)
 NOT_INTEGERS = {

@@ -22,9 +22,10 @@ def refusal(updates, current=NEW) -> str:
 
 def test_a_new_cluster():
     assert NEW == {"metadata.version": 27, "eligible.leader.replicas.version": 1, "transaction.version": 0,
-                   "kraft.version": 0, "group.version": 0, "share.version": 0, "streams.version": 0}
+                   "kraft.version": 0, "group.version": 1, "share.version": 0, "streams.version": 0}
     assert features.finalized_keys(NEW) == [
         dict(name="eligible.leader.replicas.version", min_version_level=1, max_version_level=1),
+        dict(name="group.version", min_version_level=1, max_version_level=1),
         dict(name="metadata.version", min_version_level=27, max_version_level=27),
     ]
 
@@ -53,18 +54,31 @@ def test_downgrades_from_a_lower_level():
 def test_refusals_name_the_local_controller():
     assert refusal([("metadata.version", 6, SAFE_DOWNGRADE)]) == (
         "Invalid update version 6 for feature metadata.version. Local controller 3 only supports versions 7-27")
-    assert refusal([("group.version", 1, UPGRADE)]) == (
-        "Invalid update version 1 for feature group.version. Local controller 3 does not support this feature.")
+    assert refusal([("streams.version", 1, UPGRADE)]) == (
+        "Invalid update version 1 for feature streams.version. Local controller 3 does not support this feature.")
+    assert refusal([("group.version", 2, UPGRADE)]) == (
+        "Invalid update version 2 for feature group.version. Local controller 3 only supports versions 0-1")
     assert refusal([("nope", 0, UPGRADE)]) == "Invalid update version 0 for feature nope. Feature nope not found."
 
 
 def test_level_zero_of_a_known_feature_changes_nothing():
-    assert apply_updates(NEW, [("group.version", 0, UPGRADE), ("kraft.version", 0, UPGRADE)], 3) == NEW
+    assert apply_updates(NEW, [("streams.version", 0, UPGRADE), ("kraft.version", 0, UPGRADE)], 3) == NEW
+
+
+def test_group_version_gates_the_consumer_protocol():
+    class Stored:
+        def __init__(self, stored, levels):
+            self.stored, self.levels = stored, levels
+
+    assert features.consumer_protocol_enabled(Stored(False, {}))  # a new cluster: level 1
+    downgraded = apply_updates(NEW, [("group.version", 0, SAFE_DOWNGRADE)], 3)
+    assert not features.consumer_protocol_enabled(Stored(True, downgraded))
+    assert not features.consumer_protocol_enabled(Stored(True, {"metadata.version": 27}))  # stored before it
 
 
 @pytest.mark.parametrize("api_version, names", [
     (3, ["metadata.version"]),
-    (4, ["eligible.leader.replicas.version", "metadata.version", "transaction.version"]),
+    (4, ["eligible.leader.replicas.version", "group.version", "metadata.version", "transaction.version"]),
 ])
 def test_supported_features_by_api_version(api_version, names):
     assert [key["name"] for key in features.supported_keys(api_version)] == names

@@ -1,0 +1,155 @@
+"""ShareFetch (78), v1-v2: a share group member's acknowledgements and its next records
+(KIP-932; Kafka's KafkaApis.handleShareFetchRequest).
+
+Order, as Kafka: the request as a whole (group and member id, READ on the group), then the
+share session (adapter.share.sessions: epoch 0 opens, -1 closes, others must match), then the
+piggybacked acknowledgements (each partition's outcome in AcknowledgeErrorCode), then, unless
+the epoch is final, an acquisition over every partition of the session.
+
+Acquisition (adapter.share.partitions): MaxRecords across the request, BatchSize splitting the
+acquired ranges, MaxBytes capped by ``fetch.max.bytes`` with the first batch always allowed
+(KIP-74), whole batches holding acquired records. When nothing is acquired the request waits
+like Fetch (adapter.long_poll) until an append, a release or an expired lock on one of its
+partitions, or MaxWaitMs; a share fetch answers as soon as it acquired anything (MinBytes is
+met by any acquisition: records are locked when acquired, so holding them back would only
+shorten their locks). v2's ShareAcquireMode (record_limit) is honoured through MaxRecords,
+which this broker never exceeds in either mode. v2's IsRenewAck (KIP-1222): such a request
+acknowledges only, and any non-zero MaxWaitMs, MinBytes, MaxBytes or MaxRecords is
+INVALID_REQUEST; the RENEW type itself is refused with INVALID_RECORD_STATE, Kafka's answer
+with ``share.renew.acknowledge.enable=false``.
+
+Partitions in the answer: all the session's on the request opening it, else those with
+records, an error or acknowledgements. Per-topic errors: UNKNOWN_TOPIC_ID,
+TOPIC_AUTHORIZATION_FAILED (READ on the topic).
+"""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from ..codec import Request, response_type
+from ..codec.entities import make
+from ..context import BrokerContext
+from ..errors import error_code_for
+from ..long_poll import WaitKey
+from ..share.sessions import ShareSessionError
+from . import _share
+
+API_KEY = 78
+
+
+async def handle(ctx: BrokerContext, request: Request):
+    body = request.body
+    cls = response_type(request)
+    refusal, message = _share.request_refusal(ctx, body.group_id, body.member_id)
+    if refusal is not ErrorCode.none:
+        return _whole(cls, refusal, message)
+    renew = getattr(body, "is_renew_ack", False)
+    if renew and (body.max_bytes or body.min_bytes or body.max_records or body.max_wait.total_seconds()):
+        # KIP-1222: a renew-ack fetch carries acknowledgements only, with every limit 0
+        return _whole(cls, ErrorCode.invalid_request, "A renew acknowledgement fetch must not fetch records")
+    shares = _share.manager(ctx)
+    group_id, member_id = body.group_id, body.member_id
+    acks = {(t.topic_id, p.partition_index): p.acknowledgement_batches
+            for t in body.topics for p in t.partitions if p.acknowledgement_batches}
+    wanted = [(t.topic_id, p.partition_index) for t in body.topics for p in t.partitions]
+    forgotten = [(t.topic_id, p) for t in body.forgotten_topics_data for p in t.partitions]
+    try:
+        context = shares.sessions.fetch_context(group_id, member_id, body.share_session_epoch, wanted,
+                                                forgotten, bool(acks))
+    except ShareSessionError as exc:
+        return _whole(cls, _share.session_code(exc), str(exc))
+    settings = shares.settings_for(group_id)
+    entries: dict[tuple, dict] = {}
+
+    def entry(topic_id, partition: int) -> dict:
+        key = (topic_id, partition)
+        if key not in entries:
+            entries[key] = dict(partition_index=partition, error_code=ErrorCode.none, acknowledge_error_code=0,
+                                current_leader=_share.NO_LEADER, records=b"", acquired_records=[])
+        return entries[key]
+
+    for (topic_id, partition), raw in acks.items():
+        meta, code = _share.topic_refusal(ctx, topic_id)
+        message = None
+        if meta is not None:
+            code, message = _share.acknowledge(ctx, group_id, member_id, meta, partition, raw)
+        e = entry(topic_id, partition)
+        e["acknowledge_error_code"], e["acknowledge_error_message"] = int(code), message
+    if acks:
+        await _share.durable(ctx)
+    if context.final:
+        shares.session_closed(group_id, member_id)
+    elif not renew:
+        targets = [] if body.max_records <= 0 else _targets(ctx, context.partitions, entry)
+        if len(targets) > 1:  # each fetch starts at another partition, so MaxRecords starves none
+            turn = body.share_session_epoch % len(targets)
+            targets = targets[turn:] + targets[:turn]
+        if context.full:
+            for topic_id, partition in context.partitions:
+                entry(topic_id, partition)
+        if targets:
+            await _acquire(ctx, body, group_id, member_id, targets, entry)
+    return make(cls, throttle_time=0, error_code=ErrorCode.none,
+                acquisition_lock_timeout=settings.record_lock_duration_ms,
+                responses=_by_topic(entries), node_endpoints=())
+
+
+def _targets(ctx: BrokerContext, partitions, entry) -> list:
+    """The session's partitions to acquire from: (topic id, meta, partition); the others
+    get their error."""
+    out = []
+    for topic_id, partition in partitions:
+        meta, code = _share.topic_refusal(ctx, topic_id)
+        if meta is not None and not _share.partition_exists(ctx, meta, partition):
+            code = ErrorCode.unknown_topic_or_partition
+        if code is not ErrorCode.none:
+            entry(topic_id, partition)["error_code"] = code
+            continue
+        out.append((topic_id, meta, partition))
+    return out
+
+
+async def _acquire(ctx: BrokerContext, body, group_id: str, member_id: str, targets: list, entry) -> None:
+    shares = _share.manager(ctx)
+    deadline = ctx.clock.monotonic() + body.max_wait.total_seconds()
+    keys: list[WaitKey] = [ctx.semantics.arrivals(meta, p) for _, meta, p in targets]
+    while True:
+        budget = min(body.max_bytes, ctx.config.fetch_max_bytes)
+        records_left = body.max_records
+        got = False
+        for topic_id, meta, partition in targets:
+            if records_left <= 0:
+                break
+            try:
+                fetched = shares.acquire(group_id, member_id, meta, partition, records_left, body.batch_size,
+                                         max(budget, 0), min_one=not got)
+            except Exception as exc:
+                entry(topic_id, partition)["error_code"] = error_code_for(exc)
+                got = True  # answer the error at once
+                continue
+            if not fetched.acquired:
+                continue
+            got = True
+            records_left -= sum(r.last_offset - r.first_offset + 1 for r in fetched.acquired)
+            budget -= fetched.size
+            e = entry(topic_id, partition)
+            e["records"] = b"".join(fetched.batches)
+            e["acquired_records"] = [dict(first_offset=r.first_offset, last_offset=r.last_offset,
+                                          delivery_count=r.delivery_count) for r in fetched.acquired]
+        remaining = deadline - ctx.clock.monotonic()
+        if got or remaining <= 0:
+            return
+        await ctx.waiters.wait(keys, remaining)  # on a timeout, one more look, then the answer
+
+
+def _whole(cls, code: ErrorCode, message: str | None):
+    return make(cls, throttle_time=0, error_code=code, error_message=message, acquisition_lock_timeout=0,
+                responses=(), node_endpoints=())
+
+
+def _by_topic(entries: dict[tuple, dict]) -> list[dict]:
+    topics: dict = {}
+    for (topic_id, _), e in entries.items():
+        topics.setdefault(topic_id, []).append(e)
+    return [dict(topic_id=topic_id, partitions=parts) for topic_id, parts in topics.items()]

@@ -1,0 +1,204 @@
+"""The share-partition manager (adapter.share.partitions) over a real store, with an
+injected clock: lock expiry, restore after restart, chunked reads, deleted groups."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rmqkafka.adapter.share.partitions import SharePartitionManager, _unseen
+from rmqkafka.adapter.share.sessions import ShareSessionCache
+from rmqkafka.adapter.share.settings import ShareBrokerDefaults, group_settings
+from rmqkafka.rmqsemantics.config import SemanticsConfig
+from rmqkafka.rmqsemantics.parked_records import build_batch
+from rmqkafka.rmqsemantics.semantics import Semantics
+from rmqkafka.rmqsemantics.share.partition import AckBatch
+from rmqkafka.rmqsemantics.share.state_store import ShareStateStore
+from rmqkafka.storage import record_batch
+from rmqkafka.storage.clock import ManualClock
+from rmqkafka.storage.config import StorageConfig
+from rmqkafka.storage.store import MessageStore
+
+TOPIC = "t"
+
+
+class World:
+    def __init__(self, data_dir: Path, configs: dict[str, dict[str, str]] | None = None) -> None:
+        self.data_dir, self.clock = data_dir, ManualClock()
+        self.configs = configs if configs is not None else {}
+        self.woken: list[tuple[str, int]] = []
+        self.open()
+
+    def open(self) -> None:
+        self.store = MessageStore(StorageConfig(data_dir=self.data_dir), self.clock)
+        self.store.open()
+        if self.store.topics.get(TOPIC) is None:
+            self.store.create_topic(TOPIC, 1, {})
+        self.semantics = Semantics(SemanticsConfig(), self.store, self.data_dir, self.clock)
+        state = ShareStateStore(self.store, self.clock)
+        state.open()
+        defaults = ShareBrokerDefaults()
+        self.shares = SharePartitionManager(
+            self.semantics, self.clock, state,
+            lambda g: group_settings({"share.auto.offset.reset": "earliest", **self.configs.get(g, {})}, defaults),
+            ShareSessionCache(10), lambda topic, p: self.woken.append((topic, p)))
+
+    def restart(self) -> None:
+        self.store.close_sync()
+        self.open()
+
+    @property
+    def meta(self):
+        return self.store.topics.get(TOPIC)
+
+    def produce(self, values: list[bytes]) -> None:
+        self.store.append_built(TOPIC, 0, build_batch([(self.clock.now_ms(), None, v, []) for v in values]))
+
+    def acquire(self, member: str, max_records: int = 500, max_bytes: int = 50 << 20):
+        return self.shares.acquire("g", member, self.meta, 0, max_records, 500, max_bytes, True)
+
+
+@pytest.fixture
+def world(tmp_path: Path):
+    w = World(tmp_path / "data", {"g": {"share.record.lock.duration.ms": "15000"}})
+    yield w
+    w.store.close_sync()
+
+
+def offsets(fetched) -> list[int]:
+    return [o for r in fetched.acquired for o in range(r.first_offset, r.last_offset + 1)]
+
+
+def test_expired_locks_come_back_and_wake_the_partitions_fetches(world):
+    world.produce([b"a", b"b"])
+    assert offsets(world.acquire("m1")) == [0, 1]
+    assert offsets(world.acquire("m2")) == []
+    world.clock.advance(14_999)
+    assert world.shares.expire_due() == world.clock.now_ms() + 1
+    assert world.woken == []
+    world.clock.advance(1)
+    world.shares.expire_due()
+    assert world.woken == [(TOPIC, 0)] and world.shares.metrics.lock_expiries == 2
+    again = world.acquire("m2")
+    assert [(r.first_offset, r.last_offset, r.delivery_count) for r in again.acquired] == [(0, 1, 2)]
+    assert world.shares.metrics.redeliveries == 2
+
+
+def test_accepted_records_stay_accepted_after_a_restart(world):
+    world.produce([b"a", b"b", b"c"])
+    assert offsets(world.acquire("m")) == [0, 1, 2]
+    world.shares.acknowledge("g", "m", world.meta, 0, [AckBatch(0, 0, (1,)), AckBatch(2, 2, (1,))])
+    world.restart()
+    assert offsets(world.acquire("n")) == [1], "the unacknowledged record only, acquired before the restart"
+    assert world.acquire("n").acquired == []
+
+
+def test_a_fetch_reads_a_chunk_of_the_log_not_its_max_bytes(world):
+    for start in range(0, 3000, 100):
+        world.produce([b"%04d" % i + b"x" * 1000 for i in range(start, start + 100)])
+    asked: list[int] = []
+    read = world.semantics.read
+    world.semantics.read = lambda *a, **kw: asked.append(a[3]) or read(*a, **kw)
+    fetched = world.acquire("m", max_records=5)
+    assert asked == [16 << 10], "16 KiB for 5 records, of the 50 MiB allowed"
+    assert offsets(fetched) == [0, 1, 2, 3, 4]
+    assert len(fetched.batches) == 1, "only the batch holding the acquired records goes out"
+    records = [r.value[:4] for b in fetched.batches for r in record_batch.read_records(b)]
+    assert records[:5] == [b"0000", b"0001", b"0002", b"0003", b"0004"]
+    asked.clear()
+    many = world.acquire("m", max_records=1500)
+    assert offsets(many) == list(range(5, 1505)), "more than one chunk when the records ask for it"
+    assert asked[0] == 1500 * 128 and all(size <= 1 << 20 for size in asked) and len(asked) > 1
+
+
+def test_a_deleted_group_forgets_its_share_partitions_durably(world):
+    world.produce([b"a"])
+    world.acquire("m")
+    assert world.shares.partitions_of("g") == [("g", TOPIC, 0)]
+    world.shares.group_deleted("g")
+    assert world.shares.partitions_of("g") == []
+    world.restart()
+    assert world.shares.partitions_of("g") == []
+    assert offsets(world.acquire("m")) == [0], "started again by share.auto.offset.reset"
+
+
+def test_unseen_finds_control_batches_and_aborted_transactions():
+    def batch(base: int, count: int, pid: int = -1, transactional: bool = False, control: bool = False) -> bytes:
+        raw = bytearray(build_batch([(0, None, b"v", [])] * count))
+        raw[0:8] = base.to_bytes(8, "big")
+        attrs = int.from_bytes(raw[21:23], "big") | (0x10 if transactional else 0) | (0x20 if control else 0)
+        raw[21:23] = attrs.to_bytes(2, "big")
+        raw[43:51] = pid.to_bytes(8, "big", signed=True)
+        return bytes(raw)
+
+    batches = [batch(0, 2), batch(2, 3, pid=7, transactional=True), batch(5, 1, pid=7, transactional=True,
+                                                                             control=True),
+               batch(6, 2, pid=8, transactional=True), batch(8, 1, pid=8, transactional=True, control=True)]
+    control, aborted = _unseen(batches, [(7, 2)])
+    assert control == [(5, 5), (8, 8)]
+    assert aborted == [(2, 4)], "producer 8 committed: its records are not aborted"
+
+
+def test_upkeep_compacts_the_state_topic_and_the_state_survives(world):
+    import asyncio
+
+    world.produce([b"r%d" % i for i in range(40)])
+    for o in range(40):
+        assert offsets(world.acquire("m", max_records=1)) == [o]
+        world.shares.acknowledge("g", "m", world.meta, 0, [AckBatch(o, o, (1 if o % 2 else 3,))])
+    plog = world.store.partition("__share_group_state", 0)
+    before = plog.log_start_offset
+    compact = world.shares.state.compact
+    world.shares.state.compact = lambda: compact(min_records=10)
+    asyncio.run(world.shares.upkeep())
+    assert plog.log_start_offset > before, "the older records are gone"
+    world.produce([b"next"])
+    world.restart()
+    assert offsets(world.acquire("n")) == [40], "nothing accepted or rejected before comes back"
+
+
+def test_member_left_releases_its_records_and_closes_its_session(world):
+    world.produce([b"a", b"b"])
+    world.shares.sessions.fetch_context("g", "m", 0, [], [], False)
+    assert offsets(world.acquire("m", max_records=1)) == [0]
+    world.shares.member_left("g", "m")
+    assert world.shares.sessions.get("g", "m") is None and world.woken == [(TOPIC, 0)]
+    again = world.acquire("n")
+    assert [(r.first_offset, r.last_offset, r.delivery_count) for r in again.acquired] == [(0, 0, 2), (1, 1, 1)]
+    world.shares.session_closed("g", "n")  # a normal close: the deliveries never reached the application
+    assert [(r.first_offset, r.delivery_count) for r in world.acquire("o").acquired] == [(0, 2), (1, 1)]
+
+
+def test_group_emptiness_comes_from_the_coordinator_once_it_is_given(world):
+    world.shares.sessions.fetch_context("g", "m", 0, [], [], False)
+    assert not world.shares.group_is_empty("g") and world.shares.group_is_empty("other")
+    world.shares.use_membership(lambda group_id: group_id == "g")
+    assert world.shares.group_is_empty("g") and not world.shares.group_is_empty("other")
+
+
+def test_batches_larger_than_a_chunk_still_fill_the_fetch(world):
+    for start in range(0, 300, 100):
+        world.produce([b"%04d" % i + b"y" * 5000 for i in range(start, start + 100)])  # ~500 KB batches
+    fetched = world.acquire("m", max_records=250)
+    assert offsets(fetched) == list(range(250)) and len(fetched.batches) == 3
+
+
+def test_acknowledgements_wake_fetches_when_they_free_room_or_release(tmp_path: Path):
+    w = World(tmp_path / "data", {"g": {"share.partition.max.record.locks": "100"}})
+    try:
+        w.produce([b"r%d" % i for i in range(300)])
+        assert offsets(w.acquire("m", max_records=50)) == list(range(50))
+        w.shares.acknowledge("g", "m", w.meta, 0, [AckBatch(0, 9, (1,))])
+        assert w.woken == [], "the window had room: nobody waits for this"
+        assert len(offsets(w.acquire("m", max_records=500))) == 60  # the window (100) is full now
+        asked: list[int] = []
+        read = w.semantics.read
+        w.semantics.read = lambda *a, **kw: asked.append(a[2]) or read(*a, **kw)
+        assert w.acquire("n").acquired == [] and asked == [], "a full window: no read of the log"
+        w.shares.acknowledge("g", "m", w.meta, 0, [AckBatch(10, 19, (1,))])
+        assert w.woken == [(TOPIC, 0)], "room in a full window wakes the waiting fetches"
+        w.shares.acknowledge("g", "m", w.meta, 0, [AckBatch(20, 20, (2,))])
+        assert w.woken == [(TOPIC, 0)] * 2, "a release does too"
+    finally:
+        w.store.close_sync()
