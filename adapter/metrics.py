@@ -76,7 +76,23 @@ class BrokerCollector:
         yield from self._authentication_metrics(ctx)
         yield from self._storage_metrics(ctx)
         yield from self._rocketmq_metrics(ctx)
+        yield from self._client_quota_metrics(ctx)
         yield from self._share_metrics(ctx)
+
+    def _client_quota_metrics(self, ctx: BrokerContext) -> Iterator[Metric]:
+        """Per quota and the (user, client id) it is measured for (Kafka's throttle-time metrics
+        of the Produce, Fetch and Request quota types, as totals)."""
+        labels = ["quota", "user", "client_id"]
+        count = CounterMetricFamily("rmqk_client_quota_throttled_responses",
+                                    "Responses that carried a throttle time because of a client quota", labels=labels)
+        seconds = CounterMetricFamily("rmqk_client_quota_throttle_seconds",
+                                      "Throttle time given to clients (their connection muted for it), by client quota",
+                                      labels=labels)
+        for (key, user, client_id), (n, ms) in sorted(ctx.client_quotas.throttled.items()):
+            count.add_metric([key, user, client_id], n)
+            seconds.add_metric([key, user, client_id], ms / 1000)
+        yield count
+        yield seconds
 
     # -- the broker process ------------------------------------------------------------------
     def _broker_metrics(self) -> Iterator[Metric]:

@@ -3,7 +3,7 @@
 "use strict";
 
 const REFRESH_MS = 3000;
-const API = ["overview", "topics", "groups", "views", "delays", "transactions", "dlq"];
+const API = ["overview", "topics", "groups", "views", "delays", "transactions", "dlq", "quotas"];
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -176,6 +176,18 @@ function renderDlq(doc) {
     el("td", { class: "muted result" }, resendResults[d.group] || ""))), 6, "no dead letters");
 }
 
+function renderQuotas(doc) {
+  const entity = (e) => Object.entries(e).map(([k, v]) => k + "=" + (v === null ? "<default>" : v)).join(", ");
+  fill("quota-entities", doc.entities.map((q) => el("tr", {},
+    el("td", {}, entity(q.entity)),
+    el("td", {}, Object.entries(q.quotas).map(([k, v]) => k + "=" + v).join(", ")))),
+    2, "no client quotas");
+  fill("quota-throttled", doc.throttled.map((t) => el("tr", {},
+    el("td", {}, t.quota), el("td", {}, t.user), el("td", {}, t.client_id),
+    el("td", { class: "num" }, num(t.responses)), el("td", { class: "num" }, duration(t.throttle_ms)))),
+    5, "no client throttled");
+}
+
 async function getJSON(name) {
   const response = await fetch("/api/" + name, { cache: "no-store" });
   if (!response.ok && response.status !== 503) throw new Error(`/api/${name}: HTTP ${response.status}`);
@@ -187,7 +199,7 @@ async function refresh() {
   clearTimeout(timer);
   const error = document.getElementById("error");
   try {
-    const [overview, topics, groups, views, delays, transactions, dlq] = await Promise.all(API.map(getJSON));
+    const [overview, topics, groups, views, delays, transactions, dlq, quotas] = await Promise.all(API.map(getJSON));
     renderOverview(overview);
     if (overview.ready) {
       renderTopics(topics);
@@ -196,6 +208,7 @@ async function refresh() {
       renderDelays(delays);
       renderTransactions(transactions);
       renderDlq(dlq);
+      renderQuotas(quotas);
     }
     error.hidden = true;
     document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString("en-GB");
