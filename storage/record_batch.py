@@ -63,6 +63,7 @@ _RECORDS_AT_A_TIME = 1024  # read_produced_records checks the offset deltas of t
 _HEAD_BYTES = 16 << 10  # of a compressed batch's records, read before the rest is inflated
 _OFFSET_OF = operator.attrgetter("offset")
 _HEADERS_OF = operator.attrgetter("headers")
+_TIMESTAMP_OF = operator.attrgetter("timestamp")
 # Kafka's words (DefaultRecordBatch) for a records count the body does not hold.
 _REMAINING = "Incorrect declared batch size, records still remaining in file"
 _PREMATURE_EOF = "Incorrect declared batch size, premature EOF reached"
@@ -409,7 +410,7 @@ def header_values(batch: Buffer, header: str, records: list | None = None) -> li
 def timestamp_errors(records: list, low: int, high: int) -> list[tuple[int, str]]:
     """(index, why) for each record whose timestamp is outside [low, high], in Kafka's words
     (LogValidator). Records without a timestamp (-1) are exempt, as in Kafka."""
-    stamps = [record.timestamp for record in records]
+    stamps = list(map(_TIMESTAMP_OF, records))
     if not stamps or (low <= min(stamps) and max(stamps) <= high):  # the usual case, in C
         return []
     why = "Timestamp {} of message with offset {} is out of range. The timestamp should be within [{}, {}]"
