@@ -160,6 +160,25 @@ def _check_tls(server_config: ServerConfig) -> None:
             raise ConfigError(str(exc)) from None
 
 
+def _tune_collector() -> None:
+    """What start-up and recovery made lives as long as the process: kept out of the cyclic
+    collector's passes (gc.freeze), which otherwise walk all of it on every full pass. The
+    young generation is collected every GC_YOUNG_THRESHOLD allocations instead of 700: a
+    produce request allocates a record object per record (aiokafka's parser), freed by
+    reference counting, so the frequent passes found nothing to collect (py-spy, produce of
+    100-byte records: gc_collect_main was a quarter of the broker's CPU; four produce runs of
+    800,000 records each way: 1.98 us of CPU a record against 2.24). Only the serving process is tuned; an embedded
+    broker leaves its host's collector alone."""
+    import gc
+
+    gc.freeze()
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, middle, old)
+
+
+GC_YOUNG_THRESHOLD = 50_000
+
+
 def run(server_config: ServerConfig) -> int:
     """Run the broker until a signal; returns the process exit status."""
     from rmqkafka.adapter.security.tls import TlsConfigError
@@ -212,6 +231,7 @@ async def _serve(server_config: ServerConfig) -> int:
         lines += f"{METRICS_PREFIX}{_shown(metrics_host)}:{metrics_port}\n"
     sys.stdout.write(lines)  # one write: the metrics line is there when the first is read
     sys.stdout.flush()
+    _tune_collector()
 
     stopping = asyncio.create_task(stop_requested.wait())
     storage_failed = asyncio.create_task(broker.store.failed.wait())
