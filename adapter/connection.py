@@ -374,7 +374,8 @@ class KafkaConnection(asyncio.Protocol):
             if response is not None:
                 if self._stats is not None:  # every frame starts with its int32 size
                     self._stats.bytes_out += 4 + int.from_bytes(response[0][:4], "big")
-                if self._plain_fd is not None and not self._transport.get_write_buffer_size():
+                if (self._plain_fd is not None and not self._transport.get_write_buffer_size()
+                        and not self._transport.is_closing()):  # a closing transport's fd may be gone
                     await self._write_in_place(response, isinstance(response, _FetchResponse))
                 else:
                     self._transport.writelines(response)
