@@ -77,6 +77,7 @@ from .errors import CloseConnection
 from .handlers import HANDLERS
 from .request_stats import RequestStats
 from .response_budget import ResponseBudget
+from .scatter_write import split_head, write_now
 from .security import events
 from .security.authentication import Authentication
 from .security.principal import certificate_principal
@@ -101,6 +102,7 @@ class KafkaConnection(asyncio.Protocol):
         self._pending: deque[asyncio.Task[list[bytes] | None]] = deque()
         self._writer: asyncio.Task[None] | None = None
         self._transport: asyncio.Transport | None = None
+        self._plain_fd: int | None = None  # the socket's descriptor on a plaintext listener (scatter_write)
         self._can_write = asyncio.Event()
         self._can_write.set()
         self._reading_paused = False
@@ -142,6 +144,13 @@ class KafkaConnection(asyncio.Protocol):
             self._stats.connections_accepted += 1
         listener = self._ctx.security.listener(self._ctx.listener_name, self._ctx.listener_protocol)
         if listener.tls_context is None:
+            sock = transport.get_extra_info("socket")
+            self._plain_fd = sock.fileno() if sock is not None else None
+            if self._plain_fd is not None:
+                # Paused while anything is buffered: the next response then starts on an
+                # empty buffer and goes to the kernel in place (scatter_write), where asyncio
+                # would join it and copy it into the buffer behind the rest.
+                transport.set_write_buffer_limits(high=0, low=0)
             self._authenticate_with(listener, None)
         else:
             self._handshake = asyncio.ensure_future(self._start_tls(listener))
@@ -409,7 +418,11 @@ class KafkaConnection(asyncio.Protocol):
             if response is not None:
                 if self._stats is not None:  # every frame starts with its int32 size
                     self._stats.bytes_out += 4 + int.from_bytes(response[0][:4], "big")
-                self._transport.writelines(response)
+                if (self._plain_fd is not None and not self._transport.get_write_buffer_size()
+                        and not self._transport.is_closing()):  # a closing transport's fd may be gone
+                    await self._write_in_place(response, isinstance(response, _FetchResponse))
+                else:
+                    self._transport.writelines(response)
                 self._last_active = time.monotonic()
                 if isinstance(response, _FetchResponse) and self._transport.get_write_buffer_size():
                     size = sum(memoryview(part).nbytes for part in response)
@@ -434,6 +447,26 @@ class KafkaConnection(asyncio.Protocol):
         self._muted = None
         if not (self._closed or self._draining or self._reading_paused or self._transport.is_closing()):
             self._transport.resume_reading()
+
+    async def _write_in_place(self, response: list, is_fetch: bool) -> None:
+        """Write ``response`` to the plaintext socket without copying it (scatter_write);
+        a Fetch response that the socket does not take at once counts against the response
+        budget until it is all handed to the transport."""
+        assert self._transport is not None and self._plain_fd is not None
+        rest = write_now(self._plain_fd, response)
+        if not rest:
+            return
+        held = sum(memoryview(part).nbytes for part in rest) if is_fetch else 0
+        self._budget.hold(held)
+        try:
+            while rest and not self._closed and not self._transport.is_closing():
+                head, rest = split_head(rest)
+                self._transport.writelines(head)  # pauses writing until the socket drains
+                await self._can_write.wait()
+                if rest and not self._closed and not self._transport.get_write_buffer_size():
+                    rest = write_now(self._plain_fd, rest)
+        finally:
+            self._budget.release(held)
 
     def _close_after_pending(self) -> None:
         asyncio.ensure_future(self.close_when_answered())
