@@ -41,12 +41,17 @@ QUICK_RECORDS = "20000,50000"
 FULL_RECORDS = "200000,1000000"
 
 
-def rss_mib(pid: int) -> float:
+def rss(pid: int) -> str:
+    """The process's resident memory: total, and of it anonymous (heap) and file-backed
+    (mapped segment files the page cache holds: not the broker's own growth)."""
+    fields = {}
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+            name, _, value = line.partition(":")
+            if name in ("VmRSS", "RssAnon", "RssFile"):
+                fields[name] = int(value.split()[0]) / 1024
+    return (f"RSS {fields.get('VmRSS', 0):.0f} MiB (anon {fields.get('RssAnon', 0):.0f}, "
+            f"file {fields.get('RssFile', 0):.0f})")
 
 
 @dataclass
@@ -171,11 +176,11 @@ def bench(records: int, partition_counts: list[int], consumers: int, mode: str, 
     with EmbeddedBroker() as broker:
         bootstrap = broker.bootstrap_servers
         print(f"== {records:,} records of 100 B, {consumers} consumers per group, broker pid {broker.pid}, "
-              f"RSS at start {rss_mib(broker.pid):.0f} MiB", flush=True)
+              f"at start {rss(broker.pid)}", flush=True)
         for partitions in partition_counts:
             topic = f"bench-sc-{partitions}"
             produce(bootstrap, topic, records, partitions)
-            print(f"-- {partitions} partition(s): produced, broker RSS {rss_mib(broker.pid):.0f} MiB", flush=True)
+            print(f"-- {partitions} partition(s): produced, broker {rss(broker.pid)}", flush=True)
             passes = [
                 ("classic group", lambda p: classic(bootstrap, topic, f"classic-{partitions}", consumers, p)),
                 (f"share {mode}", lambda p: shared(bootstrap, topic, f"share-{partitions}", consumers, mode, 0, p)),
@@ -193,7 +198,7 @@ def bench(records: int, partition_counts: list[int], consumers: int, mode: str, 
                 wall = (progress.finished or time.perf_counter()) - began
                 rates[name] = records / wall
                 line = (f"{name:>28}: {records / wall:>9,.0f} records/s, broker CPU {used / records * 1e6:5.1f} us/record"
-                        f", RSS {rss_mib(broker.pid):.0f} MiB")
+                        f", {rss(broker.pid)}")
                 if progress.latencies:
                     line += f", ack latency p50 {ms(progress.percentile(0.5))} p99 {ms(progress.percentile(0.99))}"
                 if release_every and name.startswith("share,"):

@@ -1,4 +1,4 @@
-"""``rmqk groups list|describe|reset-offsets|delete``: consumer groups, like kafka-consumer-groups.sh.
+"""``rmqk groups list|describe|reset-offsets|delete-offsets|delete``: consumer groups, like kafka-consumer-groups.sh.
 
 AdminClient calls: ListGroups, DescribeGroups, OffsetFetch (committed offsets), ListOffsets
 (log end offsets, earliest, by timestamp), OffsetCommit (``reset-offsets --execute``) and
@@ -10,11 +10,14 @@ epoch, and knows nothing of share groups, so ``describe`` asks the group's coord
 ConsumerGroupDescribe (69) or ShareGroupDescribe (77), and ``list`` the bootstrap broker with
 ListGroups v5 for the types the AdminClient cannot name, over plain TCP (kio, as ``rmqk
 transactions`` does); with TLS or SASL properties the epochs and share groups' members are
-left out ("-"). A share group has no committed offsets: its per-partition record counts come
-from the share-partition state (``_share_partitions``).
+left out ("-"). A share group has no committed offsets: its CURRENT-OFFSET is each
+share-partition's start offset (SPSO) and its LAG KIP-1226's, by DescribeShareGroupOffsets
+(``_share_partitions``; rmqkafka.cli.share_offsets).
 
 ``reset-offsets`` is a dry run unless ``--execute`` is given (as in Kafka), and refuses
-groups that have active members: their consumers would overwrite the new offsets.
+groups that have active members: their consumers would overwrite the new offsets. A share
+group's are set by AlterShareGroupOffsets, and ``delete-offsets`` (share groups only) forgets
+them by DeleteShareGroupOffsets, as kafka-share-groups.sh does.
 """
 
 from __future__ import annotations
