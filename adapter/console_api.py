@@ -124,7 +124,7 @@ class ConsoleApi:
                 "protocol": protocol, "generation": generation,
                 "members": group_members(ctx, group_id), "offsets": rows,
                 "lag": sum(r["lag"] or 0 for r in rows),
-                "share_partitions": share_partitions(ctx, group_id) if share is not None else [],
+                "share_partitions": share_partitions(ctx, group_id) if ctx.groups.group_type(group_id) == "share" else [],
             })
         return {"groups": groups}
 

@@ -78,6 +78,16 @@ function groupState(g) {
 
 // A share group has no committed offsets: a row per assigned share-partition, with every
 // member reading it (many members may share one partition).
+// The share-partition's window: SPSO is in the committed column, lag in the lag column.
+function shareWindow(p) {
+  if (p.in_flight === null || p.in_flight === undefined) return "";
+  let text = `in flight ${num(p.in_flight)} (acquired ${num(p.acquired)}, acknowledged ${num(p.acknowledged)}, archived ${num(p.archived)}`;
+  if (p.waiting) text += `, in backoff ${num(p.waiting)}`;
+  text += ")";
+  if (p.dead_letters) text += `, dead letters ${num(p.dead_letters)}`;
+  return text;
+}
+
 function shareGroupRows(g, rows) {
   const parts = g.share_partitions.length ? g.share_partitions : [null];
   parts.forEach((p, i) => {
@@ -85,8 +95,10 @@ function shareGroupRows(g, rows) {
       el("td", {}, i === 0 ? g.group : ""), el("td", {}, i === 0 ? groupState(g) : ""),
       el("td", { class: "members" }, i === 0 ? g.members.length : ""),
       el("td", {}, p ? p.topic : "no assigned partitions"), el("td", {}, p ? p.partition : ""),
-      el("td", { class: "num committed" }, ""), el("td", { class: "num" }, ""), el("td", { class: "num" }, ""),
-      el("td", { class: "muted" }, p ? p.members.map((id) => (g.members.find((m) => m.member_id === id) || {}).client_id || id).join(", ") : "")));
+      el("td", { class: "num committed" }, p ? num(p.start) : ""), el("td", { class: "num" }, p ? num(p.end) : ""),
+      el("td", { class: "num" }, p ? el("span", { class: "lag" + (p.lag > 1000 ? " high" : "") }, num(p.lag)) : ""),
+      el("td", { class: "muted" }, p ? [p.members.map((id) => (g.members.find((m) => m.member_id === id) || {}).client_id || id).join(", "),
+        shareWindow(p)].filter((s) => s).join(" · ") : "")));
   });
 }
 
