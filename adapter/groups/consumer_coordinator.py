@@ -590,6 +590,17 @@ class ConsumerGroupCoordinator:
         group.subscription_metadata = self._subscription_metadata(group)
         self._timers.wake()
 
+    def downgrade_for_static_replacement(self, group: ConsumerProtocolGroup, instance_id: str | None) -> bool:
+        """Kafka's validateOnlineDowngradeWithReplacedMember: a classic member taking over the
+        static id of the group's last consumer-protocol member turns the group classic (when
+        the policy allows it); the caller then serves the join in the classic group."""
+        holder_id = group.static_members.get(instance_id) if instance_id is not None else None
+        holder = group.members.get(holder_id) if holder_id is not None else None
+        if holder is None or holder.classic is not None or not self._may_downgrade(group, holder):
+            return False
+        self._downgrade(group, holder, "was replaced by a classic member with its instance id")
+        return True
+
     def _may_downgrade(self, group: ConsumerProtocolGroup, leaving: ConsumerMember) -> bool:
         """Kafka's validateOnlineDowngradeWithFencedMembers: every other member uses the
         classic protocol (there is one), and the policy allows it."""

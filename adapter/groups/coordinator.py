@@ -214,10 +214,13 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             members = self.consumer.member_count(group_id)
-            if members:
+            if members and not (not member_id and self.consumer.downgrade_for_static_replacement(
+                    self.consumer.groups[group_id], group_instance_id)):
                 return self._join_consumer_group(ClassicJoin(
                     group_id, member_id, group_instance_id, protocol_type, tuple(protocols), session_timeout_ms,
                     rebalance_timeout_ms, client_id, client_host, require_known_member_id))
+            group = self.groups.get(group_id)  # the classic group a downgrade just made
+        if group is None:
             group = self.groups[group_id] = ConsumerGroup(group_id)
             if members == 0:
                 self.consumer.forget(group_id)  # Kafka replaces an empty consumer group

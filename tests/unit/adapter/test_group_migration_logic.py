@@ -374,3 +374,36 @@ async def test_a_static_classic_member_comes_back_under_a_new_id_with_its_assign
     assert old_id not in group.members and group.static_members["instance-1"] == again["member_id"]
     assert coordinator.heartbeat("g", again["generation_id"], old_id, "instance-1") is ErrorCode.fenced_instance_id
     assert (await static_join(old_id))["error_code"] is ErrorCode.fenced_instance_id
+
+
+async def test_a_classic_member_replacing_the_last_static_consumer_member_downgrades(coordinator, store):
+    """Kafka's validateOnlineDowngradeWithReplacedMember: a rolling downgrade of static members
+    restarts the last consumer-protocol member as a classic one under its instance id; the
+    group turns classic and the join is served there (a rebalance of the classic members)."""
+    ids = await stable_classic_group(coordinator)
+    upgraded = coordinator.consumer.heartbeat(
+        HeartbeatRequest("g", "new-1", 0, instance_id="instance-1", rebalance_timeout_ms=REBALANCE,
+                         subscribed_names=("t",), owned={}), "new", "h", api_version=1)
+    assert upgraded.error is ErrorCode.none and coordinator.group_type("g") == "consumer"
+    join = asyncio.ensure_future(coordinator.join("g", "", "instance-1", "consumer", [("range", subscription())],
+                                                  SESSION, REBALANCE, "s", "h", True))
+    await asyncio.sleep(0)
+    assert coordinator.group_type("g") == "classic" and "g" not in coordinator.consumer.groups
+    group = coordinator.groups["g"]
+    assert group.state is GroupState.PREPARING_REBALANCE and "instance-1" in group.static_members
+    assert "new-1" not in group.members and set(ids.values()) < set(group.members)
+    rejoins = [classic_join(coordinator, ids[n], client=n) for n in ("a", "b")]
+    answers = await asyncio.gather(join, *rejoins)
+    assert {a["error_code"] for a in answers} == {ErrorCode.none}
+    assert len({a["generation_id"] for a in answers}) == 1
+
+
+async def test_the_replacing_classic_member_is_served_in_the_consumer_group_without_downgrade(store, clock):
+    c = coordinator_with(store, clock, MigrationPolicy.UPGRADE)
+    await stable_classic_group(c)
+    c.consumer.heartbeat(HeartbeatRequest("g", "new-1", 0, instance_id="instance-1", rebalance_timeout_ms=REBALANCE,
+                                          subscribed_names=("t",), owned={}), "new", "h", api_version=1)
+    answer = await c.join("g", "", "instance-1", "consumer", [("range", subscription())], SESSION, REBALANCE,
+                          "s", "h", True)
+    assert answer["error_code"] is ErrorCode.none and c.group_type("g") == "consumer"
+    assert "new-1" not in c.consumer.groups["g"].members
