@@ -19,7 +19,9 @@ INVALID_REQUEST; the RENEW type itself is refused with INVALID_RECORD_STATE, Kaf
 with ``share.renew.acknowledge.enable=false``.
 
 Partitions in the answer: all the session's on the request opening it, else those with
-records, an error or acknowledgements. Per-topic errors: UNKNOWN_TOPIC_ID,
+records, an error or acknowledgements. A partition whose share-partition has no state and that
+the group's coordinator assigns to no member gets UNKNOWN_TOPIC_OR_PARTITION (Kafka: state is
+initialized only for assigned partitions, and reading an uninitialized one fails so). Per-topic errors: UNKNOWN_TOPIC_ID,
 TOPIC_AUTHORIZATION_FAILED (READ on the topic).
 """
 
@@ -32,6 +34,7 @@ from ..codec.entities import make
 from ..context import BrokerContext
 from ..errors import error_code_for
 from ..long_poll import WaitKey
+from ..share.partitions import UnknownSharePartition
 from ..share.sessions import ShareSessionError
 from . import _share
 
@@ -124,6 +127,10 @@ async def _acquire(ctx: BrokerContext, body, group_id: str, member_id: str, targ
             try:
                 fetched = shares.acquire(group_id, member_id, meta, partition, records_left, body.batch_size,
                                          max(budget, 0), min_one=not got)
+            except UnknownSharePartition:  # no state, and no member is assigned it
+                entry(topic_id, partition)["error_code"] = ErrorCode.unknown_topic_or_partition
+                got = True
+                continue
             except Exception as exc:
                 entry(topic_id, partition)["error_code"] = error_code_for(exc)
                 got = True  # answer the error at once
