@@ -319,6 +319,26 @@ class SharePartitionManager:
             out.acquired.sort(key=lambda r: r.first_offset)
         return out
 
+    def bytes_available(self, group_id: str, meta: Entity, partition: int, limit: int) -> int | None:
+        """Bytes of log from the share-partition's next fetch offset to the log end (the LSO
+        under read_committed), counted up to ``limit``: what a ShareFetch's MinBytes is
+        compared with, as Kafka's DelayedShareFetch compares the log positions. ``limit``
+        when a RocketMQ retry is due (it is acquirable at once). The share-partition is loaded
+        (or created) as an acquisition would; None when it may not be (the acquisition answers
+        that)."""
+        key = (group_id, meta.name, partition)
+        sp = self._load(key, meta, create=self._is_assigned(group_id, meta.name, partition))
+        if sp is None:
+            return None
+        if sp.has_due_retries():
+            return limit
+        start = sp.next_fetch_offset()
+        if start >= sp.end_offset and sp.in_flight_count() >= sp.settings.max_record_locks:
+            return 0  # the window is full: nothing past it is acquirable
+        plog = self.semantics.source_partition(meta, partition)
+        committed = sp.settings.isolation_level == READ_COMMITTED
+        return plog.bytes_available(start, limit, plog.last_stable_offset if committed else None)
+
     def _batches_for(self, meta: Entity, partition: int, acquired: list[AcquiredRange],
                      read: list[bytes]) -> list[bytes]:
         """The batches holding acquired records, in offset order: those read, plus those of

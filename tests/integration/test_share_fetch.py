@@ -48,7 +48,7 @@ def set_group_configs(raw: KafkaRaw, group: str, **configs: str) -> None:
 
 def share_fetch(raw: KafkaRaw, group: str, member: str, epoch: int, tid: uuid.UUID | None = None, *,
                 partitions=(0,), acks: dict[int, list] | None = None, max_records: int = 500,
-                max_wait_ms: int = 0, version: int = 1, forget: bool = False):
+                max_wait_ms: int = 0, version: int = 1, forget: bool = False, min_bytes: int = 1):
     acks = acks or {}
     topics = []
     if tid is not None and not forget:
@@ -58,7 +58,7 @@ def share_fetch(raw: KafkaRaw, group: str, member: str, epoch: int, tid: uuid.UU
             for p in sorted(set(partitions) | set(acks))])]
     forgotten = [dict(topic_id=tid, partitions=list(partitions))] if forget else []
     return raw.request(SHARE_FETCH, version, group_id=group, member_id=member, share_session_epoch=epoch,
-                       max_wait=max_wait_ms, min_bytes=1, max_bytes=52428800, max_records=max_records,
+                       max_wait=max_wait_ms, min_bytes=min_bytes, max_bytes=52428800, max_records=max_records,
                        batch_size=500, topics=topics, forgotten_topics_data=forgotten,
                        recv_timeout=max_wait_ms / 1000 + 15)
 
@@ -620,3 +620,37 @@ def test_a_member_leaving_the_group_releases_its_records_at_once(share_broker):
         assert share_fetch(raw, "g21", "a", 1).error_code == ErrorCode.share_session_not_found
         again = acquired(share_fetch(raw, "g21", "b", 0, tid))
         assert [(o, c) for o, c, _ in again] == [(0, 2), (1, 2), (2, 2)]
+
+
+def test_min_bytes_holds_the_answer_back_without_locking_records(share_broker):
+    import threading
+
+    with KafkaRaw.connect(share_broker.bootstrap_servers) as raw:
+        tid = setup_topic(raw, "sf-min-bytes", "g-min", 1)  # one small batch, far below 4000 bytes
+        assert len(acquired(share_fetch(raw, "g-min", "a", 0, tid, max_records=0))) == 0  # opens the session
+        # MinBytes not met: the fetch waits its MaxWaitMs out, then acquires what there is
+        started = time.monotonic()
+        late = acquired(share_fetch(raw, "g-min", "a", 1, min_bytes=4000, max_wait_ms=2000))
+        assert time.monotonic() - started >= 1.5 and [o for o, _, _ in late] == [0]
+        share_ack(raw, "g-min", "a", 2, tid, {0: [(0, 0, [ACCEPT])]})
+        raw.produce_ok("sf-min-bytes", 0, make_batch([b"small"]))
+        result: dict = {}
+
+        def waiting_fetch():
+            with KafkaRaw.connect(share_broker.bootstrap_servers) as other:
+                share_fetch(other, "g-min", "b", 0, tid, max_records=0)
+                begun = time.monotonic()
+                result["got"] = acquired(share_fetch(other, "g-min", "b", 1, min_bytes=4000, max_wait_ms=60_000))
+                result["took"] = time.monotonic() - begun
+
+        waiter = threading.Thread(target=waiting_fetch)
+        waiter.start()
+        time.sleep(1.0)
+        # while b waits for MinBytes, the small record is not locked: a can take it
+        assert [v for _, _, v in acquired(share_fetch(raw, "g-min", "a", 3))] == [b"small"]
+        share_ack(raw, "g-min", "a", 4, tid, {0: [(1, 1, [RELEASE])]})
+        assert "got" not in result, "MinBytes is not met by one small record"
+        raw.produce_ok("sf-min-bytes", 0, make_batch([b"x" * 5000]))  # now it is
+        waiter.join(60)
+        assert [(o, v[:1]) for o, _, v in result["got"]] == [(1, b"s"), (2, b"x")]
+        assert result["took"] < 45, "answered when MinBytes was met, not at MaxWaitMs"
