@@ -11,7 +11,11 @@ issue 23 lists beyond plain delivery (test_share_consumer_delivery.py has that).
   AdminClient has none), the next consumer starting where they say;
 - a classic consumer group and a share group reading one topic independently;
 - delayed (delay level), timer and RocketMQ half messages: acquirable only once delivered or
-  committed.
+  committed;
+- one poison record among 100,000 with RocketMQ's options (``rmq.redelivery.backoff=levels``
+  with a shortened ``messageDelayLevel``, ``rmq.max.reconsume.times``): every good record
+  accepted exactly once, the poison record in ``rmq_dlq.<group>`` with its origin headers;
+- broker ``kill -9`` while three consumers acknowledge explicitly, checked record by record.
 
 Every wait is a poll-until loop with a generous deadline (a loaded two-core machine).
 """
@@ -300,9 +304,7 @@ def test_a_consumer_group_and_a_share_group_each_read_every_record(broker):
     try:
         deadline = time.monotonic() + WAIT
         while (len(got_classic) < 100 or len(got_share) < 100) and time.monotonic() < deadline:
-            m = classic.poll(0.2)
-            if m is not None and m.error() is None:
-                got_classic.append(m.value())
+            got_classic += [m.value() for m in classic.consume(100, 0.2) if m.error() is None]
             for s in records(share, 0.2):
                 share.acknowledge(s, AcknowledgeType.ACCEPT)
                 got_share.append(s.value())
@@ -342,3 +344,113 @@ def test_delayed_timer_and_half_messages_are_acquirable_only_once_delivered_or_c
         assert read_until(c, lambda got: b"half" in got) == [b"half"], "committed: delivered once"
     finally:
         c.close()
+
+
+# -- the poison record at scale ----------------------------------------------------------------------
+def test_one_poison_record_among_100000_with_rocketmqs_retries_and_dead_letter_topic(broker_factory, tmp_path):
+    config = tmp_path / "poison.properties"
+    config.write_text(CONFIG + "messageDelayLevel=1s 1s 1s\n")  # every retry waits 1 s
+    broker = broker_factory(config_file=config)
+    bootstrap = broker.bootstrap_servers
+    total, poison_at = 100_000, 31_337
+    with KafkaRaw.connect(bootstrap) as raw:
+        raw.create_topic("scs-poison", 1)
+        for start in range(0, total + 1, 2000):
+            raw.produce_ok("scs-poison", 0, make_batch(
+                [b"poison" if i == poison_at else b"%d" % i for i in range(start, min(start + 2000, total + 1))]))
+    set_group_configs(bootstrap, "scs-g5", share_auto_offset_reset="earliest", rmq_redelivery_backoff="levels",
+                      rmq_max_reconsume_times="2")
+    c = share_consumer(bootstrap, "scs-g5", "scs-poison")
+    accepted = bytearray(total + 1)  # acceptances per record
+    poison_deliveries = 0
+    try:
+        deadline = time.monotonic() + 400
+        while (accepted.count(1) < total or poison_deliveries < 3) and time.monotonic() < deadline:
+            batch = records(c, 1.0)
+            for m in batch:
+                if m.value() == b"poison":
+                    poison_deliveries += 1
+                    c.acknowledge(m, AcknowledgeType.RELEASE)
+                else:
+                    accepted[int(m.value())] += 1
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+            if batch:
+                c.commit_sync()
+        assert poison_deliveries == 3, "delivered once plus rmq.max.reconsume.times"
+        assert accepted.count(1) == total and max(accepted) == 1, "every good record accepted exactly once"
+        assert quiet(c, 3) == []
+    finally:
+        c.close()
+    with KafkaRaw.connect(bootstrap) as raw:
+        (dead,) = raw.fetch_all("rmq_dlq.scs-g5", 0)
+        headers = dict(dead.headers)
+        assert dead.value == b"poison" and headers["ORIGIN_TOPIC"] == b"scs-poison"
+        assert headers["ORIGIN_PARTITION"] == b"0" and headers["ORIGIN_OFFSET"] == b"%d" % poison_at
+        assert headers["DLQ_REASON"] == b"exhausted" and headers["RECONSUME_TIMES"] == b"2"
+    assert share_offsets(bootstrap, "scs-g5", "scs-poison") == (total + 1, 0)
+
+
+# -- kill -9 while several consumers acknowledge -------------------------------------------------------
+def test_kill_9_while_share_consumers_acknowledge_redelivers_no_accepted_record(broker_factory, tmp_path):
+    import threading
+
+    config = tmp_path / "kill.properties"
+    config.write_text(CONFIG)
+    broker = broker_factory(config_file=config)
+    bootstrap = broker.bootstrap_servers
+    total = 20_000
+    with KafkaRaw.connect(bootstrap) as raw:
+        raw.create_topic("scs-kill", 1)
+        for start in range(0, total, 500):
+            raw.produce_ok("scs-kill", 0, make_batch([b"%d" % i for i in range(start, start + 500)]))
+    set_group_configs(bootstrap, "scs-g6", share_auto_offset_reset="earliest", share_record_lock_duration_ms="5000")
+    consumers = [share_consumer(bootstrap, "scs-g6", "scs-kill") for _ in range(3)]
+    accepted_before: set[int] = set()  # commit_sync answered before the kill
+    accepted_ever: set[int] = set()
+    delivered_after: list[int] = []  # polled after the kill was sent
+    killed = threading.Event()
+    restarted = threading.Event()
+
+    def kill_and_restart():
+        deadline = time.monotonic() + WAIT
+        while len(accepted_before) < total // 10 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        killed.set()  # set before the signal: a commit answered after this is not counted before it
+        broker.kill()
+        broker.restart(same_port=True)
+        restarted.set()
+
+    killer = threading.Thread(target=kill_and_restart)
+    killer.start()
+    try:
+        deadline = time.monotonic() + 240
+        while (len(accepted_ever) < total or not restarted.is_set()) and time.monotonic() < deadline:
+            for c in consumers:
+                after = killed.is_set()
+                batch = records(c, 0.2)
+                offsets = [int(m.value()) for m in batch]
+                if after:
+                    delivered_after += offsets
+                for m in batch:
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+                if not batch:
+                    continue
+                try:
+                    results = c.commit_sync(15)
+                except Exception:
+                    continue  # the broker is down: these acknowledgements may or may not hold
+                if any(error is not None for error in results.values()):
+                    continue
+                if not killed.is_set():
+                    accepted_before.update(offsets)
+                accepted_ever.update(offsets)
+        killer.join(WAIT)
+        assert restarted.is_set()
+        assert accepted_ever == set(range(total)), "every record accepted at least once"
+        assert len(accepted_before) >= total // 10
+        assert accepted_ever - accepted_before and delivered_after, "the kill came in the middle of consuming"
+        again = accepted_before & set(delivered_after)
+        assert not again, f"accepted before the kill, delivered again after it: {sorted(again)[:10]}"
+    finally:
+        for c in consumers:
+            c.close()
