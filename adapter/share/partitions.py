@@ -337,7 +337,9 @@ class SharePartitionManager:
             return 0  # the window is full: nothing past it is acquirable
         plog = self.semantics.source_partition(meta, partition)
         committed = sp.settings.isolation_level == READ_COMMITTED
-        return plog.bytes_available(start, limit, plog.last_stable_offset if committed else None)
+        # below the log start (retention) the acquisition moves SPSO up; count from there
+        return plog.bytes_available(max(start, plog.log_start_offset), limit,
+                                    plog.last_stable_offset if committed else None)
 
     def _batches_for(self, meta: Entity, partition: int, acquired: list[AcquiredRange],
                      read: list[bytes]) -> list[bytes]:
