@@ -17,6 +17,8 @@ from rmqkafka.storage.config import StorageConfig
 from rmqkafka.storage.store import MessageStore
 
 from .broker_configs import BrokerConfigs
+from .client_quota_store import ClientQuotaStore
+from .client_quotas import ClientQuotas
 from .config import AdapterConfig
 from .connection import KafkaConnection
 from .context import BrokerContext, Live
@@ -50,6 +52,7 @@ class Broker:
         self.clock = clock or SystemClock()
         self.store = MessageStore(storage_config, self.clock)
         self.context: BrokerContext | None = None
+        self.client_quotas: ClientQuotas | None = None
         self.semantics: Semantics | None = None
         self.groups: GroupCoordinator | None = None
         self.shares: SharePartitionManager | None = None
@@ -184,6 +187,10 @@ class Broker:
         mutation_quota = MutationQuota(cfg.controller_mutation_rate,
                                        cfg.controller_quota_window_num * cfg.controller_quota_window_size_seconds,
                                        self.clock.now_ms)
+        self.client_quotas = client_quotas = ClientQuotas(
+            ClientQuotaStore(self.storage_config.data_dir, now_ms=self.clock.now_ms),
+            cfg.quota_window_num, cfg.quota_window_size_seconds, self.clock.now_ms,
+            cfg.controller_quota_window_num * cfg.controller_quota_window_size_seconds)
         self._live = live = Live(self.configs, security)
         for server, (_, _, advertised_host, advertised_port, protocol, name) in zip(self._servers, endpoints):
             host, port = server.sockets[0].getsockname()[:2]
@@ -202,6 +209,7 @@ class Broker:
                     listener_protocol=protocol,
                     listener_name=name,
                     mutation_quota=mutation_quota,
+                    client_quotas=client_quotas,
                     shares=self.shares,
                 )
             )
@@ -329,6 +337,8 @@ class Broker:
             await self.shares.stop()
         if self.groups is not None:
             await self.groups.stop()
+        if self.client_quotas is not None:
+            self.client_quotas.store.close()
         if self.semantics is not None:
             await self.semantics.stop()
         await self.store.close()

@@ -118,20 +118,54 @@ def group_members(ctx: BrokerContext, group: str) -> list[dict]:
 
 
 def share_partitions(ctx: BrokerContext, group: str) -> list[dict]:
-    """A share group's assigned share-partitions, each with the ids of the members reading it.
+    """A share group's share-partitions (assigned to a member, or with a share state on this
+    broker), each with the ids of the members reading it and its figures.
 
-    The extension point of the share-partition side: its per-partition figures (start offset,
-    records in flight, acquired, acknowledged, archived, lag) belong in these rows, added by
-    the module that keeps them; until then a row says which members read the partition."""
+    Figures (None when the share-partition has no state yet, or its topic is gone): ``start``
+    (SPSO), ``end`` (the high watermark), ``in_flight`` (records from SPSO to the window's
+    end), ``acquired``, ``acknowledged``, ``archived``, ``waiting`` (available but waiting out
+    a redelivery backoff), ``lag`` (KIP-1226: from SPSO to the high watermark, less what is
+    acknowledged or archived) and ``dead_letters`` (records archived by REJECT or the delivery
+    limit since the share-partition was loaded here). A row costs one pass over its window
+    (bounded by ``group.share.partition.max.record.locks``), never one over the topic; a
+    share-partition with a state but not loaded shows its start and lag only."""
     share_group = ctx.groups.share.groups.get(group)
-    if share_group is None:
-        return []
     readers: dict[tuple[str, int], list[str]] = {}
-    for member in share_group.members.values():
-        for entry in _named(ctx, member.assigned):
-            for p in entry["partitions"]:
-                readers.setdefault((entry["topic"], p), []).append(member.member_id)
-    return [{"topic": topic, "partition": p, "members": sorted(ids)} for (topic, p), ids in sorted(readers.items())]
+    if share_group is not None:
+        for member in share_group.members.values():
+            for entry in _named(ctx, member.assigned):
+                for p in entry["partitions"]:
+                    readers.setdefault((entry["topic"], p), []).append(member.member_id)
+    shares = ctx.shares
+    if shares is not None:
+        for _, topic, p in shares.partitions_of(group):
+            readers.setdefault((topic, p), [])
+    elif share_group is None:
+        return []
+    return [{"topic": topic, "partition": p, "members": sorted(ids), **_share_figures(ctx, group, topic, p)}
+            for (topic, p), ids in sorted(readers.items())]
+
+
+_NO_FIGURES = dict.fromkeys(("start", "end", "in_flight", "acquired", "acknowledged", "archived", "waiting",
+                             "lag", "dead_letters"))
+
+
+def _share_figures(ctx: BrokerContext, group: str, topic: str, partition: int) -> dict:
+    shares = ctx.shares
+    meta = ctx.semantics.resolve(topic)
+    if shares is None or meta is None or not 0 <= partition < ctx.semantics.partition_count(meta):
+        return dict(_NO_FIGURES)
+    key = (group, topic, partition)
+    start, lag = shares.start_and_lag(key, meta)
+    if start < 0:
+        return dict(_NO_FIGURES)
+    figures = {**_NO_FIGURES, "start": start, "end": high_watermark(ctx, topic, partition), "lag": lag}
+    sp = shares.get(key)
+    if sp is not None:
+        counts = sp.counts()
+        figures.update(in_flight=counts.in_flight, acquired=counts.acquired, acknowledged=counts.acknowledged,
+                       archived=counts.archived, waiting=counts.waiting, dead_letters=sp.dead_letters)
+    return figures
 
 
 def _named(ctx: BrokerContext, partitions: dict) -> list[dict]:

@@ -133,6 +133,9 @@ class AdapterConfig:
     controller_mutation_rate: float | None = 1000.0  # controller.mutation.rate (ours)
     controller_quota_window_num: int = 11  # controller.quota.window.num: burst = rate x num x size
     controller_quota_window_size_seconds: int = 1  # controller.quota.window.size.seconds
+    # Client quotas (adapter.client_quotas): rates measured over num samples of size seconds.
+    quota_window_num: int = 11  # quota.window.num
+    quota_window_size_seconds: int = 1  # quota.window.size.seconds
     # Kafka's default is 3000; a broker for tests wants the first rebalance at once.
     group_initial_rebalance_delay_ms: int = 0  # group.initial.rebalance.delay.ms
     group_min_session_timeout_ms: int = 6000  # group.min.session.timeout.ms

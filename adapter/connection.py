@@ -12,7 +12,8 @@ sockets that have not sent them yet.
 
 A connection above ``max.connections`` (all listeners together) or ``max.connections.per.ip``
 (from its client's address) is closed as it is accepted, before it costs a buffer or a TLS
-handshake. Both are read per connection, so a dynamic change counts for the next one.
+handshake. One over its IP's ``connection_creation_rate`` quota (adapter.client_quotas) is
+read no more and closed after the throttle time, as Kafka does. Both are read per connection, so a dynamic change counts for the next one.
 (Kafka leaves connections above max.connections waiting in the accept queue; asyncio cannot
 stop accepting, and a closed connection makes the client retry with its backoff.)
 
@@ -47,12 +48,17 @@ and the peer's verified certificate names the principal on SSL listeners.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
 import logging
 import ssl
 import time
 from collections import deque
 
+from .client_quota_store import REQUEST_PERCENTAGE
+from .client_quotas import CHARGE, RequestCharge, client_throttles, timed
 from .codec import (
+    Encoded,
     FrameDecoder,
     FrameError,
     MalformedRequest,
@@ -71,6 +77,7 @@ from .errors import CloseConnection
 from .handlers import HANDLERS
 from .request_stats import RequestStats
 from .response_budget import ResponseBudget
+from .scatter_write import split_head, write_now
 from .security import events
 from .security.authentication import Authentication
 from .security.principal import certificate_principal
@@ -95,9 +102,12 @@ class KafkaConnection(asyncio.Protocol):
         self._pending: deque[asyncio.Task[list[bytes] | None]] = deque()
         self._writer: asyncio.Task[None] | None = None
         self._transport: asyncio.Transport | None = None
+        self._plain_fd: int | None = None  # the socket's descriptor on a plaintext listener (scatter_write)
         self._can_write = asyncio.Event()
         self._can_write.set()
         self._reading_paused = False
+        self._muted: asyncio.TimerHandle | None = None  # reading stopped for a throttle time
+        self._draining = False  # reading stopped for good: the connection closes once answered
         self._closed = False
         self._fetch_gate = asyncio.Lock()
         self._last_active = time.monotonic()
@@ -121,11 +131,26 @@ class KafkaConnection(asyncio.Protocol):
             self._closed = True
             transport.abort()
             return
+        throttle_ms = self._ctx.client_quotas.connection_throttle_ms(self._client_host)
+        if throttle_ms:  # Kafka's delayed close of a connection over its IP's creation rate
+            log.info("closing %s in %d ms: connection_creation_rate quota of %s", self.peer, throttle_ms,
+                     self._client_host)
+            self._closed = True
+            transport.pause_reading()
+            asyncio.get_running_loop().call_later(throttle_ms / 1000, transport.abort)
+            return
         self._connections.add(self)
         if self._stats is not None:
             self._stats.connections_accepted += 1
         listener = self._ctx.security.listener(self._ctx.listener_name, self._ctx.listener_protocol)
         if listener.tls_context is None:
+            sock = transport.get_extra_info("socket")
+            self._plain_fd = sock.fileno() if sock is not None else None
+            if self._plain_fd is not None:
+                # Paused while anything is buffered: the next response then starts on an
+                # empty buffer and goes to the kernel in place (scatter_write), where asyncio
+                # would join it and copy it into the buffer behind the rest.
+                transport.set_write_buffer_limits(high=0, low=0)
             self._authenticate_with(listener, None)
         else:
             self._handshake = asyncio.ensure_future(self._start_tls(listener))
@@ -176,6 +201,8 @@ class KafkaConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self._connections.discard(self)
+        if self._muted is not None:
+            self._muted.cancel()
         if self._handshake is not None and not self._handshake.done():
             self._handshake.cancel()
         for task in self._pending:
@@ -282,14 +309,18 @@ class KafkaConnection(asyncio.Protocol):
             raise CloseConnection(f"no handler for api key {request.api_key}")
         stats = self._stats
         began = time.perf_counter() if stats is not None else 0.0
+        # quotas charge only authenticated requests (the SASL exchange is Kafka's exempt too)
+        charge = None if before_authentication else RequestCharge(
+            auth.session.principal.name, request.client_id or "", len(frame) + 4)
+        CHARGE.set(charge)
         try:
             if request.api_key == ApiKey.FETCH:
                 async with self._fetch_gate:
                     await self._can_write.wait()  # what was written before has drained
                     await self._budget.turn()
-                    body = await handler(self._ctx, request)
+                    body = await self._handled(handler, request, charge)
             else:
-                body = await handler(self._ctx, request)
+                body = await self._handled(handler, request, charge)
         except (asyncio.CancelledError, CloseConnection):
             raise
         except Exception as exc:  # a handler bug must not take the broker down
@@ -299,12 +330,29 @@ class KafkaConnection(asyncio.Protocol):
             stats.observe(request.api_key, time.perf_counter() - began)
         if before_authentication:
             await self._after_authentication(auth)
+        throttle_ms = 0
+        if charge is not None:
+            if not charge.decided:
+                charge.throttle_ms = self._ctx.client_quotas.charge_request(charge)
+                if charge.throttle_ms and body is not None:
+                    body = _with_throttle(request.api_key, body, charge.throttle_ms)
+            throttle_ms = charge.throttle_ms
+            if throttle_ms and not client_throttles(request.api_key, request.api_version):
+                await asyncio.sleep(throttle_ms / 1000)  # KIP-219: an old client is throttled by the broker
         if body is None:
-            return None
+            return _Muting([], throttle_ms) if throttle_ms else None
         parts = response_parts(request, body)
         if request.api_key == ApiKey.FETCH:
-            return _FetchResponse(parts)
+            parts = _FetchResponse(parts)
+        if throttle_ms:
+            return _Muting(parts, throttle_ms, isinstance(parts, _FetchResponse))
         return parts
+
+    async def _handled(self, handler, request, charge: RequestCharge | None):
+        # handler time is measured only while some request_percentage quota exists
+        if charge is None or not self._ctx.client_quotas.store.has(REQUEST_PERCENTAGE):
+            return await handler(self._ctx, request)
+        return await timed(handler(self._ctx, request), charge)
 
     async def _raw_token(self, auth: Authentication, frame: bytes) -> list[bytes]:
         """A bare SASL token after SaslHandshake v0, answered size-prefixed without a header."""
@@ -361,17 +409,64 @@ class KafkaConnection(asyncio.Protocol):
             self._pending.popleft()
             if self._reading_paused and len(self._pending) < MAX_OUTSTANDING // 2:
                 self._reading_paused = False
-                self._transport.resume_reading()
+                if self._muted is None and not self._draining:
+                    self._transport.resume_reading()
+            if isinstance(response, _Muting):
+                self._mute(response.throttle_ms)
+                response = None if not response.parts else (
+                    _FetchResponse(response.parts) if response.fetch else response.parts)
             if response is not None:
                 if self._stats is not None:  # every frame starts with its int32 size
                     self._stats.bytes_out += 4 + int.from_bytes(response[0][:4], "big")
-                self._transport.writelines(response)
+                if (self._plain_fd is not None and not self._transport.get_write_buffer_size()
+                        and not self._transport.is_closing()):  # a closing transport's fd may be gone
+                    await self._write_in_place(response, isinstance(response, _FetchResponse))
+                else:
+                    self._transport.writelines(response)
                 self._last_active = time.monotonic()
                 if isinstance(response, _FetchResponse) and self._transport.get_write_buffer_size():
                     size = sum(memoryview(part).nbytes for part in response)
                     self._held += size
                     self._budget.hold(size)
                 await self._can_write.wait()
+
+    def _mute(self, throttle_ms: int) -> None:
+        """KIP-219: read nothing more from this client for ``throttle_ms`` (its response is
+        being written now); a later throttle extends the mute, never shortens it."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + throttle_ms / 1000
+        if self._muted is not None:
+            if self._muted.when() >= until:
+                return
+            self._muted.cancel()
+        else:
+            self._transport.pause_reading()
+        self._muted = loop.call_at(until, self._unmute)
+
+    def _unmute(self) -> None:
+        self._muted = None
+        if not (self._closed or self._draining or self._reading_paused or self._transport.is_closing()):
+            self._transport.resume_reading()
+
+    async def _write_in_place(self, response: list, is_fetch: bool) -> None:
+        """Write ``response`` to the plaintext socket without copying it (scatter_write);
+        a Fetch response that the socket does not take at once counts against the response
+        budget until it is all handed to the transport."""
+        assert self._transport is not None and self._plain_fd is not None
+        rest = write_now(self._plain_fd, response)
+        if not rest:
+            return
+        held = sum(memoryview(part).nbytes for part in rest) if is_fetch else 0
+        self._budget.hold(held)
+        try:
+            while rest and not self._closed and not self._transport.is_closing():
+                head, rest = split_head(rest)
+                self._transport.writelines(head)  # pauses writing until the socket drains
+                await self._can_write.wait()
+                if rest and not self._closed and not self._transport.get_write_buffer_size():
+                    rest = write_now(self._plain_fd, rest)
+        finally:
+            self._budget.release(held)
 
     def _close_after_pending(self) -> None:
         asyncio.ensure_future(self.close_when_answered())
@@ -381,6 +476,7 @@ class KafkaConnection(asyncio.Protocol):
         ``timeout`` seconds), then close."""
         if self._transport is None or self._closed:
             return
+        self._draining = True
         self._transport.pause_reading()
         if self._writer is not None:
             await asyncio.wait([self._writer], timeout=timeout)
@@ -403,6 +499,30 @@ def _api_name(api_key: int) -> str:
 
 class _FetchResponse(list):
     """The parts of a Fetch response: the one kind the response budget counts."""
+
+
+@dataclasses.dataclass(slots=True)
+class _Muting:
+    """A response (parts; none for acks=0) after which the connection is muted (KIP-219)."""
+
+    parts: list
+    throttle_ms: int
+    fetch: bool = False
+
+
+def _with_throttle(api_key: int, body, throttle_ms: int):
+    """``body`` answering with at least ``throttle_ms`` as its throttle time."""
+    if isinstance(body, Encoded):
+        if api_key == ApiKey.CREATE_TOPICS:  # its body starts with throttle_time_ms
+            head = body.parts[0]
+            ms = max(throttle_ms, int.from_bytes(head[:4], "big", signed=True))
+            return Encoded([ms.to_bytes(4, "big", signed=True) + bytes(head[4:]), *body.parts[1:]])
+        return body
+    current = getattr(body, "throttle_time", None)
+    if not isinstance(current, datetime.timedelta):
+        return body
+    wanted = datetime.timedelta(milliseconds=throttle_ms)
+    return dataclasses.replace(body, throttle_time=wanted) if wanted > current else body
 
 
 def _refusal(exc: UnsupportedVersion) -> bytes:

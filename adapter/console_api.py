@@ -1,4 +1,5 @@
-"""The console page's JSON API: topics, groups, views, delay queues, half messages, dead letters.
+"""The console page's JSON API: topics, groups, views, delay queues, half messages, dead letters,
+client quotas.
 
 Documents are built when asked for, from adapter.broker_state (the numbers /metrics shows
 too), so the page and a Prometheus graph never disagree. Message rates are the growth of
@@ -38,6 +39,7 @@ from .handlers.describe_log_dirs import partition_size
 RATE_WINDOW_S = 10.0  # rates compare with the oldest sample this recent
 RESEND_GROUP_PREFIX = "rmq_dlq_resend."  # rmqkafka.cli.dlq.RESEND_GROUP_PREFIX
 RESEND_TIMEOUT_S = 60.0
+QUOTAS_SHOWN = 100  # quota entities and throttled clients listed on the page
 HALF_MESSAGES_SHOWN = 100
 
 
@@ -122,7 +124,7 @@ class ConsoleApi:
                 "protocol": protocol, "generation": generation,
                 "members": group_members(ctx, group_id), "offsets": rows,
                 "lag": sum(r["lag"] or 0 for r in rows),
-                "share_partitions": share_partitions(ctx, group_id) if share is not None else [],
+                "share_partitions": share_partitions(ctx, group_id) if ctx.groups.group_type(group_id) == "share" else [],
             })
         return {"groups": groups}
 
@@ -153,6 +155,17 @@ class ConsoleApi:
                   "partitions": [{"topic": t, "partitions": list(ps)} for t, ps in d.topics]}
                  for d in coordinator.describe(open_ids)]
         return {"half_messages": halves, "kafka_open": kafka, "kafka_ids": len(listing)}
+
+    def quotas(self, ctx: BrokerContext) -> dict:
+        """The client quotas in force and the clients throttled so far (what /metrics shows as
+        rmqk_client_quota_*), the most throttled first."""
+        entities = [{"entity": {kind: name for kind, name in entity}, "quotas": values}
+                    for entity, values in ctx.client_quotas.store.describe([], False)]
+        throttled = sorted(({"quota": key, "user": user, "client_id": client_id, "responses": n, "throttle_ms": ms}
+                            for (key, user, client_id), (n, ms) in ctx.client_quotas.throttled.items()),
+                           key=lambda t: -t["throttle_ms"])
+        return {"entities": entities[:QUOTAS_SHOWN], "entity_count": len(entities),
+                "throttled": throttled[:QUOTAS_SHOWN], "throttled_count": len(throttled)}
 
     def dlq(self, ctx: BrokerContext) -> dict:
         groups = []

@@ -15,10 +15,12 @@ from rmqkafka.storage.config import StorageConfig
 from rmqkafka.storage.store import MessageStore
 
 from .broker_configs import BrokerConfigs
+from .client_quota_store import ClientQuotaStore
+from .client_quotas import CHARGE, ClientQuotas
 from .config import AdapterConfig
 from .groups.coordinator import GroupCoordinator
 from .long_poll import FetchWaiters
-from .mutation_quota import MutationQuota
+from .mutation_quota import MutationQuota, MutationQuotas
 from .security.acls import AclOperation, ResourceType
 from .security.authentication import Authentication
 from .security.principal import ANONYMOUS, Session
@@ -60,9 +62,19 @@ class BrokerContext:
     # partitions CreateTopics/CreatePartitions/DeleteTopics may change per second, all
     # listeners together (adapter.mutation_quota)
     mutation_quota: MutationQuota = field(default_factory=lambda: MutationQuota(None, 11, lambda: 0))
+    # the client quotas in force and every client's measured rates (adapter.client_quotas)
+    client_quotas: ClientQuotas = field(
+        default_factory=lambda: ClientQuotas(ClientQuotaStore(None), 11, 1, lambda: 0))
     # share groups' share-partitions and share sessions (adapter.share); None in contexts
     # built without a running broker
     shares: SharePartitionManager | None = None
+
+    def mutation_quotas(self) -> MutationQuota | MutationQuotas:
+        """What the current request's partition mutations count against: the broker's
+        budget, and the client's ``controller_mutation_rate`` quota when one applies."""
+        charge = CHARGE.get()
+        own = None if charge is None else self.client_quotas.mutation_quota(charge.user, charge.client_id)
+        return self.mutation_quota if own is None else MutationQuotas(self.mutation_quota, own)
 
     @property
     def config(self) -> AdapterConfig:

@@ -50,6 +50,21 @@ def api_name(api_key: int) -> str:
         return str(api_key)
 
 
+# Share-partitions whose rmqk_share_partition_* gauges one scrape shows, at most.
+MAX_SHARE_PARTITION_SERIES = 5000
+_SHARE_PARTITION_GAUGES = (
+    ("start", "start_offset", "Share-partition start offset (SPSO) of a share group"),
+    ("end", "end_offset", "High watermark of the partition a share group reads"),
+    ("in_flight", "in_flight_records", "Records from SPSO to the end of the share-partition's window"),
+    ("acquired", "acquired_records", "Records a share group member holds an acquisition lock on"),
+    ("acknowledged", "acknowledged_records", "Acknowledged records still in the share-partition's window"),
+    ("archived", "archived_records", "Archived records still in the share-partition's window"),
+    ("waiting", "backoff_records", "Available records waiting out a redelivery backoff"),
+    ("lag", "lag", "Records from SPSO to the high watermark not yet acknowledged or archived (KIP-1226)"),
+    ("dead_letters", "dead_letters", "Records archived by REJECT or the delivery limit since the share-partition was loaded"),
+)
+
+
 class BrokerCollector:
     """A prometheus_client custom collector over one broker's state (see the module docstring).
 
@@ -76,7 +91,23 @@ class BrokerCollector:
         yield from self._authentication_metrics(ctx)
         yield from self._storage_metrics(ctx)
         yield from self._rocketmq_metrics(ctx)
+        yield from self._client_quota_metrics(ctx)
         yield from self._share_metrics(ctx)
+
+    def _client_quota_metrics(self, ctx: BrokerContext) -> Iterator[Metric]:
+        """Per quota and the (user, client id) it is measured for (Kafka's throttle-time metrics
+        of the Produce, Fetch and Request quota types, as totals)."""
+        labels = ["quota", "user", "client_id"]
+        count = CounterMetricFamily("rmqk_client_quota_throttled_responses",
+                                    "Responses that carried a throttle time because of a client quota", labels=labels)
+        seconds = CounterMetricFamily("rmqk_client_quota_throttle_seconds",
+                                      "Throttle time given to clients (their connection muted for it), by client quota",
+                                      labels=labels)
+        for (key, user, client_id), (n, ms) in sorted(ctx.client_quotas.throttled.items()):
+            count.add_metric([key, user, client_id], n)
+            seconds.add_metric([key, user, client_id], ms / 1000)
+        yield count
+        yield seconds
 
     # -- the broker process ------------------------------------------------------------------
     def _broker_metrics(self) -> Iterator[Metric]:
@@ -129,6 +160,36 @@ class BrokerCollector:
         sessions = GaugeMetricFamily("rmqk_share_sessions", "Open share sessions")
         sessions.add_metric([], len(ctx.shares.sessions))
         yield sessions
+        yield from self._share_partition_metrics(ctx)
+
+    def _share_partition_metrics(self, ctx: BrokerContext) -> Iterator[Metric]:
+        """Per share-partition gauges, labelled like kafka_consumergroup_lag (one series per
+        share-partition and figure), for at most MAX_SHARE_PARTITION_SERIES share-partitions a
+        scrape: past that the rest are counted in rmqk_share_partitions_omitted, so a broker
+        with many groups cannot make a scrape (or the Prometheus server) unbounded."""
+        labels = ["sharegroup", "topic", "partition"]
+        families = {key: GaugeMetricFamily(f"rmqk_share_partition_{name}", doc, labels=labels)
+                    for key, name, doc in _SHARE_PARTITION_GAUGES}
+        shown = omitted = 0
+        for group_id in sorted(ctx.groups.known_group_ids()):
+            if ctx.groups.group_type(group_id) != "share":
+                continue
+            for row in share_partitions(ctx, group_id):
+                if row["start"] is None:
+                    continue
+                if shown >= MAX_SHARE_PARTITION_SERIES:
+                    omitted += 1
+                    continue
+                shown += 1
+                values = [group_id, row["topic"], str(row["partition"])]
+                for key, family in families.items():
+                    if row[key] is not None:
+                        family.add_metric(values, row[key])
+        yield from families.values()
+        dropped = GaugeMetricFamily("rmqk_share_partitions_omitted",
+                                    f"Share-partitions beyond the {MAX_SHARE_PARTITION_SERIES} shown per scrape")
+        dropped.add_metric([], omitted)
+        yield dropped
 
     # -- what kafka_exporter shows -----------------------------------------------------------
     def _kafka_exporter_metrics(self, ctx: BrokerContext) -> Iterator[Metric]:

@@ -17,6 +17,10 @@ not; the Java admin client retries those topics after that time. Older versions 
 the error (permissive): Kafka does their work, answers with the throttle time and mutes the
 connection for it; here such a request waits for the throttle time first, then is served,
 so neither kind can make the broker mutate faster than the rate.
+
+A client's own ``controller_mutation_rate`` quota (adapter.client_quotas, Kafka's
+ControllerMutationQuotaManager: the same bucket per user and client id as KIP-55 matches
+them) applies on top: a mutation must fit in both (``MutationQuotas``).
 """
 
 from __future__ import annotations
@@ -72,7 +76,28 @@ class MutationQuota:
             self._tokens -= partitions
 
 
-def charge(quota: MutationQuota, partitions: int, strict: bool, result: dict) -> int:
+class MutationQuotas:
+    """Several buckets a mutation must fit in at once (the broker's, the client's
+    ``controller_mutation_rate``): throttled while any is, taken from all."""
+
+    def __init__(self, *quotas: MutationQuota) -> None:
+        self._quotas = quotas
+
+    def throttle_ms(self) -> int:
+        return max(q.throttle_ms() for q in self._quotas)
+
+    def try_record(self, partitions: int) -> int:
+        throttle = self.throttle_ms()
+        if throttle == 0:
+            self.record(partitions)
+        return throttle
+
+    def record(self, partitions: int) -> None:
+        for quota in self._quotas:
+            quota.record(partitions)
+
+
+def charge(quota: MutationQuota | MutationQuotas, partitions: int, strict: bool, result: dict) -> int:
     """Count one topic's ``partitions`` of a request. Strict versions: when the bucket is
     empty, ``result`` gets THROTTLING_QUOTA_EXCEEDED and the throttle time (ms) is returned;
     0 means go ahead. Permissive versions (which waited first: ``wait_for_quota``) are
@@ -87,7 +112,7 @@ def charge(quota: MutationQuota, partitions: int, strict: bool, result: dict) ->
     return throttled
 
 
-async def wait_for_quota(quota: MutationQuota) -> None:
+async def wait_for_quota(quota: MutationQuota | MutationQuotas) -> None:
     """A permissive (old-version) request: wait until the bucket is not empty."""
     while throttle := quota.throttle_ms():
         await asyncio.sleep(throttle / 1000)

@@ -75,6 +75,9 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
                                     it: THROTTLING_QUOTA_EXCEEDED with a throttle time
 ``controller.quota.window.num``     with ``controller.quota.window.size.seconds``: the burst
                                     is rate x num x size (Kafka's defaults 11 and 1)
+``quota.window.num``               with ``quota.window.size.seconds``: the samples over which
+                                    a client quota's rate is measured (Kafka's names and
+                                    defaults, 11 and 1; adapter.client_quota_rate)
 ``log.segment.bytes``               commitlog segment size (>= 1 MiB, Kafka's minimum)
 ``internal.segment.bytes``          Kafka's test-only override of it (>= 1024)
 ``max.partitions.per.topic``        partitions one topic may have (default 1000; more is
@@ -234,6 +237,8 @@ KNOWN_KEYS = frozenset(
         "controller.mutation.rate",
         "controller.quota.window.num",
         "controller.quota.window.size.seconds",
+        "quota.window.num",
+        "quota.window.size.seconds",
         "log.segment.bytes",
         "internal.segment.bytes",
         "max.partitions.per.topic",
@@ -373,6 +378,8 @@ INTEGER_RANGES: dict[str, IntRange] = {
     "controller.mutation.rate": IntRange(-1, INT_MAX, "ours: -1 = unlimited, 0 is refused"),
     "controller.quota.window.num": IntRange(1, INT_MAX, _KAFKA),
     "controller.quota.window.size.seconds": IntRange(1, INT_MAX, _KAFKA),
+    "quota.window.num": IntRange(1, INT_MAX, _KAFKA),
+    "quota.window.size.seconds": IntRange(1, INT_MAX, _KAFKA),
     # each also bounded by its neighbours (_heartbeat_group_settings)
     **{f"group.{kind}.{suffix}": IntRange(1, INT_MAX, _KAFKA) for kind in ("consumer", "share") for suffix in (
         "session.timeout.ms", "min.session.timeout.ms", "max.session.timeout.ms", "heartbeat.interval.ms",
@@ -815,6 +822,8 @@ def build_config(
         "transactional_id_expiration_ms": p.integer("transactional.id.expiration.ms"),
         "controller_quota_window_num": p.integer("controller.quota.window.num"),
         "controller_quota_window_size_seconds": p.integer("controller.quota.window.size.seconds"),
+        "quota_window_num": p.integer("quota.window.num"),
+        "quota_window_size_seconds": p.integer("quota.window.size.seconds"),
         "metrics_port": _metrics_port(p, metrics_port),
         "metrics_host": p.get("metrics.host"),
     }

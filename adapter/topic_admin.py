@@ -89,8 +89,9 @@ async def auto_create(ctx: BrokerContext, name: str) -> TopicMeta:
         if meta is not None:
             return meta
     partitions, configs = check_new_topic(ctx, name, -1, -1, [], {})
-    await wait_for_quota(ctx.mutation_quota)
-    ctx.mutation_quota.record(partitions)
+    quota = ctx.mutation_quotas()
+    await wait_for_quota(quota)
+    quota.record(partitions)
     outcome = (await ctx.store.create_topics([(name, partitions, configs)]))[0]
     if isinstance(outcome, Exception):
         raise outcome

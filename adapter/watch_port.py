@@ -54,7 +54,8 @@ class WatchPort:
         self._server: asyncio.Server | None = None
         self._documents = {"/api/topics": self.api.topics, "/api/groups": self.api.groups,
                            "/api/views": self.api.views, "/api/delays": self.api.delays,
-                           "/api/transactions": self.api.transactions, "/api/dlq": self.api.dlq}
+                           "/api/transactions": self.api.transactions, "/api/dlq": self.api.dlq,
+                           "/api/quotas": self.api.quotas}
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         """Bind; returns the bound (host, port)."""

@@ -80,7 +80,6 @@ _DROPPED_ON_COMMIT = frozenset((TRAN_MSG, PARKED_FROM, HALF_STORED_MS))
 _DROPPED_ON_CHECK = frozenset((TRAN_MSG, PARKED_FROM, CHECK_TIMES))
 _LEGAL_GROUP = re.compile(r"[A-Za-z0-9._-]+")
 MAX_GROUP_LENGTH = 249 - len("rmq_trans_check.")  # Kafka's longest topic name
-NEEDLES = (TRAN_MSG.encode(), TRAN_END.encode())
 
 
 class HalfHeaderError(ValueError):

@@ -222,6 +222,8 @@ class Scheduler:
                     f"{topic} takes no transactional batches: a nack parked in a transaction "
                     "that aborts would still be retried")
             return list(range(len(records)))
+        if not record_batch.has_headers(records):
+            return []  # parked records and half messages are known by their headers only
         intents = self.halves.classify(topic, records, transactional)
         now = self.clock.now_ms()
         levels, max_ms = self.config.delay_levels_ms, self.config.timer_max_delay_sec * 1000

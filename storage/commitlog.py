@@ -58,6 +58,7 @@ ENTRY_MAGIC = 0x524D4B31  # "RMK1"
 ENTRY_HEADER = struct.Struct(">iiI16si")
 ENTRY_HEADER_SIZE = ENTRY_HEADER.size  # 32
 _HEADER_CRC_END = ENTRY_HEADER_SIZE + 17  # through the batch's magic byte
+_READ_APART_BYTES = 32 << 10  # read_checked: from this batch size on, the batch is read on its own
 _MIN_ENTRY = ENTRY_HEADER_SIZE + record_batch.HEADER_SIZE
 _SUFFIX = ".log"
 _MAGIC_BYTES = struct.pack(">i", ENTRY_MAGIC)
@@ -234,15 +235,20 @@ class CommitLog:
         if (size < record_batch.HEADER_SIZE or position - ENTRY_HEADER_SIZE < self.start_position
                 or position + size > self.end_position):
             return None
-        data = self.read(position - ENTRY_HEADER_SIZE, ENTRY_HEADER_SIZE + size)
-        if len(data) != ENTRY_HEADER_SIZE + size:
+        # A large batch is read on its own after its entry header: slicing it off one read
+        # would copy it again (py-spy: a third of the broker's samples under a consume load
+        # of 1 KiB records); a small one costs less as one read than as two system calls.
+        apart = size >= _READ_APART_BYTES
+        first = ENTRY_HEADER_SIZE + (record_batch.HEADER_SIZE if apart else size)  # the CRC covers the magic
+        data = self.read(position - ENTRY_HEADER_SIZE, first)
+        if len(data) != first:
             return None
         length, magic, crc, entry_topic, entry_partition = ENTRY_HEADER.unpack_from(data, 0)
         if (length != ENTRY_HEADER_SIZE + size or magic != ENTRY_MAGIC or entry_topic != topic_id.bytes
                 or entry_partition != partition or crc32c(data[12:_HEADER_CRC_END]) != crc):
             return None
-        batch = data[ENTRY_HEADER_SIZE:]
-        return batch if record_batch.crc_ok(batch) else None
+        batch = self.read(position, size) if apart else data[ENTRY_HEADER_SIZE:]
+        return batch if len(batch) == size and record_batch.crc_ok(batch) else None
 
     def read(self, position: int, size: int) -> bytes:
         index = bisect.bisect_right(self._bases, position) - 1

@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import itertools
 import operator
-import re
 import struct
 
 from dataclasses import dataclass
@@ -63,6 +62,8 @@ MIN_RECORD_BYTES = 7
 _RECORDS_AT_A_TIME = 1024  # read_produced_records checks the offset deltas of this many at once
 _HEAD_BYTES = 16 << 10  # of a compressed batch's records, read before the rest is inflated
 _OFFSET_OF = operator.attrgetter("offset")
+_HEADERS_OF = operator.attrgetter("headers")
+_TIMESTAMP_OF = operator.attrgetter("timestamp")
 # Kafka's words (DefaultRecordBatch) for a records count the body does not hold.
 _REMAINING = "Incorrect declared batch size, records still remaining in file"
 _PREMATURE_EOF = "Incorrect declared batch size, premature EOF reached"
@@ -373,9 +374,11 @@ def iter_records(batch: Buffer):
     return iter(read_records(batch))
 
 
-@functools.cache
-def _needle(header: str) -> re.Pattern[bytes]:
-    return re.compile(re.escape(header.encode()))
+def has_headers(records: list) -> bool:
+    """Whether any of ``records`` (parsed) carries a header: one pass in C over the records'
+    header lists, 0.03-0.08 us a record where a search of the batch's bytes for a header name
+    costs 0.4 us (100-byte records) to 1.4 us (1 KiB) and grows with the values' size."""
+    return any(map(_HEADERS_OF, records))
 
 
 def header_values(batch: Buffer, header: str, records: list | None = None) -> list[bytes | None] | None:
@@ -385,13 +388,11 @@ def header_values(batch: Buffer, header: str, records: list | None = None) -> li
     is parsed (aiokafka's C reader, ~0.25 us a record) because the CRC does not prove that
     ``recordsCount`` matches the records: a batch that lies about it would give records
     wrong or shared offsets, so it raises CorruptRecordError, as Kafka refuses it.
-    The per-record header scan in Python runs only when the header name occurs in the
-    bytes (searched in place, without a copy) or the batch is compressed.
+    The per-record header scan in Python runs only when a record has headers at all.
     """
-    view = memoryview(batch)
     if records is None:
-        records = read_records(view)
-    if view[22] & COMPRESSION_MASK == 0 and _needle(header).search(view) is None:
+        records = read_records(memoryview(batch))
+    if not has_headers(records):
         return None
     values: list[bytes | None] = []
     seen = False
@@ -409,7 +410,7 @@ def header_values(batch: Buffer, header: str, records: list | None = None) -> li
 def timestamp_errors(records: list, low: int, high: int) -> list[tuple[int, str]]:
     """(index, why) for each record whose timestamp is outside [low, high], in Kafka's words
     (LogValidator). Records without a timestamp (-1) are exempt, as in Kafka."""
-    stamps = [record.timestamp for record in records]
+    stamps = list(map(_TIMESTAMP_OF, records))
     if not stamps or (low <= min(stamps) and max(stamps) <= high):  # the usual case, in C
         return []
     why = "Timestamp {} of message with offset {} is out of range. The timestamp should be within [{}, {}]"

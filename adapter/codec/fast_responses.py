@@ -130,8 +130,8 @@ def _check_version(api: str, version: int, supported: range) -> None:
         raise ValueError(f"{api} v{version} is outside v{supported.start}-{supported.stop - 1}")
 
 
-def encode_produce_response(version: int, responses: Sequence[dict[str, Any]]) -> list[bytes]:
-    """The body of a Produce v3-11 response (throttle time 0), as a list of parts.
+def encode_produce_response(version: int, responses: Sequence[dict[str, Any]], throttle_ms: int = 0) -> list[bytes]:
+    """The body of a Produce v3-11 response, as a list of parts.
 
     ``responses`` are dicts ``name, partition_responses``; each partition a dict ``index,
     error_code, base_offset, log_append_time`` (datetime, int ms or None for -1),
@@ -176,16 +176,16 @@ def encode_produce_response(version: int, responses: Sequence[dict[str, Any]]) -
                 out += _EMPTY_TAGS
         if flexible:
             out += _EMPTY_TAGS
-    out += _I32.pack(0)  # throttle_time_ms
+    out += _I32.pack(throttle_ms)
     if flexible:
         out += _EMPTY_TAGS
     return [bytes(out)]
 
 
 def encode_fetch_response(
-    version: int, error_code: int, session_id: int, responses: Sequence[dict[str, Any]]
+    version: int, error_code: int, session_id: int, responses: Sequence[dict[str, Any]], throttle_ms: int = 0
 ) -> list[Buffer]:
-    """The body of a Fetch v4-17 response (throttle time 0), as a list of parts.
+    """The body of a Fetch v4-17 response, as a list of parts.
 
     ``responses`` are dicts ``topic`` (v4-12) or ``topic_id`` (v13+, a UUID; None for
     zeros) and ``partitions``; each partition a dict ``partition_index, error_code,
@@ -203,7 +203,7 @@ def encode_fetch_response(
     null_array = _COMPACT_NULL if flexible else _LEGACY_NULL_ARRAY
     null_records = _COMPACT_NULL if flexible else _LEGACY_NULL_BYTES
     parts: list[Buffer] = []
-    out = bytearray(_I32.pack(0))  # throttle_time_ms
+    out = bytearray(_I32.pack(throttle_ms))
     if version >= 7:
         out += _HI.pack(error_code, session_id)
     out += _array_length(len(responses), flexible)

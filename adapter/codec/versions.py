@@ -75,6 +75,8 @@ class ApiKey(enum.IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_QUORUM = 55
@@ -161,6 +163,8 @@ ADVERTISED_VERSIONS: Mapping[int, VersionRange] = MappingProxyType(
         ApiKey.DELETE_ACLS: VersionRange(1, 3),
         ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: VersionRange(0, 0),
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS: VersionRange(0, 0),
+        ApiKey.DESCRIBE_CLIENT_QUOTAS: VersionRange(0, 1),
+        ApiKey.ALTER_CLIENT_QUOTAS: VersionRange(0, 1),
         # What a one-node KRaft cluster of Kafka 4.1 answers (the controller's APIs too,
         # which its broker forwards). v0 of WriteTxnMarkers and AlterReplicaLogDirs was
         # removed in Kafka 4.0 (KIP-896).

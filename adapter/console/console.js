@@ -3,7 +3,7 @@
 "use strict";
 
 const REFRESH_MS = 3000;
-const API = ["overview", "topics", "groups", "views", "delays", "transactions", "dlq"];
+const API = ["overview", "topics", "groups", "views", "delays", "transactions", "dlq", "quotas"];
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -78,6 +78,16 @@ function groupState(g) {
 
 // A share group has no committed offsets: a row per assigned share-partition, with every
 // member reading it (many members may share one partition).
+// The share-partition's window: SPSO is in the committed column, lag in the lag column.
+function shareWindow(p) {
+  if (p.in_flight === null || p.in_flight === undefined) return "";
+  let text = `in flight ${num(p.in_flight)} (acquired ${num(p.acquired)}, acknowledged ${num(p.acknowledged)}, archived ${num(p.archived)}`;
+  if (p.waiting) text += `, in backoff ${num(p.waiting)}`;
+  text += ")";
+  if (p.dead_letters) text += `, dead letters ${num(p.dead_letters)}`;
+  return text;
+}
+
 function shareGroupRows(g, rows) {
   const parts = g.share_partitions.length ? g.share_partitions : [null];
   parts.forEach((p, i) => {
@@ -85,8 +95,10 @@ function shareGroupRows(g, rows) {
       el("td", {}, i === 0 ? g.group : ""), el("td", {}, i === 0 ? groupState(g) : ""),
       el("td", { class: "members" }, i === 0 ? g.members.length : ""),
       el("td", {}, p ? p.topic : "no assigned partitions"), el("td", {}, p ? p.partition : ""),
-      el("td", { class: "num committed" }, ""), el("td", { class: "num" }, ""), el("td", { class: "num" }, ""),
-      el("td", { class: "muted" }, p ? p.members.map((id) => (g.members.find((m) => m.member_id === id) || {}).client_id || id).join(", ") : "")));
+      el("td", { class: "num committed" }, p ? num(p.start) : ""), el("td", { class: "num" }, p ? num(p.end) : ""),
+      el("td", { class: "num" }, p ? el("span", { class: "lag" + (p.lag > 1000 ? " high" : "") }, num(p.lag)) : ""),
+      el("td", { class: "muted" }, p ? [p.members.map((id) => (g.members.find((m) => m.member_id === id) || {}).client_id || id).join(", "),
+        shareWindow(p)].filter((s) => s).join(" · ") : "")));
   });
 }
 
@@ -176,6 +188,18 @@ function renderDlq(doc) {
     el("td", { class: "muted result" }, resendResults[d.group] || ""))), 6, "no dead letters");
 }
 
+function renderQuotas(doc) {
+  const entity = (e) => Object.entries(e).map(([k, v]) => k + "=" + (v === null ? "<default>" : v)).join(", ");
+  fill("quota-entities", doc.entities.map((q) => el("tr", {},
+    el("td", {}, entity(q.entity)),
+    el("td", {}, Object.entries(q.quotas).map(([k, v]) => k + "=" + v).join(", ")))),
+    2, "no client quotas");
+  fill("quota-throttled", doc.throttled.map((t) => el("tr", {},
+    el("td", {}, t.quota), el("td", {}, t.user), el("td", {}, t.client_id),
+    el("td", { class: "num" }, num(t.responses)), el("td", { class: "num" }, duration(t.throttle_ms)))),
+    5, "no client throttled");
+}
+
 async function getJSON(name) {
   const response = await fetch("/api/" + name, { cache: "no-store" });
   if (!response.ok && response.status !== 503) throw new Error(`/api/${name}: HTTP ${response.status}`);
@@ -187,7 +211,7 @@ async function refresh() {
   clearTimeout(timer);
   const error = document.getElementById("error");
   try {
-    const [overview, topics, groups, views, delays, transactions, dlq] = await Promise.all(API.map(getJSON));
+    const [overview, topics, groups, views, delays, transactions, dlq, quotas] = await Promise.all(API.map(getJSON));
     renderOverview(overview);
     if (overview.ready) {
       renderTopics(topics);
@@ -196,6 +220,7 @@ async function refresh() {
       renderDelays(delays);
       renderTransactions(transactions);
       renderDlq(dlq);
+      renderQuotas(quotas);
     }
     error.hidden = true;
     document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString("en-GB");

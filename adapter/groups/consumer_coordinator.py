@@ -28,11 +28,10 @@ restart does.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from kio.schema.errors import ErrorCode
@@ -48,6 +47,7 @@ from .consumer_group import (
     ConsumerMember,
     ConsumerProtocolGroup,
 )
+from .deadline_timer import DeadlineTimer
 from .group import ConsumerGroup
 from .migration import (
     MigrationPolicy,
@@ -136,12 +136,6 @@ class HeartbeatAnswer:
     message: str | None = None
 
 
-@dataclass(slots=True)
-class _Timers:
-    wakeup: asyncio.Event = field(default_factory=asyncio.Event)
-    task: asyncio.Task | None = None
-
-
 class ConsumerGroupCoordinator:
     def __init__(self, clock: Clock, settings: ConsumerGroupSettings, catalog: TopicCatalog,
                  classic_members: Callable[[str], int | None],
@@ -174,31 +168,14 @@ class ConsumerGroupCoordinator:
         self._classic = classic
         self.classic_members = ClassicMembers(self)
         self.groups: dict[str, ConsumerProtocolGroup] = {}
-        self._timers = _Timers()
+        self._timers = DeadlineTimer(clock, "consumer-group-timers", self._next_deadline, self.tick)
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
-        self._timers.task = asyncio.create_task(self._run_timers(), name="consumer-group-timers")
+        self._timers.start()
 
     async def stop(self) -> None:
-        if self._timers.task is not None:
-            self._timers.task.cancel()
-            try:
-                await self._timers.task
-            except asyncio.CancelledError:
-                pass
-
-    async def _run_timers(self) -> None:
-        while True:
-            deadline = self._next_deadline()
-            self._timers.wakeup.clear()
-            timeout = None if deadline is None else deadline - self._clock.monotonic()
-            if timeout is None or timeout > 0:
-                try:
-                    await asyncio.wait_for(self._timers.wakeup.wait(), timeout)
-                except TimeoutError:
-                    pass
-            self.tick()
+        await self._timers.stop()
 
     def _next_deadline(self) -> float | None:
         deadlines = [d for group in self.groups.values() for m in group.members.values()
@@ -292,7 +269,7 @@ class ConsumerGroupCoordinator:
     def touch(self, member: ConsumerMember, session_timeout_ms: int) -> None:
         """The member was heard from: its session starts over."""
         member.session_deadline = self._clock.monotonic() + session_timeout_ms / 1000
-        self._timers.wakeup.set()
+        self._timers.wake()
 
     def partition_owner(self, group: ConsumerProtocolGroup) -> Callable[[uuid.UUID, int], int]:
         """The epoch of the member owning a partition (-1: free) as reconciliation must see
@@ -385,7 +362,7 @@ class ConsumerGroupCoordinator:
         group.subscription_metadata = self._subscription_metadata(group)
         group.assignor_name = self._preferred_assignor(group)
         self.groups[group_id] = group
-        self._timers.wakeup.set()
+        self._timers.wake()
         log.info("group %s: converted the classic group to a consumer group (%d classic members, epoch %d)",
                  group_id, len(group.members), group.epoch)
         return group
@@ -585,7 +562,7 @@ class ConsumerGroupCoordinator:
                 member.epoch = STATIC_LEAVE_EPOCH
                 member.assigned, member.pending_revocation = {}, {}
                 member.revocation_deadline = None
-                self._timers.wakeup.set()
+                self._timers.wake()
                 return HeartbeatAnswer(member.member_id, STATIC_LEAVE_EPOCH, 0)
         else:
             member = group.members.get(request.member_id)
@@ -611,7 +588,7 @@ class ConsumerGroupCoordinator:
         group.regex_matches.pop(member.member_id, None)
         group.resolved_regexes.pop(member.member_id, None)
         group.subscription_metadata = self._subscription_metadata(group)
-        self._timers.wakeup.set()
+        self._timers.wake()
 
     def _may_downgrade(self, group: ConsumerProtocolGroup, leaving: ConsumerMember) -> bool:
         """Kafka's validateOnlineDowngradeWithFencedMembers: every other member uses the

@@ -29,17 +29,17 @@ heartbeat gets UNKNOWN_MEMBER_ID and it joins again with epoch 0.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
 from rmqkafka.storage.clock import Clock
 
 from .consumer_coordinator import HeartbeatAnswer, HeartbeatError, TopicCatalog
+from .deadline_timer import DeadlineTimer
 from .share_assignor import simple
 from .share_group import LEAVE_EPOCH, ShareGroup, ShareGroupState, ShareMember
 
@@ -66,20 +66,6 @@ class ShareHeartbeatRequest:
     subscribed_names: tuple[str, ...] | None = None  # None: unchanged since the last heartbeat
 
 
-@dataclass(slots=True)
-class _Timers:
-    wakeup: asyncio.Event = field(default_factory=asyncio.Event)
-    task: asyncio.Task | None = None
-    # The deadline the task sleeps until (None: no member). A heartbeat only moves its own
-    # member's deadline later, so it wakes the task only when the task sleeps past the new
-    # deadline: a heartbeat does not cost a scan of every member.
-    sleeping_until: float | None = None
-
-    def deadline_set(self, deadline: float) -> None:
-        if self.sleeping_until is None or deadline < self.sleeping_until:
-            self.wakeup.set()
-
-
 def _nothing(*args: object) -> None:
     return None
 
@@ -103,33 +89,17 @@ class ShareGroupCoordinator:
         self._on_member_left = on_member_left
         self._on_group_deleted = on_group_deleted
         self.groups: dict[str, ShareGroup] = {}
-        self._timers = _Timers()
+        self._timers = DeadlineTimer(clock, "share-group-timers", self._next_deadline, self.tick)
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
-        self._timers.task = asyncio.create_task(self._run_timers(), name="share-group-timers")
+        self._timers.start()
 
     async def stop(self) -> None:
-        if self._timers.task is not None:
-            self._timers.task.cancel()
-            try:
-                await self._timers.task
-            except asyncio.CancelledError:
-                pass
+        await self._timers.stop()
 
-    async def _run_timers(self) -> None:
-        while True:
-            deadline = min((m.session_deadline for g in self.groups.values() for m in g.members.values()),
-                           default=None)
-            self._timers.wakeup.clear()
-            self._timers.sleeping_until = deadline
-            timeout = None if deadline is None else deadline - self._clock.monotonic()
-            if timeout is None or timeout > 0:
-                try:
-                    await asyncio.wait_for(self._timers.wakeup.wait(), timeout)
-                except TimeoutError:
-                    pass
-            self.tick()
+    def _next_deadline(self) -> float | None:
+        return min((m.session_deadline for g in self.groups.values() for m in g.members.values()), default=None)
 
     def tick(self) -> None:
         """Remove every member whose session has expired."""

@@ -1,5 +1,6 @@
-"""What ShareFetch (78) and ShareAcknowledge (79) share: their authorization, topic id lookup,
-acknowledgement batches and the Kafka codes of the share layer's errors."""
+"""What the share group handlers share: ShareFetch (78) and ShareAcknowledge (79)'s
+authorization, topic id lookup, acknowledgement batches and the Kafka codes of the share
+layer's errors; the share offsets APIs' (90-92) group and topic checks."""
 
 from __future__ import annotations
 
@@ -118,6 +119,28 @@ async def durable(ctx: BrokerContext) -> None:
     fsynced, as a produce is answered (async: the page cache, as for every write)."""
     if ctx.store.config.flush == "sync":
         await ctx.store.wait_durable(ctx.store.commitlog.end_position)
+
+
+def offsets_refusal(ctx: BrokerContext, group_id: str, operation: AclOperation) -> tuple[ErrorCode, str | None] | None:
+    """Alter/DeleteShareGroupOffsets' whole-request checks, in Kafka's order: ``operation`` on
+    the group, then an empty group (NON_EMPTY_GROUP); None when both pass."""
+    if not ctx.allowed(operation, ResourceType.GROUP, group_id):
+        return ErrorCode.group_authorization_failed, None
+    if not group_is_empty(ctx, group_id):
+        return ErrorCode.non_empty_group, "The group is not empty."
+    return None
+
+
+def named_topic(ctx: BrokerContext, name: str, operation: AclOperation) -> tuple[Entity | None, ErrorCode]:
+    """A topic or view named in a share offsets request (None unless the code is none), and
+    its code: TOPIC_AUTHORIZATION_FAILED without ``operation`` on it (checked first: neither
+    its existence nor its id is shown), else UNKNOWN_TOPIC_OR_PARTITION when there is none."""
+    if not ctx.allowed(operation, ResourceType.TOPIC, name):
+        return None, ErrorCode.topic_authorization_failed
+    meta = ctx.semantics.resolve(name)
+    if meta is None:
+        return None, ErrorCode.unknown_topic_or_partition
+    return meta, ErrorCode.none
 
 
 def group_is_empty(ctx: BrokerContext, group_id: str) -> bool:

@@ -18,7 +18,7 @@ from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
 from ..errors import error_code_for
-from ..security.acls import AclOperation, ResourceType
+from ..security.acls import AclOperation
 from . import _share
 
 API_KEY = 91
@@ -29,20 +29,12 @@ async def handle(ctx: BrokerContext, request: Request):
     body = request.body
     cls = response_type(request)
     shares = _share.manager(ctx)
-    if not ctx.allowed(AclOperation.READ, ResourceType.GROUP, body.group_id):
-        return make(cls, throttle_time=0, error_code=ErrorCode.group_authorization_failed, responses=())
-    if not _share.group_is_empty(ctx, body.group_id):
-        return make(cls, throttle_time=0, error_code=ErrorCode.non_empty_group, responses=(),
-                    error_message="The group is not empty.")
+    refusal = _share.offsets_refusal(ctx, body.group_id, AclOperation.READ)
+    if refusal is not None:
+        return make(cls, throttle_time=0, error_code=refusal[0], error_message=refusal[1], responses=())
     responses = []
     for topic in body.topics:
-        meta = ctx.semantics.resolve(topic.topic_name)
-        if not ctx.allowed(AclOperation.READ, ResourceType.TOPIC, topic.topic_name):
-            code = ErrorCode.topic_authorization_failed
-        elif meta is None:
-            code = ErrorCode.unknown_topic_or_partition
-        else:
-            code = ErrorCode.none
+        meta, code = _share.named_topic(ctx, topic.topic_name, AclOperation.READ)
         rows = []
         for p in topic.partitions:
             row = code

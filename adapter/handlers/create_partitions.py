@@ -32,8 +32,9 @@ async def handle(ctx: BrokerContext, request: Request):
     body = request.body
     store = ctx.store
     strict = request.api_version >= STRICT_SINCE
+    quota = ctx.mutation_quotas()
     if not strict and not body.validate_only:
-        await wait_for_quota(ctx.mutation_quota)
+        await wait_for_quota(quota)
     throttle_ms = 0
     results = []
     growing: list[tuple[dict, str, int]] = []
@@ -79,7 +80,7 @@ async def handle(ctx: BrokerContext, request: Request):
         if body.validate_only:
             continue
         new = topic.count - meta.partitions
-        throttled = charge(ctx.mutation_quota, new, strict, result)
+        throttled = charge(quota, new, strict, result)
         if throttled:
             throttle_ms = max(throttle_ms, throttled)
             continue

@@ -35,7 +35,7 @@ YIELD_EVERY = 500  # topics validated between turns of the event loop
 async def handle(ctx: BrokerContext, request: Request):
     body = request.body
     strict = request.api_version >= STRICT_SINCE
-    quota = ctx.mutation_quota
+    quota = ctx.mutation_quotas()
     if not strict and not body.validate_only:
         await wait_for_quota(quota)
     throttle_ms = 0

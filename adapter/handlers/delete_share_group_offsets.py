@@ -16,7 +16,7 @@ from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
 from ..errors import error_code_for
-from ..security.acls import AclOperation, ResourceType
+from ..security.acls import AclOperation
 from . import _share
 
 API_KEY = 92
@@ -27,25 +27,18 @@ async def handle(ctx: BrokerContext, request: Request):
     body = request.body
     cls = response_type(request)
     shares = _share.manager(ctx)
-    if not ctx.allowed(AclOperation.DELETE, ResourceType.GROUP, body.group_id):
-        return make(cls, throttle_time=0, error_code=ErrorCode.group_authorization_failed, responses=())
-    if not _share.group_is_empty(ctx, body.group_id):
-        return make(cls, throttle_time=0, error_code=ErrorCode.non_empty_group, responses=(),
-                    error_message="The group is not empty.")
+    refusal = _share.offsets_refusal(ctx, body.group_id, AclOperation.DELETE)
+    if refusal is not None:
+        return make(cls, throttle_time=0, error_code=refusal[0], error_message=refusal[1], responses=())
     responses = []
     for topic in body.topics:
-        meta = ctx.semantics.resolve(topic.topic_name)
-        if not ctx.allowed(AclOperation.READ, ResourceType.TOPIC, topic.topic_name):
-            code = ErrorCode.topic_authorization_failed
-        elif meta is None:
-            code = ErrorCode.unknown_topic_or_partition
-        else:
-            code = ErrorCode.none
+        meta, code = _share.named_topic(ctx, topic.topic_name, AclOperation.READ)
+        if code is ErrorCode.none:
             try:
                 shares.delete_topic_state(body.group_id, meta.name)
             except Exception as exc:
                 code = error_code_for(exc)
         responses.append(dict(topic_name=topic.topic_name,
-                              topic_id=ctx.semantics.id_of(meta) if meta is not None else ZERO_UUID,
+                              topic_id=ZERO_UUID if meta is None else ctx.semantics.id_of(meta),
                               error_code=code))
     return make(cls, throttle_time=0, error_code=ErrorCode.none, responses=responses)

@@ -58,14 +58,15 @@ async def handle(ctx: BrokerContext, request: Request):
         to_delete.append((not isinstance(entity, View), name, result))
     ordered = sorted(to_delete, key=lambda item: item[0])
     strict = request.api_version >= STRICT_SINCE
+    quota = ctx.mutation_quotas()
     if not strict and ordered:
-        await wait_for_quota(ctx.mutation_quota)
+        await wait_for_quota(quota)
     throttle_ms = 0
     deleting = []
     for is_topic, name, result in ordered:
         meta = ctx.store.topics.get(name) if is_topic else None
         partitions = meta.partitions if meta is not None else 0
-        throttled = charge(ctx.mutation_quota, partitions, strict, result) if partitions else 0
+        throttled = charge(quota, partitions, strict, result) if partitions else 0
         if throttled:
             throttle_ms = max(throttle_ms, throttled)
             continue

@@ -39,13 +39,7 @@ async def handle(ctx: BrokerContext, request: Request):
             wanted = {t.topic_name: list(t.partitions) for t in group.topics}
         topics = []
         for name, partitions in wanted.items():
-            meta = ctx.semantics.resolve(name)
-            if not ctx.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
-                code = ErrorCode.topic_authorization_failed
-            elif meta is None:
-                code = ErrorCode.unknown_topic_or_partition
-            else:
-                code = ErrorCode.none
+            meta, code = _share.named_topic(ctx, name, AclOperation.DESCRIBE)
             rows = []
             for p in partitions:
                 start, lag, row_code = -1, -1, code

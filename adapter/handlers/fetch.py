@@ -27,6 +27,12 @@ anything says whether the topic exists). A fetch that claims to come from a foll
 (replica id >= 0) reads nothing: this broker has no followers, so it gets
 NOT_LEADER_OR_FOLLOWER (TOPIC_AUTHORIZATION_FAILED without CLUSTER_ACTION, as in Kafka).
 
+Client quotas (adapter.client_quotas, Kafka's): with a ``consumer_byte_rate`` quota, a
+fetch carries at most what the quota lets through in one window; the response's bytes count
+against it, and a response that takes the client over its quota (or over its
+``request_percentage``) is not sent: the answer is an empty response with the throttle time,
+the bytes are taken back, and the connection is muted for that time.
+
 Fetch sessions (KIP-227): this broker answers every request in full and never creates a
 session (session id 0), which KIP-227 allows; a client that still sends an incremental
 request for an unknown session gets FETCH_SESSION_ID_NOT_FOUND and starts over.
@@ -40,6 +46,7 @@ from kio.schema.errors import ErrorCode
 from rmqkafka.storage import record_batch
 from rmqkafka.storage.errors import OffsetOutOfRangeError
 
+from ..client_quotas import CHARGE
 from ..codec import Encoded, Request, encode_fetch_response
 from ..context import BrokerContext
 from ..errors import error_code_for
@@ -59,16 +66,26 @@ async def handle(ctx: BrokerContext, request: Request):
         return Encoded(encode_fetch_response(request.api_version, ErrorCode.fetch_session_id_not_found, 0, ()))
     max_wait = body.max_wait.total_seconds()
     deadline = ctx.clock.monotonic() + max_wait
+    charge = CHARGE.get()
+    quota_bytes = ctx.client_quotas.fetch_limit(charge)
+    # Kafka's: no more than a quota lets through in one window (and min_bytes within that)
+    max_bytes = NO_LIMIT if quota_bytes is None else int(min(quota_bytes, NO_LIMIT))
+    min_bytes = min(body.min_bytes, max_bytes)
     while True:
-        responses, total, keys, failed = _read(ctx, request)
+        responses, total, keys, failed = _read(ctx, request, max_bytes)
         remaining = deadline - ctx.clock.monotonic()
-        if total >= body.min_bytes or failed or remaining <= 0 or not keys:
+        if total >= min_bytes or failed or remaining <= 0 or not keys:
             break
         if not await ctx.waiters.wait(keys, remaining):
-            responses, total, keys, failed = _read(ctx, request)
+            responses, total, keys, failed = _read(ctx, request, max_bytes)
             break
     # The batches go out as they were read: no join, no copy (see codec.fast_responses).
-    return Encoded(encode_fetch_response(request.api_version, ErrorCode.none, 0, responses))
+    parts = encode_fetch_response(request.api_version, ErrorCode.none, 0, responses)
+    if charge is not None:
+        throttle_ms = ctx.client_quotas.charge_fetch(charge, sum(memoryview(p).nbytes for p in parts))
+        if throttle_ms:  # Kafka's throttled fetch: nothing, the time to wait
+            parts = encode_fetch_response(request.api_version, ErrorCode.none, 0, (), throttle_ms)
+    return Encoded(parts)
 
 
 def _replica_id(body) -> int:
@@ -77,14 +94,14 @@ def _replica_id(body) -> int:
     return state.replica_id if state is not None else getattr(body, "replica_id", -1)
 
 
-def _read(ctx: BrokerContext, request: Request) -> tuple[list[dict], int, list[WaitKey], bool]:
+def _read(ctx: BrokerContext, request: Request, max_bytes: int) -> tuple[list[dict], int, list[WaitKey], bool]:
     """One pass over the requested partitions: (responses, bytes toward min_bytes,
     partitions to wait on, any error). A read that stopped on its work limit counts as
     satisfying min_bytes: there is more to read at once."""
     body = request.body
     semantics = ctx.semantics
     by_id = request.api_version >= 13
-    budget = min(getattr(body, "max_bytes", NO_LIMIT), ctx.config.fetch_max_bytes)
+    budget = min(getattr(body, "max_bytes", NO_LIMIT), ctx.config.fetch_max_bytes, max_bytes)
     committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
     aborted = () if committed else None
     total = 0  # bytes toward min_bytes

@@ -27,6 +27,10 @@ appended only for the producer id of the request's transactional id
 (INVALID_PRODUCER_ID_MAPPING), the current epoch of that producer (INVALID_PRODUCER_EPOCH),
 to a partition of its Ongoing transaction (INVALID_TXN_STATE), as Kafka 3.6+ verifies.
 
+Client quotas (adapter.client_quotas): the request's bytes count against the producer's
+``producer_byte_rate`` and its time against ``request_percentage`` (not for acks=0, as in
+Kafka); the response carries the larger throttle time and the connection is muted for it.
+
 Authorization (Kafka's, including the CVE-2018-17196 fix): a request carrying a
 transactional batch needs a transactional id and WRITE on it, else every partition gets
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED; each topic needs WRITE (TOPIC_AUTHORIZATION_FAILED).
@@ -50,6 +54,7 @@ from rmqkafka.storage.errors import (
 from rmqkafka.storage.record_batch import CONTROL_BIT, HEADER_SIZE as _HEADER_SIZE, TRANSACTIONAL_BIT
 from rmqkafka.storage.recompress import GZIP, LZ4, NONE, SNAPPY, ZSTD, Compression
 
+from ..client_quotas import CHARGE
 from ..codec import Encoded, Request, encode_produce_response
 from ..context import BrokerContext
 from ..errors import CloseConnection, error_code_for
@@ -217,6 +222,8 @@ async def handle(ctx: BrokerContext, request: Request):
                 result["log_start_offset"] = store.partition(topic.name, data.index).log_start_offset
             partitions.append(result)
         responses.append(dict(name=topic.name, partition_responses=partitions))
+    charge = CHARGE.get()
+    throttle_ms = 0 if charge is None else ctx.client_quotas.charge_produce(charge, body.acks)
     if body.acks == 0:
         failed = [p for t in responses for p in t["partition_responses"] if p["error_code"]]
         if failed:
@@ -228,7 +235,7 @@ async def handle(ctx: BrokerContext, request: Request):
             await store.wait_durable(durable_at)
         except StorageFailedError as exc:
             _none_acknowledged(responses, exc)
-    return Encoded(encode_produce_response(request.api_version, responses))
+    return Encoded(encode_produce_response(request.api_version, responses, throttle_ms))
 
 
 def _none_acknowledged(responses: list[dict], failure: StorageFailedError) -> None:

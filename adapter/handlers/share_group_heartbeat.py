@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from ..codec import Request, response_type
-from ..codec.entities import make
+from ..codec import Request
 from ..context import SESSION, BrokerContext
 from ..groups.share_coordinator import ShareHeartbeatRequest
 from ..security.acls import AclOperation, ResourceType
+from . import _heartbeats
 
 API_KEY = 76
 
@@ -23,10 +23,10 @@ API_KEY = 76
 async def handle(ctx: BrokerContext, request: Request):
     body = request.body
     if not ctx.allowed(AclOperation.READ, ResourceType.GROUP, body.group_id):
-        return _error(request, ErrorCode.group_authorization_failed)
+        return _heartbeats.refused(request, ErrorCode.group_authorization_failed)
     names = body.subscribed_topic_names
     if names and not all(ctx.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, name) for name in set(names)):
-        return _error(request, ErrorCode.topic_authorization_failed)
+        return _heartbeats.refused(request, ErrorCode.topic_authorization_failed)
     answer = ctx.groups.share.heartbeat(
         ShareHeartbeatRequest(
             group_id=body.group_id,
@@ -38,20 +38,4 @@ async def handle(ctx: BrokerContext, request: Request):
         client_id=request.client_id or "",
         client_host=SESSION.get().client_host,
     )
-    if answer.error is not ErrorCode.none:
-        return _error(request, answer.error, answer.message)
-    assignment = None
-    if answer.assignment is not None:
-        assignment = dict(topic_partitions=[
-            dict(topic_id=topic_id, partitions=sorted(partitions))
-            for topic_id, partitions in sorted(answer.assignment.items(), key=lambda item: str(item[0]))
-            if partitions
-        ])
-    return make(response_type(request), throttle_time=0, error_code=ErrorCode.none, error_message=None,
-                member_id=answer.member_id, member_epoch=answer.member_epoch,
-                heartbeat_interval=answer.heartbeat_interval_ms, assignment=assignment)
-
-
-def _error(request: Request, code: ErrorCode, message: str | None = None):
-    return make(response_type(request), throttle_time=0, error_code=code, error_message=message,
-                member_id=None, member_epoch=0, heartbeat_interval=0, assignment=None)
+    return _heartbeats.answered(request, answer, drop_empty_topics=True)

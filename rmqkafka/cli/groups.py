@@ -1,4 +1,4 @@
-"""``rmqk groups list|describe|reset-offsets|delete``: consumer groups, like kafka-consumer-groups.sh.
+"""``rmqk groups list|describe|reset-offsets|delete-offsets|delete``: consumer groups, like kafka-consumer-groups.sh.
 
 AdminClient calls: ListGroups, DescribeGroups, OffsetFetch (committed offsets), ListOffsets
 (log end offsets, earliest, by timestamp), OffsetCommit (``reset-offsets --execute``) and
@@ -10,11 +10,14 @@ epoch, and knows nothing of share groups, so ``describe`` asks the group's coord
 ConsumerGroupDescribe (69) or ShareGroupDescribe (77), and ``list`` the bootstrap broker with
 ListGroups v5 for the types the AdminClient cannot name, over plain TCP (kio, as ``rmqk
 transactions`` does); with TLS or SASL properties the epochs and share groups' members are
-left out ("-"). A share group has no committed offsets: its per-partition record counts come
-from the share-partition state (``_share_partitions``).
+left out ("-"). A share group has no committed offsets: its CURRENT-OFFSET is each
+share-partition's start offset (SPSO) and its LAG KIP-1226's, by DescribeShareGroupOffsets
+(``_share_partitions``; rmqkafka.cli.share_offsets).
 
 ``reset-offsets`` is a dry run unless ``--execute`` is given (as in Kafka), and refuses
-groups that have active members: their consumers would overwrite the new offsets.
+groups that have active members: their consumers would overwrite the new offsets. A share
+group's are set by AlterShareGroupOffsets, and ``delete-offsets`` (share groups only) forgets
+them by DeleteShareGroupOffsets, as kafka-share-groups.sh does.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 
 import click
 
+from rmqkafka.cli import share_offsets
 from rmqkafka.cli.common import (
     ClientOptions,
     CliError,
@@ -369,7 +373,7 @@ def _share_group(admin: Any, client: ClientOptions, group: str) -> dict[str, Any
         }
         for m in sorted(described.members, key=lambda m: m.member_id)
     ]
-    return {
+    document = {
         "group": group,
         "type": "share",
         "group_epoch": described.group_epoch,
@@ -379,26 +383,39 @@ def _share_group(admin: Any, client: ClientOptions, group: str) -> dict[str, Any
         "coordinator": coordinator,
         "members": members,
         "total_lag": None,
-        "partitions": _share_partitions(group, members),
+        "partitions": [],
     }
+    from confluent_kafka.admin import OffsetSpec
 
-
-def _share_partitions(group: str, members: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per assigned share-partition with the members reading it. The share-partition
-    side (DescribeShareGroupOffsets: start offset, lag; in-flight and acknowledged counts)
-    extends these rows; until then their offsets are unknown (None, shown as "-")."""
+    positions = share_offsets.describe_offsets(found.host, int(found.port), client, group)
     readers: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for m in members:
         for tp in m["assignment"]:
             readers.setdefault((tp["topic"], tp["partition"]), []).append(m)
-    return [
-        {
-            "topic": topic, "partition": partition, "current_offset": None, "log_end_offset": None, "lag": None,
-            "consumer_id": ",".join(m["consumer_id"] for m in ms), "host": ",".join(sorted({m["host"] for m in ms})),
-            "client_id": ",".join(sorted({m["client_id"] for m in ms})),
-        }
-        for (topic, partition), ms in sorted(readers.items())
-    ]
+    keys = sorted(set(readers) | set(positions))
+    ends = _offsets(admin, client, keys, OffsetSpec.latest())
+    partitions = _share_partitions(readers, positions, ends)
+    return {**document, "total_lag": sum(p["lag"] or 0 for p in partitions), "partitions": partitions}
+
+
+def _share_partitions(readers: dict[tuple[str, int], list[dict[str, Any]]],
+                      positions: dict[tuple[str, int], tuple[int, int]],
+                      ends: dict[tuple[str, int], int]) -> list[dict[str, Any]]:
+    """One row per share-partition (assigned, or with a share state) with the members reading
+    it: CURRENT-OFFSET is the share-partition start offset (SPSO) and LAG the records from it
+    to the log end not yet acknowledged or archived (KIP-1226), both None without a state."""
+    rows = []
+    for key in sorted(set(readers) | set(positions)):
+        ms = readers.get(key, [])
+        start, lag = positions.get(key, (-1, -1))
+        rows.append({
+            "topic": key[0], "partition": key[1], "current_offset": start if start >= 0 else None,
+            "log_end_offset": ends.get(key), "lag": lag if lag >= 0 else None,
+            "consumer_id": ",".join(m["consumer_id"] for m in ms) or None,
+            "host": ",".join(sorted({m["host"] for m in ms})) or None,
+            "client_id": ",".join(sorted({m["client_id"] for m in ms})) or None,
+        })
+    return rows
 
 
 def _assignment_text(assignment: list[dict[str, Any]]) -> str | None:
@@ -466,6 +483,12 @@ def reset_offsets(
     timestamp = parse_timestamp(to_datetime, "--to-datetime") if to_datetime is not None else None
 
     admin, metadata = admin_client(client)
+    if _listed_types(admin, client).get(group, ("",))[0] == "share":
+        if shift_by is not None:
+            raise CliUsageError("--shift-by is not supported for share groups (as in kafka-share-groups.sh)")
+        _reset_share_offsets(admin, metadata, client, group, wanted, all_topics, to_earliest, to_latest, to_offset,
+                             timestamp, execute, as_json, progress)
+        return
     desc = _describe_group(admin, client, group)
     if desc is not None:
         state, members = _state(desc.state), list(desc.members)
@@ -541,6 +564,101 @@ def reset_offsets(
         )
     if not execute:
         warn("dry run: no offsets were changed; add --execute to commit them")
+
+
+def _reset_share_offsets(admin: Any, metadata: Any, client: ClientOptions, group: str,
+                         wanted: list[tuple[str, list[int] | None]], all_topics: bool, to_earliest: bool,
+                         to_latest: bool, to_offset: int | None, timestamp: int | None, execute: bool,
+                         as_json: bool, progress: bool | None) -> None:
+    """reset-offsets of a share group: its share-partitions' start offsets, by
+    AlterShareGroupOffsets (their in-flight state is dropped). CURRENT-OFFSET is the SPSO."""
+    from confluent_kafka.admin import OffsetSpec
+
+    described = _share_group(admin, client, group)
+    if described is not None and described["members"]:
+        count = len(described["members"])
+        raise CliError(f"share group {group!r} has {count} active member{'s' if count != 1 else ''} "
+                       f"(state {described['state']}); stop its consumers before resetting offsets")
+    host, port = share_offsets.coordinator(admin, client, group)
+    current = {key: start for key, (start, _) in share_offsets.describe_offsets(host, port, client, group).items()
+               if start >= 0}
+    keys: list[tuple[str, int]] = sorted(current) if all_topics else []
+    if all_topics and not keys:
+        raise CliError(f"share group {group!r} has no share-partitions; name the topics with --topic")
+    for topic, parts in wanted:
+        problem = topic_error(metadata, topic)
+        if problem:
+            raise CliError(problem)
+        available = sorted(metadata.topics[topic].partitions)
+        for p in parts or []:
+            if p not in available:
+                raise CliError(f"topic {topic!r} has no partition {p} (it has {len(available)})")
+        keys += [(topic, p) for p in (parts or available)]
+    keys = sorted(dict.fromkeys(keys))
+    meter = Progress(progress, "reset-offsets", total=len(keys) * (2 + (timestamp is not None) + execute), unit="steps")
+    earliest = _offsets(admin, client, keys, OffsetSpec.earliest(), meter)
+    latest = _offsets(admin, client, keys, OffsetSpec.latest(), meter)
+    by_time = _offsets(admin, client, keys, OffsetSpec.for_timestamp(timestamp), meter) if timestamp is not None else {}
+    plan = []
+    for key in keys:
+        if key not in earliest or key not in latest:
+            raise CliError(f"cannot get the offsets of {key[0]}-{key[1]}")
+        low, high = earliest[key], latest[key]
+        if to_earliest:
+            target = low
+        elif to_latest:
+            target = high
+        elif to_offset is not None:
+            target = to_offset
+        else:
+            found = by_time.get(key, -1)
+            target = found if found >= 0 else high
+        clamped = min(max(target, low), high)
+        if clamped != target and not as_json:
+            warn(f"{key[0]}-{key[1]}: offset {target} is outside {low}..{high}; using {clamped}")
+        plan.append({"topic": key[0], "partition": key[1], "current_offset": current.get(key), "new_offset": clamped})
+    if execute:
+        share_offsets.alter_offsets(host, port, client, group, {(p["topic"], p["partition"]): p["new_offset"] for p in plan})
+        meter.add(len(plan))
+    meter.done()
+    if as_json:
+        echo_json({"group": group, "executed": execute, "partitions": plan})
+    else:
+        echo_table(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET"],
+                   [(group, p["topic"], p["partition"], p["current_offset"], p["new_offset"]) for p in plan])
+    if not execute:
+        warn("dry run: no offsets were changed; add --execute to commit them")
+
+
+# ---------------------------------------------------------------------------------------------
+# delete-offsets
+
+
+@groups.command("delete-offsets", cls=Command)
+@click.argument("group")
+@click.option("-t", "--topic", "topics", multiple=True, required=True, metavar="TOPIC", help="Topic whose offsets go; repeatable.")
+@json_option
+@client_options
+@handle_errors
+def delete_offsets(group: str, topics: tuple[str, ...], as_json: bool, client: ClientOptions) -> None:
+    """Delete a share group's offsets of topics (DeleteShareGroupOffsets; the group must be
+    empty): its next fetch starts them where share.auto.offset.reset says."""
+    admin, _ = admin_client(client)
+    if _listed_types(admin, client).get(group, ("",))[0] != "share":
+        raise CliError(f"group {group!r} is not a share group (delete-offsets is for share groups)")
+    host, port = share_offsets.coordinator(admin, client, group)
+    results = share_offsets.delete_offsets(host, port, client, group, list(dict.fromkeys(topics)))
+    failed = {t: e for t, e in results.items() if e is not None}
+    if as_json:
+        echo_json({"group": group, "topics": [{"topic": t, "error": e} for t, e in results.items()]})
+    else:
+        for t, e in results.items():
+            if e is None:
+                echo(f"deleted the offsets of share group {group} for topic {t}")
+    for t, e in failed.items():
+        report_error(f"cannot delete the offsets of share group {group!r} for topic {t!r}: {e}")
+    if failed:
+        raise click.exceptions.Exit(1)
 
 
 def _parse_topic_spec(spec: str) -> tuple[str, list[int] | None]:

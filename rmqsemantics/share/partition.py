@@ -66,6 +66,20 @@ REJECTED, EXHAUSTED = "rejected", "exhausted"  # why a record went to the dead-l
 _DONE = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
 
 
+@dataclass(frozen=True, slots=True)
+class WindowCounts:
+    """What a share-partition's window holds now, by state (``waiting``: available but
+    waiting out a redelivery backoff; ``retrying``: held below SPSO for a retry schedule)."""
+
+    in_flight: int  # records from SPSO to the end offset
+    available: int
+    acquired: int
+    acknowledged: int
+    archived: int
+    waiting: int
+    retrying: int
+
+
 @dataclass(slots=True)
 class InFlight:
     state: RecordState
@@ -164,6 +178,7 @@ class SharePartition:
         # offset -> its fields before the change (a tuple: cheaper than a copy), None if new
         self._undo: dict[int, tuple | None] | None = None
         self._gone: dict[int, InFlight] = {}  # records this change removed, by final state
+        self.dead_letters = 0  # records archived (REJECT, delivery limit) since this object was built
         end = start_offset
         for batch in restored:
             for offset in range(max(batch.first_offset, start_offset if batch.state in _DONE else 0),
@@ -195,6 +210,20 @@ class SharePartition:
 
     def record(self, offset: int) -> InFlight | None:
         return self._records.get(offset)
+
+    def counts(self) -> WindowCounts:
+        """The window's records by state: one pass over the window (bounded by the
+        share-partition's record locks), never over the topic."""
+        now = self._clock.now_ms()
+        by_state = {state: 0 for state in RecordState}
+        waiting = 0
+        for rec in self._records.values():
+            by_state[rec.state] += 1
+            if rec.state == RecordState.AVAILABLE and rec.due_ms > now:
+                waiting += 1
+        return WindowCounts(self.in_flight_count(), by_state[RecordState.AVAILABLE], by_state[RecordState.ACQUIRED],
+                            by_state[RecordState.ACKNOWLEDGED], by_state[RecordState.ARCHIVED], waiting,
+                            self.retry_count())
 
     def next_wakeup_ms(self) -> int | None:
         """When the next lock expires or the next waiting record becomes due."""
@@ -324,8 +353,7 @@ class SharePartition:
                         dead.append((offset, rec.delivery_count, REJECTED))
 
         self._write(apply)
-        for item in dead:
-            self._dead_letter(*item)
+        self._dead_lettered(dead)
 
     def _check_batch(self, member_id: str, batch: AckBatch, plan: dict[int, int]) -> None:
         first, last, types = batch.first_offset, batch.last_offset, batch.types
@@ -414,6 +442,10 @@ class SharePartition:
     def _release(self, offsets: list[int], now: int, backoff: bool) -> None:
         dead: list[tuple[int, int, str]] = []
         self._write(lambda: [self._settle(o, now, dead, backoff) for o in sorted(offsets)])
+        self._dead_lettered(dead)
+
+    def _dead_lettered(self, dead: list[tuple[int, int, str]]) -> None:
+        self.dead_letters += len(dead)
         for item in dead:
             self._dead_letter(*item)
 

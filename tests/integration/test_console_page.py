@@ -98,12 +98,13 @@ def test_console_page_shows_the_broker(broker_factory: Any, tmp_path: Path) -> N
     assert [(r[4], r[5], r[7]) for r in groups[:3]] == [("0", "10", "0"), ("1", "4", "6"), ("2", "0", "10")]
     assert groups[3][:3] == [watch_seed.LIVE_GROUP, "Stable", "1"]
     assert [(r[4], r[7], r[8]) for r in groups[3:6]] == [(str(p), "0", "billing-worker") for p in range(3)]
-    # a share group: a row per share-partition with its readers, no offsets of its own
+    # a share group: a row per share-partition with its readers; the seed's member never
+    # fetched, so no share-partition has a state yet: its start offset (SPSO) and lag are "–"
     first = [r[0] for r in groups].index(watch_seed.SHARE_GROUP)
     share = groups[first:first + 3]
     assert share[0][:3] == [watch_seed.SHARE_GROUP, "Stable (share group, epoch 1)", "1"]
-    assert [(r[3], r[4], r[5], r[8]) for r in share] == [(watch_seed.TOPIC, str(p), "", "queue-worker")
-                                                         for p in range(3)]
+    assert [(r[3], r[4], r[5], r[7], r[8]) for r in share] == [(watch_seed.TOPIC, str(p), "–", "–", "queue-worker")
+                                                               for p in range(3)]
 
     assert rows(dom, "views") == [[watch_seed.VIEW, watch_seed.TOPIC, "tags", "A", "3"]]
     [level] = rows(dom, "delays")

@@ -47,6 +47,8 @@ RANGES = {
     "offsets.topic.num.partitions": (1, INT_MAX),
     "controller.quota.window.num": (1, INT_MAX),
     "controller.quota.window.size.seconds": (1, INT_MAX),
+    "quota.window.num": (1, INT_MAX),
+    "quota.window.size.seconds": (1, INT_MAX),
     "controller.mutation.rate": (-1, INT_MAX),  # ours: -1 = unlimited (0 refused on its own)
     "connection.failed.authentication.delay.ms": (0, INT_MAX),
     "connections.max.reauth.ms": (0, LONG_MAX),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
+from rmqkafka.adapter.client_quota_store import ClientQuotaStore
+from rmqkafka.adapter.client_quotas import ClientQuotas
 from rmqkafka.adapter.config import AdapterConfig, SecurityConfig
 from rmqkafka.adapter.connection import KafkaConnection
 from rmqkafka.adapter.response_budget import ResponseBudget
@@ -44,7 +46,8 @@ async def test_an_answer_that_outlives_its_closed_connection_is_dropped(caplog, 
     # arrives at the same moment) and finish after connection_lost cleared the queue; the
     # writer then resumes with a result for a connection that no longer exists.
     ctx = SimpleNamespace(config=AdapterConfig(socket_request_max_bytes=1 << 20), listener_protocol="PLAINTEXT", listener_name="PLAINTEXT",
-                          security=Security.open(SecurityConfig(), tmp_path))
+                          security=Security.open(SecurityConfig(), tmp_path),
+                          client_quotas=ClientQuotas(ClientQuotaStore(None), 11, 1, lambda: 0))
     connection = KafkaConnection(ctx, set(), ResponseBudget(1 << 20))
     transport = FakeTransport()
     connection.connection_made(transport)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
+from rmqkafka.adapter.client_quota_store import ClientQuotaStore
+from rmqkafka.adapter.client_quotas import ClientQuotas
 from rmqkafka.adapter.config import AdapterConfig, SecurityConfig
 from rmqkafka.adapter.connection import KafkaConnection, _FetchResponse
 from rmqkafka.adapter.response_budget import ResponseBudget
@@ -43,7 +45,8 @@ class SlowTransport(asyncio.Transport):
 async def connection_with_unsent_fetch(tmp_path, budget: ResponseBudget, size: int):
     """A connection that wrote a Fetch response of ``size`` bytes its client has not read."""
     ctx = SimpleNamespace(config=AdapterConfig(socket_request_max_bytes=1 << 20), listener_protocol="PLAINTEXT", listener_name="PLAINTEXT",
-                          security=Security.open(SecurityConfig(), tmp_path))
+                          security=Security.open(SecurityConfig(), tmp_path),
+                          client_quotas=ClientQuotas(ClientQuotaStore(None), 11, 1, lambda: 0))
     connection = KafkaConnection(ctx, set(), budget)
     transport = SlowTransport()
     connection.connection_made(transport)

@@ -684,6 +684,22 @@ async def test_orphan_parks_followed_by_the_producers_retry_are_delivered_once(w
     assert all_values(b.store, "t") == Counter({b"o-i": 1, b"o-l1": 1, b"o-l3": 1, b"o-t": 1, b"o-far": 1})
 
 
+async def test_records_without_headers_are_never_parked_nor_classified(world, monkeypatch):
+    """Select looks no further into a batch whose records carry no header, even when their
+    values name every scheduling and half-message header; one with a header is still looked at."""
+    b = await world.open()
+    b.topic("t", 1)
+    classified = []
+    original = b.semantics.scheduler.halves.classify
+    monkeypatch.setattr(b.semantics.scheduler.halves, "classify",
+                        lambda *args: classified.append(args[1]) or original(*args))
+    r = b.produce("t", 0, batch(rec(b"DELAY 2 TIMER_DELIVER_MS TRAN_MSG UNIQ_KEY"), rec(b"x")))
+    assert r.base_offset == 0 and values(b.store, "t", 0) == [b"DELAY 2 TIMER_DELIVER_MS TRAN_MSG UNIQ_KEY", b"x"]
+    assert classified == []
+    b.produce("t", 0, batch(rec(b"later", delay(1)), rec(b"now")))
+    assert len(classified) == 1 and values(b.store, "t", 0)[-1] == b"now"
+
+
 async def test_a_value_holding_the_marker_name_does_not_confuse_the_replay(world):
     b = await world.open()
     b.topic("t", 1)

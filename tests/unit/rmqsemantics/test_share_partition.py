@@ -334,3 +334,23 @@ def test_a_normal_session_close_does_not_count_the_undelivered_records():
     assert sp.acquire("a", 2, 2) == [AcquiredRange(0, 0, 2)]
     assert sp.release_member("a", undelivered=True) == 2
     assert sp.acquire("b", 2, 2) == [AcquiredRange(0, 0, 2), AcquiredRange(1, 1, 1)]  # 2 again, not 3
+
+
+# -- read-only figures (broker_state, the console, /metrics) ------------------------------------
+
+
+def test_counts_by_state_over_the_window():
+    sp, clock, _, _ = make(redelivery_backoff="levels", delay_levels_ms=LEVELS, max_reconsume_times=16)
+    sp.acquire("a", 10, 10)
+    ack(sp, "a", 1, 4, ACCEPT, REJECT, RELEASE, GAP)
+    counts = sp.counts()
+    # 0 acquired, 1 accepted, 2 rejected, 3 released (backoff), 4 gap, 5-9 acquired
+    assert (counts.in_flight, counts.acquired, counts.acknowledged, counts.archived) == (10, 6, 1, 2)
+    assert (counts.available, counts.waiting) == (1, 1)
+    assert sp.dead_letters == 1
+    ack(sp, "a", 0, 0, ACCEPT)
+    after = sp.counts()
+    # SPSO moved past 0-4: 3, waiting out its backoff, into the retry schedule
+    assert (after.in_flight, after.acknowledged, after.archived, after.retrying) == (5, 0, 0, 1)
+    clock.advance(3_600_000)  # past every backoff level (the locks expired too)
+    assert sp.counts().waiting == 0

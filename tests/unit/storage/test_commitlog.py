@@ -51,6 +51,24 @@ def test_append_and_read_across_segment_rolls(logdir):
     log.close()
 
 
+@pytest.mark.parametrize("value_size", [10, 40_000], ids=["one read", "batch read apart"])
+def test_read_checked_returns_the_batch_and_refuses_damage(logdir, value_size):
+    log = open_log(logdir, segment_bytes=1 << 20)
+    batch = make_batch([b"x" * value_size] * 2)
+    position = log.append(TOPIC, 1, [batch])
+    assert log.read_checked(position, len(batch), TOPIC, 1) == batch
+    assert log.read_checked(position, len(batch), TOPIC, 2) is None  # another partition's entry
+    assert log.read_checked(position, len(batch) - 1, TOPIC, 1) is None  # another size
+    assert log.read_checked(position, len(batch) + 1, TOPIC, 1) is None  # past the end
+    fd = log.segments[-1].fd
+    for at in (5, len(batch) - 3):  # in the CRC-covered head of the entry, in the records
+        os.pwrite(fd, flip(batch, at)[at:at + 1], position + at)
+        assert log.read_checked(position, len(batch), TOPIC, 1) is None
+        os.pwrite(fd, batch[at:at + 1], position + at)
+    assert log.read_checked(position, len(batch), TOPIC, 1) == batch
+    log.close()
+
+
 def test_positions_contiguous_and_segment_names(logdir):
     log = open_log(logdir)
     written = fill(log, 20)

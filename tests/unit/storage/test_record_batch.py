@@ -216,6 +216,15 @@ def test_header_values_first_occurrence_wins():
     assert rb.header_values(batch, "TAGS") == [b"first"]
 
 
+@codecs
+def test_has_headers_is_any_record_with_a_header(codec):
+    assert not rb.has_headers(rb.read_records(make_batch(3, codec=codec)))
+    assert not rb.has_headers([])
+    # a header name in a value is not a header
+    assert not rb.has_headers(rb.read_records(make_batch([b"TAGS DELAY TRAN_MSG"], codec=codec)))
+    assert rb.has_headers(rb.read_records(make_batch(3, codec=codec, headers=[[], [], [("k", None)]])))
+
+
 def _counting(fn, calls):
     def wrapper(*args, **kw):
         calls.append(args)
