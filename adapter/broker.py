@@ -174,7 +174,8 @@ class Broker:
         self.groups.start()
         self.shares = self._share_manager(semantics, group_configs, waiters)
         share_groups = self.groups.share
-        self.shares.use_membership(lambda group_id: not share_groups.member_count(group_id))
+        self.shares.use_membership(lambda group_id: not share_groups.member_count(group_id),
+                                   share_groups.is_assigned)
         self.transactions = TransactionService(
             self.store, self.clock, self.groups,
             TxnSettings(max_timeout_ms=cfg.transaction_max_timeout_ms,

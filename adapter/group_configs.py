@@ -86,6 +86,11 @@ SPECS: dict[str, GroupConfigSpec] = {
 }
 
 
+# The least value an INT group config parses to (else 1). RocketMQ's maxReconsumeTimes=0 is
+# legal: no retry, a failed record goes straight to the dead-letter topic (delivery limit 1).
+_INT_MINIMA = {"share.record.lock.duration.ms": 1000, "rmq.max.reconsume.times": 0}
+
+
 def _int(name: str, text: str, at_least: int) -> int:
     try:
         value = int(text.strip())
@@ -113,7 +118,7 @@ def validate_group_configs(overrides: Mapping[str, str | None], config: AdapterC
         if name not in SPECS:
             raise InvalidConfig(f"Unknown group config name: {name}")
     merged = {name: stored.get(name, spec.default(config)) for name, spec in SPECS.items()}
-    ints = {name: _int(name, merged[name], 1000 if name == "share.record.lock.duration.ms" else 1)
+    ints = {name: _int(name, merged[name], _INT_MINIMA.get(name, 1))
             for name, spec in SPECS.items() if spec.kind == "INT" and merged[name] is not None}
     c = config
     _within("consumer.heartbeat.interval.ms", ints["consumer.heartbeat.interval.ms"],

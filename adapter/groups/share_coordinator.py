@@ -235,6 +235,18 @@ class ShareGroupCoordinator:
         names = {topic_id: name for name, (topic_id, _) in group.subscription_metadata.items()}
         return {names[t]: set(ps) for t, ps in member.assigned.items() if t in names and ps}
 
+    def is_assigned(self, group_id: str, topic: str, partition: int) -> bool:
+        """Whether some member of the group is assigned the partition now: only such a
+        share-partition may get state (Kafka initializes it from the heartbeat path)."""
+        group = self.groups.get(group_id)
+        if group is None or group.dead:
+            return False
+        subscribed = group.subscription_metadata.get(topic)
+        if subscribed is None:
+            return False
+        topic_id = subscribed[0]
+        return any(partition in member.assigned.get(topic_id, ()) for member in group.members.values())
+
     def subscribed_topics(self, group_id: str) -> set[str]:
         group = self.groups.get(group_id)
         return set() if group is None or group.dead else group.subscribed_names()

@@ -10,16 +10,21 @@ Acquisition (adapter.share.partitions): MaxRecords across the request, BatchSize
 acquired ranges, MaxBytes capped by ``fetch.max.bytes`` with the first batch always allowed
 (KIP-74), whole batches holding acquired records. When nothing is acquired the request waits
 like Fetch (adapter.long_poll) until an append, a release or an expired lock on one of its
-partitions, or MaxWaitMs; a share fetch answers as soon as it acquired anything (MinBytes is
-met by any acquisition: records are locked when acquired, so holding them back would only
-shorten their locks). v2's ShareAcquireMode (record_limit) is honoured through MaxRecords,
+partitions, or MaxWaitMs. MinBytes, as Kafka's DelayedShareFetch: before acquiring, the bytes
+of log past each partition's next fetch offset are summed (a partition with a RocketMQ retry
+due, or one that may get no state, counts as enough), and while they are below MinBytes the request waits
+(woken like the empty wait) without acquiring anything, so no lock runs down while it waits;
+once they suffice, or at MaxWaitMs, it acquires what there is and answers as soon as that is
+anything. (On a view the source's bytes are counted, filtered or not.) v2's ShareAcquireMode (record_limit) is honoured through MaxRecords,
 which this broker never exceeds in either mode. v2's IsRenewAck (KIP-1222): such a request
 acknowledges only, and any non-zero MaxWaitMs, MinBytes, MaxBytes or MaxRecords is
 INVALID_REQUEST; the RENEW type itself is refused with INVALID_RECORD_STATE, Kafka's answer
 with ``share.renew.acknowledge.enable=false``.
 
 Partitions in the answer: all the session's on the request opening it, else those with
-records, an error or acknowledgements. Per-topic errors: UNKNOWN_TOPIC_ID,
+records, an error or acknowledgements. A partition whose share-partition has no state and that
+the group's coordinator assigns to no member gets UNKNOWN_TOPIC_OR_PARTITION (Kafka: state is
+initialized only for assigned partitions, and reading an uninitialized one fails so). Per-topic errors: UNKNOWN_TOPIC_ID,
 TOPIC_AUTHORIZATION_FAILED (READ on the topic).
 """
 
@@ -32,6 +37,7 @@ from ..codec.entities import make
 from ..context import BrokerContext
 from ..errors import error_code_for
 from ..long_poll import WaitKey
+from ..share.partitions import UnknownSharePartition
 from ..share.sessions import ShareSessionError
 from . import _share
 
@@ -115,6 +121,11 @@ async def _acquire(ctx: BrokerContext, body, group_id: str, member_id: str, targ
     deadline = ctx.clock.monotonic() + body.max_wait.total_seconds()
     keys: list[WaitKey] = [ctx.semantics.arrivals(meta, p) for _, meta, p in targets]
     while True:
+        remaining = deadline - ctx.clock.monotonic()
+        if body.min_bytes > 1 and remaining > 0 and _available(ctx, group_id, targets, body.min_bytes) < body.min_bytes:
+            await ctx.waiters.wait(keys, remaining)
+            if deadline - ctx.clock.monotonic() > 0:
+                continue  # woken: count again
         budget = min(body.max_bytes, ctx.config.fetch_max_bytes)
         records_left = body.max_records
         got = False
@@ -124,6 +135,10 @@ async def _acquire(ctx: BrokerContext, body, group_id: str, member_id: str, targ
             try:
                 fetched = shares.acquire(group_id, member_id, meta, partition, records_left, body.batch_size,
                                          max(budget, 0), min_one=not got)
+            except UnknownSharePartition:  # no state, and no member is assigned it
+                entry(topic_id, partition)["error_code"] = ErrorCode.unknown_topic_or_partition
+                got = True
+                continue
             except Exception as exc:
                 entry(topic_id, partition)["error_code"] = error_code_for(exc)
                 got = True  # answer the error at once
@@ -141,6 +156,23 @@ async def _acquire(ctx: BrokerContext, body, group_id: str, member_id: str, targ
         if got or remaining <= 0:
             return
         await ctx.waiters.wait(keys, remaining)  # on a timeout, one more look, then the answer
+
+
+def _available(ctx: BrokerContext, group_id: str, targets: list, min_bytes: int) -> int:
+    """Bytes acquirable across the targets, counted up to ``min_bytes``."""
+    shares = _share.manager(ctx)
+    total = 0
+    for _, meta, partition in targets:
+        try:
+            found = shares.bytes_available(group_id, meta, partition, min_bytes - total)
+        except Exception:  # the acquisition meets the same error and answers it
+            return min_bytes
+        if found is None:
+            return min_bytes
+        total += found
+        if total >= min_bytes:
+            break
+    return total
 
 
 def _whole(cls, code: ErrorCode, message: str | None):

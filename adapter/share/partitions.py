@@ -1,9 +1,12 @@
 """The share-partition manager (Kafka's SharePartitionManager): every share-partition of this
 broker, keyed by (group, topic, partition), with the records it hands out read from the store.
 
-- A share-partition is created on a member's first fetch: restored from ``__share_group_state``
-  (rmqsemantics.share.state_store) when it has a state, else started where
-  ``share.auto.offset.reset`` says and that start written first. Its settings are the group's
+- A share-partition is loaded on a member's first fetch: restored from ``__share_group_state``
+  (rmqsemantics.share.state_store) when it has a state, else, only when the group's coordinator
+  assigns the partition to some member now, started where ``share.auto.offset.reset`` says and
+  that start written first. A fetch of any other partition is UnknownSharePartition (Kafka's
+  UNKNOWN_TOPIC_OR_PARTITION for a share-partition whose state was never initialized), so a
+  client cannot create durable state for group ids and partitions of its choosing. Its settings are the group's
   configs over the broker's ``group.share.*`` defaults, looked up again on every fetch, so an
   altered group config applies to the next acquisition.
 - A fetch reads the log from the first acquirable offset (whole batches, as Fetch returns them,
@@ -73,8 +76,8 @@ _MAX_CHUNKS = 64  # chunks one partition's acquisition reads at most
 
 
 class UnknownSharePartition(Exception):
-    """Acknowledgements for a share-partition that has no state (Kafka's
-    UNKNOWN_TOPIC_OR_PARTITION)."""
+    """Acknowledgements for a share-partition that has no state, or a fetch of one that no
+    member is assigned (Kafka's UNKNOWN_TOPIC_OR_PARTITION)."""
 
 
 @dataclass(slots=True)
@@ -119,6 +122,8 @@ class SharePartitionManager:
         self.sessions = sessions
         self.notify = notify
         self._is_group_empty = is_group_empty
+        # until the coordinator is handed over (use_membership), any partition may get state
+        self._is_assigned: Callable[[str, str, int], bool] = lambda group_id, topic, partition: True
         self._dead_letter_target = dead_letter_target
         self.metrics = ShareMetrics()
         self._partitions: dict[SharePartitionKey, SharePartition] = {}
@@ -246,7 +251,9 @@ class SharePartitionManager:
         """Acquire up to ``max_records`` records for the member and read their batches.
         Storage errors propagate (the caller answers with their Kafka code)."""
         key = (group_id, meta.name, partition)
-        sp = self._load(key, meta, create=True)
+        sp = self._load(key, meta, create=self._is_assigned(group_id, meta.name, partition))
+        if sp is None:
+            raise UnknownSharePartition(f"No share-partition {meta.name}-{partition} in group {group_id}")
         plog = self.semantics.source_partition(meta, partition)
         if plog.log_start_offset > sp.start_offset:
             sp.advance_log_start(plog.log_start_offset)
@@ -311,6 +318,28 @@ class SharePartitionManager:
             out.size = sum(len(b) for b in out.batches)
             out.acquired.sort(key=lambda r: r.first_offset)
         return out
+
+    def bytes_available(self, group_id: str, meta: Entity, partition: int, limit: int) -> int | None:
+        """Bytes of log from the share-partition's next fetch offset to the log end (the LSO
+        under read_committed), counted up to ``limit``: what a ShareFetch's MinBytes is
+        compared with, as Kafka's DelayedShareFetch compares the log positions. ``limit``
+        when a RocketMQ retry is due (it is acquirable at once). The share-partition is loaded
+        (or created) as an acquisition would; None when it may not be (the acquisition answers
+        that)."""
+        key = (group_id, meta.name, partition)
+        sp = self._load(key, meta, create=self._is_assigned(group_id, meta.name, partition))
+        if sp is None:
+            return None
+        if sp.has_due_retries():
+            return limit
+        start = sp.next_fetch_offset()
+        if start >= sp.end_offset and sp.in_flight_count() >= sp.settings.max_record_locks:
+            return 0  # the window is full: nothing past it is acquirable
+        plog = self.semantics.source_partition(meta, partition)
+        committed = sp.settings.isolation_level == READ_COMMITTED
+        # below the log start (retention) the acquisition moves SPSO up; count from there
+        return plog.bytes_available(max(start, plog.log_start_offset), limit,
+                                    plog.last_stable_offset if committed else None)
 
     def _batches_for(self, meta: Entity, partition: int, acquired: list[AcquiredRange],
                      read: list[bytes]) -> list[bytes]:
@@ -410,10 +439,14 @@ class SharePartitionManager:
             except Exception:  # kept: its next fetch finds the offsets past the new log's end
                 log.exception("share state of %s not deleted", key)
 
-    def use_membership(self, is_group_empty: Callable[[str], bool]) -> None:
-        """The share group coordinator's word on whether a group has members (it is built
-        before this manager, so it is handed over here)."""
+    def use_membership(self, is_group_empty: Callable[[str], bool],
+                       is_assigned: Callable[[str, str, int], bool] | None = None) -> None:
+        """The share group coordinator's word on whether a group has members and whether a
+        (group, topic, partition) is assigned to one of them (it is built before this
+        manager, so it is handed over here)."""
         self._is_group_empty = is_group_empty
+        if is_assigned is not None:
+            self._is_assigned = is_assigned
 
     def group_is_empty(self, group_id: str) -> bool:
         if self._is_group_empty is not None:

@@ -3,7 +3,9 @@
 limit, read_committed, and kill -9 in the middle of acknowledging.
 
 Most members here send no ShareGroupHeartbeat: as in Kafka, ShareFetch does not ask the share
-group coordinator about its member id. The offsets APIs do ask it whether a group is empty, and
+group coordinator about its member id. A partition gets share state only once the coordinator
+assigns it to some member, though, so each test first joins one member (``join``) that is
+assigned every partition of the topic. The offsets APIs do ask it whether a group is empty, and
 a member leaving through it releases its records (tests of both below). The confluent-kafka
 ShareConsumer tests are at the end."""
 
@@ -46,7 +48,7 @@ def set_group_configs(raw: KafkaRaw, group: str, **configs: str) -> None:
 
 def share_fetch(raw: KafkaRaw, group: str, member: str, epoch: int, tid: uuid.UUID | None = None, *,
                 partitions=(0,), acks: dict[int, list] | None = None, max_records: int = 500,
-                max_wait_ms: int = 0, version: int = 1, forget: bool = False):
+                max_wait_ms: int = 0, version: int = 1, forget: bool = False, min_bytes: int = 1):
     acks = acks or {}
     topics = []
     if tid is not None and not forget:
@@ -56,7 +58,7 @@ def share_fetch(raw: KafkaRaw, group: str, member: str, epoch: int, tid: uuid.UU
             for p in sorted(set(partitions) | set(acks))])]
     forgotten = [dict(topic_id=tid, partitions=list(partitions))] if forget else []
     return raw.request(SHARE_FETCH, version, group_id=group, member_id=member, share_session_epoch=epoch,
-                       max_wait=max_wait_ms, min_bytes=1, max_bytes=52428800, max_records=max_records,
+                       max_wait=max_wait_ms, min_bytes=min_bytes, max_bytes=52428800, max_records=max_records,
                        batch_size=500, topics=topics, forgotten_topics_data=forgotten,
                        recv_timeout=max_wait_ms / 1000 + 15)
 
@@ -85,8 +87,17 @@ def acquired(response) -> list[tuple[int, int, int]]:
     return out
 
 
+def join(raw: KafkaRaw, group: str, *topics: str, member: str = "keeper") -> None:
+    """A member joins the group subscribed to the topics: the coordinator assigns it their
+    partitions, so share fetches (of any member id) may initialize their state."""
+    joined = raw.request(SHARE_GROUP_HEARTBEAT, 1, group_id=group, member_id=member, member_epoch=0,
+                         subscribed_topic_names=topics)
+    assert joined.error_code == ErrorCode.none, (joined.error_code, joined.error_message)
+
+
 def setup_topic(raw: KafkaRaw, name: str, group: str, count: int, partitions: int = 1, **configs: str):
     raw.create_topic(name, partitions)
+    join(raw, group, name)
     set_group_configs(raw, group, share_auto_offset_reset="earliest", **configs)
     for p in range(partitions):
         if count:
@@ -295,8 +306,9 @@ def test_share_offsets_describe_alter_and_delete(share_broker):
                            ).error_code == ErrorCode.non_empty_group
         closed = share_fetch(raw, "g8", "m", -1)
         assert closed.error_code == ErrorCode.none
-        left = raw.request(SHARE_GROUP_HEARTBEAT, 1, group_id="g8", member_id="m", member_epoch=-1)
-        assert left.error_code == ErrorCode.none
+        for member in ("m", "keeper"):
+            left = raw.request(SHARE_GROUP_HEARTBEAT, 1, group_id="g8", member_id=member, member_epoch=-1)
+            assert left.error_code == ErrorCode.none
         altered = raw.request(91, 0, **alter)
         assert altered.error_code == ErrorCode.none
         assert altered.responses[0].partitions[0].error_code == ErrorCode.none
@@ -307,8 +319,38 @@ def test_share_offsets_describe_alter_and_delete(share_broker):
         deleted = raw.request(92, 0, group_id="g8", topics=[dict(topic_name="sf-offsets")])
         assert deleted.error_code == ErrorCode.none and deleted.responses[0].error_code == ErrorCode.none
         assert describe() == (-1, -1)
+        # no state, no member: nothing may create it
+        refused = share_fetch(raw, "g8", "m", 0, tid)
+        assert refused.responses[0].partitions[0].error_code == ErrorCode.unknown_topic_or_partition
+        assert describe() == (-1, -1)
+        share_fetch(raw, "g8", "m", -1)
+        join(raw, "g8", "sf-offsets", member="keeper-2")
         # auto offset reset again: earliest
         assert [o for o, _, _ in acquired(share_fetch(raw, "g8", "m", 0, tid, max_records=1))] == [0]
+
+
+def test_a_fetch_creates_share_state_only_for_partitions_the_coordinator_assigns(share_broker):
+    with KafkaRaw.connect(share_broker.bootstrap_servers) as raw:
+        tid = setup_topic(raw, "sf-bound", "g-bound", 3)
+        raw.create_topic("sf-other", 1)
+        join(raw, "g-other", "sf-other")  # a group that exists, subscribed to another topic
+
+        def start_offset(group: str) -> int:
+            response = raw.request(90, 1, groups=[dict(group_id=group, topics=[
+                dict(topic_name="sf-bound", partitions=[0])])])
+            return response.groups[0].topics[0].partitions[0].start_offset
+
+        # group ids no member ever joined, and a group whose members are assigned other topics
+        for group in [f"hostile-{i}" for i in range(20)] + ["g-other"]:
+            refused = share_fetch(raw, group, "m", 0, tid)
+            assert refused.error_code == ErrorCode.none
+            partition = refused.responses[0].partitions[0]
+            assert partition.error_code == ErrorCode.unknown_topic_or_partition and not partition.acquired_records
+            assert start_offset(group) == -1, "no share-partition state was written"
+            share_fetch(raw, group, "m", -1)
+        # the assigned partition gets state on its first fetch, from any member of the session
+        assert len(acquired(share_fetch(raw, "g-bound", "m", 0, tid))) == 3
+        assert start_offset("g-bound") == 0
 
 
 def test_rejected_and_exhausted_records_go_to_the_dead_letter_topics(share_broker):
@@ -396,6 +438,7 @@ def test_a_share_group_on_a_view_gets_only_matching_records(share_broker, kind, 
         raw.create_topic(source, 1)
         raw.create_topic(view, -1, {"rmq.view.source": source, f"rmq.view.{kind}": expression})
         set_group_configs(raw, "g13", share_auto_offset_reset="earliest")
+        join(raw, "g13", view)
         wanted = []
         for batch in range(4):
             values, headers = [], []
@@ -496,6 +539,7 @@ def test_authorization_read_on_the_group_and_on_each_topic_or_view_source(broker
         alice.sasl_plain("alice", "alice-secret")
         refused = share_fetch(alice, "other", "m", 0, ids["open-s"])
         assert refused.error_code == ErrorCode.group_authorization_failed
+        join(alice, "team1", "open-s")
         response = alice.request(SHARE_FETCH, 1, group_id="team1", member_id="m", share_session_epoch=0, max_wait=0,
                                  min_bytes=1, max_bytes=1 << 20, max_records=10, batch_size=10,
                                  topics=[dict(topic_id=ids[name], partitions=[dict(partition_index=0,
@@ -525,6 +569,8 @@ def test_auto_offset_reset_latest_and_by_duration(share_broker):
         raw.produce_ok("sf-reset", 0, make_batch([b"old-0", b"old-1"], timestamps=[now - 7_200_000] * 2))
         raw.produce_ok("sf-reset", 0, make_batch([b"recent"], timestamps=[now - 60_000]))
         tid = topic_id(raw, "sf-reset")
+        join(raw, "g17", "sf-reset")
+        join(raw, "g18", "sf-reset")
         # latest (the default): the share-partition starts at the end of the log
         assert acquired(share_fetch(raw, "g17", "m", 0, tid)) == []
         raw.produce_ok("sf-reset", 0, make_batch([b"new"]))
@@ -546,6 +592,7 @@ def test_a_deleted_topic_takes_its_share_state_along(share_broker):
         raw.produce_ok("sf-deleted", 0, make_batch([b"again"]))
         tid2 = topic_id(raw, "sf-deleted")
         assert tid2 != tid
+        join(raw, "g19", "sf-deleted", member="keeper-2")  # the coordinator learns the new topic
         assert [(o, v) for o, _, v in acquired(share_fetch(raw, "g19", "m", 0, tid2))] == [(0, b"again")]
 
 
@@ -573,3 +620,37 @@ def test_a_member_leaving_the_group_releases_its_records_at_once(share_broker):
         assert share_fetch(raw, "g21", "a", 1).error_code == ErrorCode.share_session_not_found
         again = acquired(share_fetch(raw, "g21", "b", 0, tid))
         assert [(o, c) for o, c, _ in again] == [(0, 2), (1, 2), (2, 2)]
+
+
+def test_min_bytes_holds_the_answer_back_without_locking_records(share_broker):
+    import threading
+
+    with KafkaRaw.connect(share_broker.bootstrap_servers) as raw:
+        tid = setup_topic(raw, "sf-min-bytes", "g-min", 1)  # one small batch, far below 4000 bytes
+        assert len(acquired(share_fetch(raw, "g-min", "a", 0, tid, max_records=0))) == 0  # opens the session
+        # MinBytes not met: the fetch waits its MaxWaitMs out, then acquires what there is
+        started = time.monotonic()
+        late = acquired(share_fetch(raw, "g-min", "a", 1, min_bytes=4000, max_wait_ms=2000))
+        assert time.monotonic() - started >= 1.5 and [o for o, _, _ in late] == [0]
+        share_ack(raw, "g-min", "a", 2, tid, {0: [(0, 0, [ACCEPT])]})
+        raw.produce_ok("sf-min-bytes", 0, make_batch([b"small"]))
+        result: dict = {}
+
+        def waiting_fetch():
+            with KafkaRaw.connect(share_broker.bootstrap_servers) as other:
+                share_fetch(other, "g-min", "b", 0, tid, max_records=0)
+                begun = time.monotonic()
+                result["got"] = acquired(share_fetch(other, "g-min", "b", 1, min_bytes=4000, max_wait_ms=60_000))
+                result["took"] = time.monotonic() - begun
+
+        waiter = threading.Thread(target=waiting_fetch)
+        waiter.start()
+        time.sleep(1.0)
+        # while b waits for MinBytes, the small record is not locked: a can take it
+        assert [v for _, _, v in acquired(share_fetch(raw, "g-min", "a", 3))] == [b"small"]
+        share_ack(raw, "g-min", "a", 4, tid, {0: [(1, 1, [RELEASE])]})
+        assert "got" not in result, "MinBytes is not met by one small record"
+        raw.produce_ok("sf-min-bytes", 0, make_batch([b"x" * 5000]))  # now it is
+        waiter.join(60)
+        assert [(o, v[:1]) for o, _, v in result["got"]] == [(1, b"s"), (2, b"x")]
+        assert result["took"] < 45, "answered when MinBytes was met, not at MaxWaitMs"

@@ -66,11 +66,18 @@ def test_unknown_name_is_refused():
      "by_duration:<ISO-8601 duration>"),
     ("rmq.redelivery.backoff", "fast",
      "Invalid value fast for configuration rmq.redelivery.backoff: String must be one of: none, levels"),
+    ("rmq.max.reconsume.times", "-1",
+     "Invalid value -1 for configuration rmq.max.reconsume.times: Value must be at least 0"),
     ("rmq.max.reconsume.times", "40000",
      "Invalid value 40000 for configuration rmq.max.reconsume.times: Value must be in the range [0, 32766]"),
 ])
 def test_out_of_range_values_are_refused_with_kafkas_message(name, value, message):
     assert refusal({name: value}) == message
+
+
+def test_max_reconsume_times_zero_is_accepted_as_rocketmq_allows_it():
+    # RocketMQ's maxReconsumeTimes=0: no retry, a failed record goes straight to the DLQ
+    assert validate_group_configs({"rmq.max.reconsume.times": "0"}, CONFIG) == {"rmq.max.reconsume.times": "0"}
 
 
 def test_ranges_follow_the_brokers_settings():

@@ -211,6 +211,14 @@ def test_max_reconsume_times_is_the_retry_limit():
     assert ShareGroupSettings(max_reconsume_times=16).delivery_limit == 17
 
 
+def test_max_reconsume_times_zero_dead_letters_on_the_first_failure():
+    sp, _, _, dead = make(redelivery_backoff="levels", delay_levels_ms=LEVELS, max_reconsume_times=0)
+    assert sp.acquire("a", 2, 2) == [AcquiredRange(0, 1, 1)]
+    ack(sp, "a", 0, 1, RELEASE, ACCEPT)
+    assert dead == [(0, 1, "exhausted")] and sp.start_offset == 2
+    assert sp.acquire("a", 2, 2) == []
+
+
 def test_waiting_records_leave_the_window_and_later_records_flow():
     sp, clock, _, _ = make(redelivery_backoff="levels", delay_levels_ms=LEVELS, max_record_locks=100)
     sp.acquire("a", 1000, 10)
