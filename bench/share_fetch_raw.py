@@ -31,6 +31,9 @@ GROUP_RESOURCE = 32
 PAGE = 500
 
 
+TOPIC = "bench-share"
+
+
 def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
@@ -38,9 +41,14 @@ def cpu_seconds(pid: int) -> float:
 
 
 def earliest(conn, group: str) -> None:
+    """Start the group at the beginning, and have a member join it subscribed to the topic:
+    share-partition state is made only for partitions the coordinator assigns."""
     conn.request(44, 1, validate_only=False, resources=[dict(
         resource_type=GROUP_RESOURCE, resource_name=group,
         configs=[dict(name="share.auto.offset.reset", config_operation=0, value="earliest")])])
+    joined = conn.request(76, 1, group_id=group, member_id="bench-keeper", member_epoch=0,
+                          subscribed_topic_names=(TOPIC,))
+    assert joined.error_code == 0, joined
 
 
 def share_fetch(conn, group, member, epoch, tid, acks=()):
@@ -119,12 +127,12 @@ def main() -> None:
     with EmbeddedBroker() as broker:
         bootstrap = broker.bootstrap_servers
         with raw.KafkaRaw.connect(bootstrap) as conn:
-            conn.create_topic("bench-share", 1)
+            conn.create_topic(TOPIC, 1)
             for _ in range(0, total, 1000):
-                conn.produce_ok("bench-share", 0, raw.make_batch([b"x" * 100] * 1000))
-            tid = conn.metadata(["bench-share"], version=12).topics[0].topic_id
+                conn.produce_ok(TOPIC, 0, raw.make_batch([b"x" * 100] * 1000))
+            tid = conn.metadata([TOPIC], version=12).topics[0].topic_id
         passes = [
-            ("fetch", lambda: run_fetch(bootstrap, "bench-share", total)),
+            ("fetch", lambda: run_fetch(bootstrap, TOPIC, total)),
             ("share implicit", lambda: run_implicit(bootstrap, tid, "bench-implicit", total)),
             (f"share explicit x{args.members}",
              lambda: run_explicit(bootstrap, tid, "bench-explicit", total, args.members)),
