@@ -56,6 +56,8 @@ def test_every_broker_config_key_is_in_the_configuration_reference(site: Path) -
     from rmqkafka.adapter.properties import INTEGER_RANGES, KNOWN_KEYS
 
     text = page_text(site, "reference/configuration")
+    included = re.sub(r"<[^>]+>", "", page_text(site, "getting-started/pytest"))
+    assert "next(consumer).value" in included and "--8<--" not in included  # the example file
     missing = sorted(key for key in KNOWN_KEYS if f"<code>{key}</code>" not in text)
     assert not missing, f"config keys missing from docs/reference/configuration.md: {missing}"
     for key, bounds in INTEGER_RANGES.items():
@@ -105,3 +107,16 @@ def test_a_strict_build_fails_on(damage: str, tmp_path: Path) -> None:
     result = build(copy, tmp_path / "site")
     assert result.returncode != 0
     assert ("no-such-page.md" if damage == "broken link" else "orphan.md") in result.stdout + result.stderr
+
+
+def test_the_readme_is_a_front_page_whose_links_lead_into_the_site() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 200
+    # .ci/run runs the line marked so; it must stay among the first lines
+    assert "# install and run the tests" in "\n".join(readme.splitlines()[:6])
+    links = re.findall(r"\]\((docs/[^)#]+)", readme)
+    assert len(links) > 20
+    missing = sorted({link for link in links if not (ROOT / link).is_file()})
+    assert not missing, missing
+    built = {f"docs/{p.relative_to(ROOT / 'docs').as_posix()}" for p in (ROOT / "docs").rglob("*.md")}
+    assert {"docs/getting-started/pytest.md", "docs/reference/cli.md"} <= built & set(links)
