@@ -221,14 +221,14 @@ def loaded_broker():
         yield broker, admin
 
 
-def _read(broker, start: int, end: int, fail: bool = True, headers: bool = True):
+def _read(broker, start: int, end: int, fail: bool = True, headers: bool = True, kafka: dict | None = None):
     from rmqkafka.spark_connector.options import ClientOptions
     from rmqkafka.spark_connector.range_read import read_range
     from rmqkafka.spark_connector.schema import arrow_schema, spark_schema
 
     return list(
         read_range(
-            ClientOptions(broker.bootstrap_servers),
+            ClientOptions(broker.bootstrap_servers, dict(kafka or {})),
             OffsetRange("r", 0, start, end),
             arrow_schema(spark_schema(headers)),
             include_headers=headers,
@@ -256,6 +256,17 @@ def test_read_range_yields_arrow_batches_of_exactly_the_range(loaded_broker) -> 
     assert _read(broker, 5, 5) == []
     no_headers = pa.Table.from_batches(_read(broker, 0, 300, headers=False))
     assert no_headers.num_rows == 300 and "headers" not in no_headers.schema.names
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_read_range_with_either_group_protocol(loaded_broker, protocol) -> None:
+    """The executor assigns its range and never joins a group, so ``kafka.group.protocol``
+    (KIP-848's ``consumer`` included) changes nothing it reads."""
+    import pyarrow as pa
+
+    broker, _ = loaded_broker
+    table = pa.Table.from_batches(_read(broker, 10, 60, kafka={"group.protocol": protocol}))
+    assert table.column("offset").to_pylist() == list(range(10, 60))
 
 
 def test_read_range_data_loss(loaded_broker) -> None:
