@@ -15,10 +15,14 @@ from collections.abc import Callable
 
 from rmqkafka.adapter import broker_configs
 from rmqkafka.adapter.codec.versions import ADVERTISED_VERSIONS, REJECTED_VERSIONS, ApiKey
-from rmqkafka.adapter.properties import INT_MAX, KNOWN_KEYS, LONG_MAX, INTEGER_RANGES, ServerConfig
-from rmqkafka.adapter.config import AdapterConfig
-from rmqkafka.rmqsemantics.config import SemanticsConfig
-from rmqkafka.storage.config import StorageConfig
+from rmqkafka.adapter.properties import (
+    DEFAULT_DATA_DIR,
+    INT_MAX,
+    INTEGER_RANGES,
+    KNOWN_KEYS,
+    LONG_MAX,
+    build_config,
+)
 
 MARKER = re.compile(r"^<!-- generated: ([a-z-]+) -->$", re.MULTILINE)
 _BOUNDS = {INT_MAX: "2^31-1", LONG_MAX: "2^63-1", -INT_MAX - 1: "-2^31", -LONG_MAX - 1: "-2^63"}
@@ -35,9 +39,10 @@ def _bound(value: int) -> str:
 
 
 def _default_values() -> dict[str, str]:
-    """What DescribeConfigs reports for a broker started without a config file."""
-    config = ServerConfig(AdapterConfig(), StorageConfig("~/.rmqkafka/data"), SemanticsConfig())
-    return {name: spec.value(config) for name, spec in broker_configs.DEFS.items()}
+    """What DescribeConfigs reports for a broker started without a config file or flags."""
+    config = build_config({}, environ={})
+    values = {name: spec.value(config) for name, spec in broker_configs.DEFS.items()}
+    return {**values, "log.dirs": DEFAULT_DATA_DIR}  # not this machine's expanded home directory
 
 
 def broker_config_keys() -> str:
