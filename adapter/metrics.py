@@ -10,7 +10,7 @@ Names: what Kafka users already graph, with danielqsj/kafka_exporter's names and
 (``kafka_topic_partition_current_offset{topic,partition}``, ``..._oldest_offset``,
 ``kafka_consumergroup_current_offset{consumergroup,topic,partition}``, ``..._lag``), and
 ``rmqk_*`` for the broker itself and for what only this broker has (delay levels, timers,
-half messages, retry and dead-letter topics, views). docs: README "Watching it".
+half messages, retry and dead-letter topics, views). docs: docs/guides/metrics.md.
 
 This module is imported only when a metrics port is configured.
 """

@@ -8,8 +8,8 @@
           .load())
 
 The short name is ``rmqkafka``, not ``kafka``: Spark's built-in sources win name clashes.
-Options, schema and semantics follow Spark's built-in Kafka source; see the README section
-"PySpark data source" for the option table and what is not (yet) supported.
+Options, schema and semantics follow Spark's built-in Kafka source; see
+docs/getting-started/spark.md for the option table and what is not (yet) supported.
 
 Modules: :mod:`.options` (parsing), :mod:`.offsets` (offset maps, ranges, rate limit,
 splitting), :mod:`.planning` (driver-side offset resolution), :mod:`.reader` (batch),

@@ -3,7 +3,7 @@
 Why confluent-kafka: ``python -m rmqkafka.spark_connector.client_bench`` times the executor's job
 (assign + seek + poll one partition until an end offset, collecting every column) with
 confluent-kafka, aiokafka and kafka-python; librdkafka with a deep prefetch
-(``queued.min.messages``) is the fastest (README, "PySpark data source").
+(``queued.min.messages``) is the fastest (docs/getting-started/spark.md).
 
 * :class:`Metadata` (driver): topic listing (Metadata) and ListOffsets
   (earliest / latest / by timestamp) through one ``AdminClient``, as Spark's

@@ -22,7 +22,7 @@ group are served by ``classic_members.py``; when the last member using the consu
 leaves, a group of classic members goes back to the classic coordinator (if the policy
 allows it).
 
-Membership is kept in memory only; see README "Consumer groups (KIP-848)" for what a
+Membership is kept in memory only; see docs/guides/consumer-groups.md for what a
 restart does.
 """
 

@@ -244,7 +244,7 @@ def test_delays_shows_levels_timers_and_counters(bootstrap: str) -> None:
     expected = [(day(in_2h), 2), (day(in_3d), 1)]
     assert days == [{"DUE-DAY": d, "TIMERS": str(n)} for d, n in expected]
 
-    # what the consumer sees (as the README fragment says): the produced batch keeps its
+    # what the consumer sees (as docs/guides/delays.md says): the produced batch keeps its
     # offsets with gaps where records were parked; a delivered record has a new offset, its
     # CreateTime, no DELAY/TIMER header, and REAL_TOPIC / REAL_QID / PARKED_AT
     seen = {m.key(): m for m in read_all(bootstrap, "orders", expect=3)}
@@ -354,7 +354,7 @@ def test_dlq_resend_to_the_retry_topic_once(bootstrap: str) -> None:
     assert [(e["offset"], e["key"], e["to_topic"], e["sent"]) for e in third["resent"]] == [(2, "k2", "rmq_retry.g", True)]
     assert third["position"] == {"0": 3}
 
-    # moving the position back (as the README says) makes the next run resend everything
+    # moving the position back (as docs/guides/retries.md says) makes the next run resend everything
     ok("groups", "reset-offsets", "rmq_dlq_resend.g", "-t", "rmq_dlq.g", "--to-earliest", "--execute", "-b", bootstrap)
     doc = json.loads(ok("dlq", "resend", "g", "--dry-run", "--json", "-b", bootstrap).stdout)
     assert [e["offset"] for e in doc["resent"]] == [0, 1, 2] and doc["position"] is None

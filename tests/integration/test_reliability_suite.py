@@ -1,5 +1,5 @@
 """The reliability suite of issue 12 in short (``python -m bench.reliability`` runs it in full
-and states its figures in the README): 5 kill -9 cycles, about 20,000 fuzzed frames, and every
+and states its figures in docs/operations/reliability.md): 5 kill -9 cycles, about 20,000 fuzzed frames, and every
 fault check, each against real broker processes and real client libraries."""
 
 from __future__ import annotations

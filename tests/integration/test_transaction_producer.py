@@ -20,7 +20,7 @@ check), UNKNOW (and an exception in ``execute_local_transaction``) then a back-c
 commits, an end sent after a check answered it (refused: END_REFUSED), a producer SIGKILLed
 after its half message whose check another member of the group answers, three unanswered
 checks (rolled back by the broker), the raw protocol's refusal of an end for an unknown
-``UNIQ_KEY``, and the README's order service example (``order_service_example.py``),
+``UNIQ_KEY``, and the order service example of docs/guides/rocketmq-transactions.md (``order_service_example.py``),
 including its ``check_local_transaction`` answering the broker's checks.
 """
 
@@ -358,7 +358,7 @@ def test_raw_end_for_an_unknown_key_is_refused(bootstrap: str) -> None:
     assert status(bootstrap)["committed"] == 1
 
 
-# -- the README's example ---------------------------------------------------------------------
+# -- the docs' example -------------------------------------------------------------------------
 def load_example() -> Any:
     spec = importlib.util.spec_from_file_location("order_service_example", EXAMPLE)
     assert spec is not None and spec.loader is not None
