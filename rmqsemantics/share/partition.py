@@ -170,7 +170,10 @@ class SharePartition:
         self._dead_letter = dead_letter
         self._start = start_offset
         self._records: dict[int, InFlight] = {}
-        self._locks: list[tuple[int, int]] = []  # (deadline_ms, offset), lazily invalidated
+        # (deadline_ms, first offset, offsets): one entry per acquisition call, not per record;
+        # lazily invalidated (an offset counts only while its record holds that deadline)
+        self._locks: list[tuple[int, int, tuple[int, ...]]] = []
+        self._locked = 0  # offsets the lock heap names (its memory)
         self._retries: list[tuple[int, int]] = []  # (due_ms, offset) below SPSO, lazily invalidated
         # no window record below this offset is available: acquisitions start looking here,
         # so members holding a full window do not make every fetch walk all of it
@@ -281,11 +284,11 @@ class SharePartition:
         has_unseen = bool(unseen)
         deadline = now + self.settings.record_lock_duration_ms
         taken: list[int] = []
+        acquired = RecordState.ACQUIRED
 
         def take(offset: int, rec: InFlight) -> None:
-            rec.state, rec.member_id, rec.deadline_ms, rec.due_ms = RecordState.ACQUIRED, member_id, deadline, 0
+            rec.state, rec.member_id, rec.deadline_ms, rec.due_ms = acquired, member_id, deadline, 0
             rec.delivery_count += 1
-            heapq.heappush(self._locks, (deadline, offset))
             taken.append(offset)
 
         while self._retries and len(taken) < max_records and self._retries[0][0] <= now:
@@ -296,9 +299,10 @@ class SharePartition:
                 take(offset, rec)
         offset = max(self._start, self._hint)
         waiting = None  # the first available record not taken (not due, or the limit reached)
+        records, available = self._records, RecordState.AVAILABLE
         while offset < window_limit and len(taken) < max_records:
-            rec = self._records[offset]
-            if rec.state == RecordState.AVAILABLE:
+            rec = records[offset]
+            if rec.state == available:
                 if rec.due_ms <= now:
                     take(offset, rec)
                 elif waiting is None:
@@ -306,15 +310,28 @@ class SharePartition:
             offset += 1
         self._hint = offset if waiting is None else waiting
         archived_unseen = []
-        while (self._end < limit and len(taken) < max_records
-               and self._end - self._start < self.settings.max_record_locks):
-            offset, self._end = self._end, self._end + 1
-            rec = InFlight(RecordState.AVAILABLE)
-            self._records[offset] = rec
-            if has_unseen and offset in unseen:
-                archived_unseen.append(offset)
-            else:
-                take(offset, rec)
+        # new records: made acquired at once (the common case of a consumer keeping up, so
+        # one object per record and no per-record call)
+        window_cap = self._start + self.settings.max_record_locks
+        if has_unseen:
+            while self._end < limit and len(taken) < max_records and self._end < window_cap:
+                offset, self._end = self._end, self._end + 1
+                rec = records[offset] = InFlight(available)
+                if offset in unseen:
+                    archived_unseen.append(offset)
+                else:
+                    take(offset, rec)
+        else:
+            first_new = self._end
+            last_new = min(limit, first_new + max_records - len(taken), window_cap)
+            if last_new > first_new:
+                self._end = last_new
+                for offset in range(first_new, last_new):
+                    records[offset] = InFlight(acquired, 1, member_id, deadline)
+                taken.extend(range(first_new, last_new))
+        if taken:
+            heapq.heappush(self._locks, (deadline, taken[0], tuple(taken)))
+            self._locked += len(taken)
         if archived_unseen:  # archived unseen, persisted so a restart does not deliver them
             self._write(lambda: [self._set(o, RecordState.ARCHIVED, 0) for o in archived_unseen])
         self._trim_heaps()
@@ -323,11 +340,13 @@ class SharePartition:
     def _trim_heaps(self) -> None:
         """Acknowledged records leave stale heap entries until their deadline: rebuild the
         heaps once they are twice the records, so memory follows the window, not the rate."""
-        if len(self._locks) + len(self._retries) > 2 * len(self._records) + 64:
-            self._locks = [(r.deadline_ms, o) for o, r in self._records.items() if r.state == RecordState.ACQUIRED]
+        if self._locked + len(self._retries) > 2 * len(self._records) + 64:
+            self._locks = [(r.deadline_ms, o, (o,)) for o, r in self._records.items()
+                           if r.state == RecordState.ACQUIRED]
             self._retries = [(r.due_ms, o) for o, r in self._records.items()
                              if o < self._start and r.state == RecordState.AVAILABLE]
             heapq.heapify(self._locks)
+            self._locked = len(self._locks)
             heapq.heapify(self._retries)
 
     # -- acknowledgement -----------------------------------------------------------------------
@@ -390,16 +409,17 @@ class SharePartition:
         """Make every record whose acquisition lock has expired available again (or archive
         it at the delivery limit). Returns how many expired."""
         now = self._clock.now_ms()
-        expired: list[int] = []
+        expired: dict[int, None] = {}
         while self._locks and self._locks[0][0] <= now:
-            deadline, offset = heapq.heappop(self._locks)
-            rec = self._records.get(offset)
-            # an offset acquired again within one ms has several entries with one deadline
-            if rec is not None and rec.state == RecordState.ACQUIRED and rec.deadline_ms == deadline \
-                    and offset not in expired:
-                expired.append(offset)
+            deadline, _, offsets = heapq.heappop(self._locks)
+            self._locked -= len(offsets)
+            for offset in offsets:
+                rec = self._records.get(offset)
+                # an offset acquired again within one ms has several entries with one deadline
+                if rec is not None and rec.state == RecordState.ACQUIRED and rec.deadline_ms == deadline:
+                    expired[offset] = None
         if expired:
-            self._release(expired, now, backoff=True)
+            self._release(list(expired), now, backoff=True)
         return len(expired)
 
     def release_member(self, member_id: str, *, undelivered: bool = False) -> int:

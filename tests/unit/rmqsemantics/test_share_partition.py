@@ -252,7 +252,7 @@ def test_poison_record_among_100000_good_ones_keeps_memory_bounded():
                 else:
                     ack(sp, "a", offset, offset, ACCEPT)
                     accepted += 1
-        peak = max(peak, len(sp._records), (len(sp._locks) + len(sp._retries)) // 2)
+        peak = max(peak, len(sp._records), (sp._locked + len(sp._retries)) // 2)
         clock.advance(100)
     assert accepted == total - 1 and poison_deliveries == 17 and dead == [(0, 17, "exhausted")]
     assert sp.start_offset == total
