@@ -358,12 +358,17 @@ class SharePartition:
         for batch in batches:
             self._check_batch(member_id, batch, plan)
         dead: list[tuple[int, int, str]] = []
+        acknowledged = RecordState.ACKNOWLEDGED
 
         def apply() -> None:
+            records, undo = self._records, self._undo
+            assert undo is not None
             for offset, ack in plan.items():
-                rec = self._records[offset]
-                if ack == AckType.ACCEPT:
-                    self._set(offset, RecordState.ACKNOWLEDGED, rec.delivery_count)
+                rec = records[offset]
+                if ack == AckType.ACCEPT:  # _set inlined: the hot path of every consumer
+                    if offset not in undo:
+                        undo[offset] = (rec.state, rec.delivery_count, rec.member_id, rec.deadline_ms, rec.due_ms)
+                    rec.state, rec.member_id, rec.deadline_ms, rec.due_ms = acknowledged, NO_MEMBER, 0, 0
                 elif ack == AckType.RELEASE:
                     self._settle(offset, now, dead, backoff=True)
                 else:
@@ -396,13 +401,14 @@ class SharePartition:
             if first < self._start else []
         if last < self._start and not retried:
             raise InvalidRecordState("Batch record not found. The request batch offsets are not found in the cache.")
+        records, acquired, one = self._records, RecordState.ACQUIRED, len(types) == 1
         for offset in [*retried, *range(max(first, self._start), last + 1)]:
-            rec = self._records[offset]
-            if rec.state != RecordState.ACQUIRED or offset in plan:
+            rec = records[offset]
+            if rec.state != acquired or offset in plan:
                 raise InvalidRecordState("The batch cannot be acknowledged. The offset is not acquired.")
             if rec.member_id != member_id:
                 raise InvalidRecordState("Member is not the owner of offset")
-            plan[offset] = types[0] if len(types) == 1 else types[offset - first]  # checked above
+            plan[offset] = types[0] if one else types[offset - first]  # checked above
 
     # -- lock expiry and members ------------------------------------------------------------------
     def expire_locks(self) -> int:
@@ -535,17 +541,21 @@ class SharePartition:
                 self._gone[offset] = self._records.pop(offset)
         now = self._clock.now_ms()
         room = self.settings.max_retry_records - self.retry_count()
-        while self._start < self._end:
-            rec = self._records[self._start]
+        records, gone, undo = self._records, self._gone, self._undo
+        start, end = self._start, self._end
+        while start < end:
+            rec = records[start]
             if rec.state in _DONE:
-                self._remember(self._start)
-                self._gone[self._start] = self._records.pop(self._start)
+                if start not in undo:
+                    self._remember(start)
+                gone[start] = records.pop(start)
             elif rec.state == RecordState.AVAILABLE and rec.due_ms > now and room > 0:
-                self._remember(self._start)  # moves into the retry schedule
+                self._remember(start)  # moves into the retry schedule
                 room -= 1
             else:
                 break
-            self._start += 1
+            start += 1
+        self._start = start
 
 
 def state_batches(items: Iterable[tuple[int, InFlight]]) -> tuple[StateBatch, ...]:
