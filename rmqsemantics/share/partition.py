@@ -339,8 +339,10 @@ class SharePartition:
 
     def _trim_heaps(self) -> None:
         """Acknowledged records leave stale heap entries until their deadline: rebuild the
-        heaps once they are twice the records, so memory follows the window, not the rate."""
-        if self._locked + len(self._retries) > 2 * len(self._records) + 64:
+        heaps once they name twice the records (or twice the window's bound, so that a window
+        kept small by fast acknowledgements is not rebuilt every few fetches), so memory
+        follows the window's bound, not the rate."""
+        if self._locked + len(self._retries) > 2 * max(len(self._records), self.settings.max_record_locks) + 64:
             self._locks = [(r.deadline_ms, o, (o,)) for o, r in self._records.items()
                            if r.state == RecordState.ACQUIRED]
             self._retries = [(r.due_ms, o) for o, r in self._records.items()
@@ -512,9 +514,12 @@ class SharePartition:
         try:
             apply()
             self._advance_start()
-            changed = sorted(o for o in self._undo if o in self._records)
+            records = self._records
+            changed = sorted(o for o in self._undo if o in records)
             # done records are named too: replay must drop a retry record below SPSO
-            final = {**self._gone, **{o: self._records[o] for o in changed}}
+            final = self._gone
+            if changed:
+                final = {**final, **{o: records[o] for o in changed}}
             update = StateUpdate(self._start, state_batches(sorted(final.items())))
             self._persist(update)
         except BaseException:
@@ -562,19 +567,20 @@ def state_batches(items: Iterable[tuple[int, InFlight]]) -> tuple[StateBatch, ..
     """Runs of consecutive offsets with the same persisted state, as StateBatches."""
     out: list[StateBatch] = []
     first = last = -1
-    key: tuple = ()
+    state = count = due = -1
+    acquired, available = RecordState.ACQUIRED, RecordState.AVAILABLE
     for offset, rec in items:
-        state = RecordState.AVAILABLE if rec.state == RecordState.ACQUIRED else rec.state
-        k = (state, rec.delivery_count, rec.due_ms)
-        if first >= 0 and last + 1 == offset and k == key:
+        s = available if rec.state == acquired else rec.state
+        # compared field by field, no key tuple: this runs once per record acknowledged
+        if last + 1 == offset and s == state and rec.delivery_count == count and rec.due_ms == due and first >= 0:
             last = offset
             continue
         if first >= 0:
-            out.append(StateBatch(first, last, *key))
+            out.append(StateBatch(first, last, state, count, due))
         first = last = offset
-        key = k
+        state, count, due = s, rec.delivery_count, rec.due_ms
     if first >= 0:
-        out.append(StateBatch(first, last, *key))
+        out.append(StateBatch(first, last, state, count, due))
     return tuple(out)
 
 
