@@ -309,6 +309,7 @@ class SharePartition:
                     waiting = offset
             offset += 1
         self._hint = offset if waiting is None else waiting
+        window_end = self._end
         archived_unseen = []
         # new records: made acquired at once (the common case of a consumer keeping up, so
         # one object per record and no per-record call)
@@ -329,6 +330,10 @@ class SharePartition:
                 for offset in range(first_new, last_new):
                     records[offset] = InFlight(acquired, 1, member_id, deadline)
                 taken.extend(range(first_new, last_new))
+        if waiting is None and self._hint == window_end:
+            # the window was walked to its end and every new record is taken or archived
+            # unseen: the next fetch need not walk them again to find nothing available
+            self._hint = self._end
         if taken:
             heapq.heappush(self._locks, (deadline, taken[0], tuple(taken)))
             self._locked += len(taken)
