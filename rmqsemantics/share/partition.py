@@ -314,6 +314,7 @@ class SharePartition:
         # new records: made acquired at once (the common case of a consumer keeping up, so
         # one object per record and no per-record call)
         window_cap = self._start + self.settings.max_record_locks
+        taken_before_new = len(taken)
         if has_unseen:
             while self._end < limit and len(taken) < max_records and self._end < window_cap:
                 offset, self._end = self._end, self._end + 1
@@ -340,6 +341,11 @@ class SharePartition:
         if archived_unseen:  # archived unseen, persisted so a restart does not deliver them
             self._write(lambda: [self._set(o, RecordState.ARCHIVED, 0) for o in archived_unseen])
         self._trim_heaps()
+        if not has_unseen and not taken_before_new and taken:
+            # only new records, all first deliveries: the ranges need no look at each record
+            step = batch_size or len(taken)
+            return [AcquiredRange(first, min(first + step, self._end) - 1, 1)
+                    for first in range(taken[0], self._end, step)]
         return _ranges(sorted(taken), self._records, batch_size)
 
     def _trim_heaps(self) -> None:
