@@ -58,6 +58,7 @@ from rmqkafka.storage.topics import TopicMeta
 
 Entity = TopicMeta | View  # a share group reads a topic or a subscription view
 
+from .read_cache import ShareReadCache
 from .sessions import ShareSessionCache
 from .settings import DeadLetterTarget
 
@@ -73,6 +74,7 @@ _READ_CHUNK = 1 << 20  # bytes of log read at a time by a share fetch, at most
 _FIRST_CHUNK_MIN = 16 << 10
 _BYTES_PER_RECORD_GUESS = 128  # sizes a fetch's first chunk: MaxRecords x this
 _MAX_CHUNKS = 64  # chunks one partition's acquisition reads at most
+_READ_CACHE_BYTES = 8 << 20  # batches kept for the other members' fetches (read_cache), all partitions
 
 
 class UnknownSharePartition(Exception):
@@ -126,6 +128,7 @@ class SharePartitionManager:
         self._is_assigned: Callable[[str, str, int], bool] = lambda group_id, topic, partition: True
         self._dead_letter_target = dead_letter_target
         self.metrics = ShareMetrics()
+        self.read_cache = ShareReadCache(_READ_CACHE_BYTES)
         self._partitions: dict[SharePartitionKey, SharePartition] = {}
         self._dead: list[tuple[SharePartitionKey, int, int, str]] = []
         self._wakeup = asyncio.Event()
@@ -278,11 +281,9 @@ class SharePartitionManager:
             if start < limit and (budget > 0 or (min_one and not out.batches)):
                 max_offset = stable if committed else None
                 size = min(max(budget, 0), chunk)
-                result = self.semantics.read(meta, partition, start, size, min_one and not out.batches,
-                                             max_offset=max_offset)
-                if not result.batches and budget > size:  # a batch larger than the chunk, within the budget
-                    result = self.semantics.read(meta, partition, start, budget, False, max_offset=max_offset)
-                read = list(result.batches)
+                read = self._read(meta, partition, start, size, min_one and not out.batches, max_offset)
+                if not read and budget > size:  # a batch larger than the chunk, within the budget
+                    read = self._read(meta, partition, start, budget, False, max_offset)
                 if read:
                     below = record_batch.next_offset_of(read[-1])
                 chunk = min(_READ_CHUNK, chunk * 2)
@@ -318,6 +319,23 @@ class SharePartitionManager:
             out.size = sum(len(b) for b in out.batches)
             out.acquired.sort(key=lambda r: r.first_offset)
         return out
+
+    def _read(self, meta: Entity, partition: int, offset: int, max_bytes: int, min_one: bool,
+              max_offset: int | None) -> list[bytes]:
+        """What ``Semantics.read`` returns, from the read cache when it holds it (a topic's
+        batches another member's fetch just read)."""
+        if not isinstance(meta, TopicMeta):
+            return list(self.semantics.read(meta, partition, offset, max_bytes, min_one,
+                                            max_offset=max_offset).batches)
+        key = (meta.topic_id, partition)
+        plog = self.semantics.source_partition(meta, partition)
+        cached = self.read_cache.get(key, plog, offset, max_bytes, min_one, max_offset)
+        if cached is not None:
+            return cached
+        batches = list(self.semantics.read(meta, partition, offset, max_bytes, min_one,
+                                           max_offset=max_offset).batches)
+        self.read_cache.put(key, plog, batches)
+        return batches
 
     def bytes_available(self, group_id: str, meta: Entity, partition: int, limit: int) -> int | None:
         """Bytes of log from the share-partition's next fetch offset to the log end (the LSO

@@ -170,7 +170,10 @@ class SharePartition:
         self._dead_letter = dead_letter
         self._start = start_offset
         self._records: dict[int, InFlight] = {}
-        self._locks: list[tuple[int, int]] = []  # (deadline_ms, offset), lazily invalidated
+        # (deadline_ms, first offset, offsets): one entry per acquisition call, not per record;
+        # lazily invalidated (an offset counts only while its record holds that deadline)
+        self._locks: list[tuple[int, int, tuple[int, ...]]] = []
+        self._locked = 0  # offsets the lock heap names (its memory)
         self._retries: list[tuple[int, int]] = []  # (due_ms, offset) below SPSO, lazily invalidated
         # no window record below this offset is available: acquisitions start looking here,
         # so members holding a full window do not make every fetch walk all of it
@@ -281,11 +284,11 @@ class SharePartition:
         has_unseen = bool(unseen)
         deadline = now + self.settings.record_lock_duration_ms
         taken: list[int] = []
+        acquired = RecordState.ACQUIRED
 
         def take(offset: int, rec: InFlight) -> None:
-            rec.state, rec.member_id, rec.deadline_ms, rec.due_ms = RecordState.ACQUIRED, member_id, deadline, 0
+            rec.state, rec.member_id, rec.deadline_ms, rec.due_ms = acquired, member_id, deadline, 0
             rec.delivery_count += 1
-            heapq.heappush(self._locks, (deadline, offset))
             taken.append(offset)
 
         while self._retries and len(taken) < max_records and self._retries[0][0] <= now:
@@ -296,38 +299,67 @@ class SharePartition:
                 take(offset, rec)
         offset = max(self._start, self._hint)
         waiting = None  # the first available record not taken (not due, or the limit reached)
+        records, available = self._records, RecordState.AVAILABLE
         while offset < window_limit and len(taken) < max_records:
-            rec = self._records[offset]
-            if rec.state == RecordState.AVAILABLE:
+            rec = records[offset]
+            if rec.state == available:
                 if rec.due_ms <= now:
                     take(offset, rec)
                 elif waiting is None:
                     waiting = offset
             offset += 1
         self._hint = offset if waiting is None else waiting
+        window_end = self._end
         archived_unseen = []
-        while (self._end < limit and len(taken) < max_records
-               and self._end - self._start < self.settings.max_record_locks):
-            offset, self._end = self._end, self._end + 1
-            rec = InFlight(RecordState.AVAILABLE)
-            self._records[offset] = rec
-            if has_unseen and offset in unseen:
-                archived_unseen.append(offset)
-            else:
-                take(offset, rec)
+        # new records: made acquired at once (the common case of a consumer keeping up, so
+        # one object per record and no per-record call)
+        window_cap = self._start + self.settings.max_record_locks
+        taken_before_new = len(taken)
+        if has_unseen:
+            while self._end < limit and len(taken) < max_records and self._end < window_cap:
+                offset, self._end = self._end, self._end + 1
+                rec = records[offset] = InFlight(available)
+                if offset in unseen:
+                    archived_unseen.append(offset)
+                else:
+                    take(offset, rec)
+        else:
+            first_new = self._end
+            last_new = min(limit, first_new + max_records - len(taken), window_cap)
+            if last_new > first_new:
+                self._end = last_new
+                for offset in range(first_new, last_new):
+                    records[offset] = InFlight(acquired, 1, member_id, deadline)
+                taken.extend(range(first_new, last_new))
+        if waiting is None and self._hint == window_end:
+            # the window was walked to its end and every new record is taken or archived
+            # unseen: the next fetch need not walk them again to find nothing available
+            self._hint = self._end
+        if taken:
+            heapq.heappush(self._locks, (deadline, taken[0], tuple(taken)))
+            self._locked += len(taken)
         if archived_unseen:  # archived unseen, persisted so a restart does not deliver them
             self._write(lambda: [self._set(o, RecordState.ARCHIVED, 0) for o in archived_unseen])
         self._trim_heaps()
+        if not has_unseen and not taken_before_new and taken:
+            # only new records, all first deliveries: the ranges need no look at each record
+            step = batch_size or len(taken)
+            return [AcquiredRange(first, min(first + step, self._end) - 1, 1)
+                    for first in range(taken[0], self._end, step)]
         return _ranges(sorted(taken), self._records, batch_size)
 
     def _trim_heaps(self) -> None:
         """Acknowledged records leave stale heap entries until their deadline: rebuild the
-        heaps once they are twice the records, so memory follows the window, not the rate."""
-        if len(self._locks) + len(self._retries) > 2 * len(self._records) + 64:
-            self._locks = [(r.deadline_ms, o) for o, r in self._records.items() if r.state == RecordState.ACQUIRED]
+        heaps once they name twice the records (or twice the window's bound, so that a window
+        kept small by fast acknowledgements is not rebuilt every few fetches), so memory
+        follows the window's bound, not the rate."""
+        if self._locked + len(self._retries) > 2 * max(len(self._records), self.settings.max_record_locks) + 64:
+            self._locks = [(r.deadline_ms, o, (o,)) for o, r in self._records.items()
+                           if r.state == RecordState.ACQUIRED]
             self._retries = [(r.due_ms, o) for o, r in self._records.items()
                              if o < self._start and r.state == RecordState.AVAILABLE]
             heapq.heapify(self._locks)
+            self._locked = len(self._locks)
             heapq.heapify(self._retries)
 
     # -- acknowledgement -----------------------------------------------------------------------
@@ -339,12 +371,17 @@ class SharePartition:
         for batch in batches:
             self._check_batch(member_id, batch, plan)
         dead: list[tuple[int, int, str]] = []
+        acknowledged = RecordState.ACKNOWLEDGED
 
         def apply() -> None:
+            records, undo = self._records, self._undo
+            assert undo is not None
             for offset, ack in plan.items():
-                rec = self._records[offset]
-                if ack == AckType.ACCEPT:
-                    self._set(offset, RecordState.ACKNOWLEDGED, rec.delivery_count)
+                rec = records[offset]
+                if ack == AckType.ACCEPT:  # _set inlined: the hot path of every consumer
+                    if offset not in undo:
+                        undo[offset] = (rec.state, rec.delivery_count, rec.member_id, rec.deadline_ms, rec.due_ms)
+                    rec.state, rec.member_id, rec.deadline_ms, rec.due_ms = acknowledged, NO_MEMBER, 0, 0
                 elif ack == AckType.RELEASE:
                     self._settle(offset, now, dead, backoff=True)
                 else:
@@ -377,29 +414,31 @@ class SharePartition:
             if first < self._start else []
         if last < self._start and not retried:
             raise InvalidRecordState("Batch record not found. The request batch offsets are not found in the cache.")
+        records, acquired, one = self._records, RecordState.ACQUIRED, len(types) == 1
         for offset in [*retried, *range(max(first, self._start), last + 1)]:
-            rec = self._records[offset]
-            if rec.state != RecordState.ACQUIRED or offset in plan:
+            rec = records[offset]
+            if rec.state != acquired or offset in plan:
                 raise InvalidRecordState("The batch cannot be acknowledged. The offset is not acquired.")
             if rec.member_id != member_id:
                 raise InvalidRecordState("Member is not the owner of offset")
-            plan[offset] = types[0] if len(types) == 1 else types[offset - first]  # checked above
+            plan[offset] = types[0] if one else types[offset - first]  # checked above
 
     # -- lock expiry and members ------------------------------------------------------------------
     def expire_locks(self) -> int:
         """Make every record whose acquisition lock has expired available again (or archive
         it at the delivery limit). Returns how many expired."""
         now = self._clock.now_ms()
-        expired: list[int] = []
+        expired: dict[int, None] = {}
         while self._locks and self._locks[0][0] <= now:
-            deadline, offset = heapq.heappop(self._locks)
-            rec = self._records.get(offset)
-            # an offset acquired again within one ms has several entries with one deadline
-            if rec is not None and rec.state == RecordState.ACQUIRED and rec.deadline_ms == deadline \
-                    and offset not in expired:
-                expired.append(offset)
+            deadline, _, offsets = heapq.heappop(self._locks)
+            self._locked -= len(offsets)
+            for offset in offsets:
+                rec = self._records.get(offset)
+                # an offset acquired again within one ms has several entries with one deadline
+                if rec is not None and rec.state == RecordState.ACQUIRED and rec.deadline_ms == deadline:
+                    expired[offset] = None
         if expired:
-            self._release(expired, now, backoff=True)
+            self._release(list(expired), now, backoff=True)
         return len(expired)
 
     def release_member(self, member_id: str, *, undelivered: bool = False) -> int:
@@ -486,9 +525,12 @@ class SharePartition:
         try:
             apply()
             self._advance_start()
-            changed = sorted(o for o in self._undo if o in self._records)
+            records = self._records
+            changed = sorted(o for o in self._undo if o in records)
             # done records are named too: replay must drop a retry record below SPSO
-            final = {**self._gone, **{o: self._records[o] for o in changed}}
+            final = self._gone
+            if changed:
+                final = {**final, **{o: records[o] for o in changed}}
             update = StateUpdate(self._start, state_batches(sorted(final.items())))
             self._persist(update)
         except BaseException:
@@ -515,36 +557,41 @@ class SharePartition:
                 self._gone[offset] = self._records.pop(offset)
         now = self._clock.now_ms()
         room = self.settings.max_retry_records - self.retry_count()
-        while self._start < self._end:
-            rec = self._records[self._start]
+        records, gone, undo = self._records, self._gone, self._undo
+        start, end = self._start, self._end
+        while start < end:
+            rec = records[start]
             if rec.state in _DONE:
-                self._remember(self._start)
-                self._gone[self._start] = self._records.pop(self._start)
+                if start not in undo:
+                    self._remember(start)
+                gone[start] = records.pop(start)
             elif rec.state == RecordState.AVAILABLE and rec.due_ms > now and room > 0:
-                self._remember(self._start)  # moves into the retry schedule
+                self._remember(start)  # moves into the retry schedule
                 room -= 1
             else:
                 break
-            self._start += 1
+            start += 1
+        self._start = start
 
 
 def state_batches(items: Iterable[tuple[int, InFlight]]) -> tuple[StateBatch, ...]:
     """Runs of consecutive offsets with the same persisted state, as StateBatches."""
     out: list[StateBatch] = []
     first = last = -1
-    key: tuple = ()
+    state = count = due = -1
+    acquired, available = RecordState.ACQUIRED, RecordState.AVAILABLE
     for offset, rec in items:
-        state = RecordState.AVAILABLE if rec.state == RecordState.ACQUIRED else rec.state
-        k = (state, rec.delivery_count, rec.due_ms)
-        if first >= 0 and last + 1 == offset and k == key:
+        s = available if rec.state == acquired else rec.state
+        # compared field by field, no key tuple: this runs once per record acknowledged
+        if last + 1 == offset and s == state and rec.delivery_count == count and rec.due_ms == due and first >= 0:
             last = offset
             continue
         if first >= 0:
-            out.append(StateBatch(first, last, *key))
+            out.append(StateBatch(first, last, state, count, due))
         first = last = offset
-        key = k
+        state, count, due = s, rec.delivery_count, rec.due_ms
     if first >= 0:
-        out.append(StateBatch(first, last, *key))
+        out.append(StateBatch(first, last, state, count, due))
     return tuple(out)
 
 

@@ -101,6 +101,16 @@ class ReplayedState:
     def apply(self, update: StateUpdate) -> None:
         moved_from, self.start_offset = self.start_offset, update.start_offset
         for b in update.batches:
+            if b.state in _DONE and b.last_offset < update.start_offset:
+                # all of it done below SPSO: drop what it names; walk the smaller of the
+                # range and the records (an accepted range of 500 holds none of them mostly)
+                if b.last_offset - b.first_offset + 1 > len(self.records):
+                    for offset in [o for o in self.records if b.first_offset <= o <= b.last_offset]:
+                        del self.records[offset]
+                else:
+                    for offset in range(b.first_offset, b.last_offset + 1):
+                        self.records.pop(offset, None)
+                continue
             for offset in range(b.first_offset, b.last_offset + 1):
                 if b.state in _DONE and offset < update.start_offset:
                     self.records.pop(offset, None)

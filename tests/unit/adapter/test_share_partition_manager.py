@@ -202,3 +202,42 @@ def test_acknowledgements_wake_fetches_when_they_free_room_or_release(tmp_path: 
         assert w.woken == [(TOPIC, 0)] * 2, "a release does too"
     finally:
         w.store.close_sync()
+
+
+# -- the read cache: members of one partition read a big batch once ---------------------------------
+def test_members_fetching_one_batch_read_it_once_and_get_the_same_bytes(world):
+    world.produce([b"x%d" % i for i in range(2000)])  # one batch, four fetches of 500
+    got = [world.acquire(f"m{i}") for i in range(4)]
+    assert [offsets(g)[0] for g in got] == [0, 500, 1000, 1500] and all(g.count == 500 for g in got)
+    assert all(g.batches == got[0].batches for g in got)
+    assert world.shares.read_cache.misses == 1 and world.shares.read_cache.hits == 3
+
+
+def test_the_read_cache_reads_on_past_its_run_and_never_serves_another_log(world):
+    world.produce([b"a"] * 10)
+    assert offsets(world.acquire("m1", max_records=10)) == list(range(10))
+    world.produce([b"b"] * 10)  # past the cached run: read from the log, not cut short
+    fetched = world.acquire("m2", max_records=100)
+    assert offsets(fetched) == list(range(10, 20))
+    assert world.shares.read_cache.hits == 0
+    world.store.delete_topic(TOPIC)
+    world.store.create_topic(TOPIC, 1, {})  # same name, another log: offsets start again
+    world.produce([b"c"] * 3)
+    plog = world.semantics.source_partition(world.meta, 0)
+    assert world.shares.read_cache.get((world.meta.topic_id, 0), plog, 0, 1 << 20, True, None) is None
+
+
+def test_the_read_cache_stays_within_its_bytes(world):
+    from rmqkafka.adapter.share.read_cache import ShareReadCache
+
+    cache = ShareReadCache(4000)
+    plog = world.semantics.source_partition(world.meta, 0)
+    world.produce([b"y" * 100] * 5)
+    batch = world.semantics.read(world.meta, 0, 0, 1 << 20, True).batches
+    for p in range(10):
+        cache.put(("id", p), plog, list(batch))
+        assert cache.size <= 4000
+    assert cache.get(("id", 9), plog, 0, 1 << 20, True, None) == list(batch)
+    assert cache.get(("id", 0), plog, 0, 1 << 20, True, None) is None  # dropped, least recently used
+    cache.put(("id", 11), plog, list(batch) * 0)
+    assert cache.get(("id", 11), plog, 0, 1 << 20, True, None) is None

@@ -40,6 +40,23 @@ def test_acquire_hands_out_ranges_with_delivery_counts_and_bounds():
     assert (sp.start_offset, sp.end_offset) == (0, 10)
 
 
+def test_lock_expiry_frees_only_records_still_held_under_that_acquisition():
+    # one acquisition is one lock entry: records of it acknowledged, or released and taken
+    # again by another member later, must not expire with it
+    sp, clock, _, _ = make(record_lock_duration_ms=1000)
+    assert sp.acquire("a", 10, 10) == [AcquiredRange(0, 9, 1)]
+    ack(sp, "a", 0, 4, ACCEPT)
+    ack(sp, "a", 5, 6, RELEASE)
+    clock.advance(1)
+    assert sp.acquire("b", 10, 2) == [AcquiredRange(5, 6, 2)]
+    clock.advance(999)
+    assert sp.expire_locks() == 3  # 7..9 of a's acquisition
+    assert [sp.record(o).state for o in (5, 6, 7, 8, 9)] == [RecordState.ACQUIRED] * 2 + [RecordState.AVAILABLE] * 3
+    clock.advance(1)
+    assert sp.expire_locks() == 2  # b's
+    assert sp.acquire("c", 10, 100) == [AcquiredRange(5, 6, 3), AcquiredRange(7, 9, 2)]
+
+
 def test_window_never_exceeds_max_record_locks():
     sp, _, _, _ = make(max_record_locks=100)
     assert sp.acquire("a", 1000, 500) == [AcquiredRange(0, 99, 1)]
@@ -252,7 +269,7 @@ def test_poison_record_among_100000_good_ones_keeps_memory_bounded():
                 else:
                     ack(sp, "a", offset, offset, ACCEPT)
                     accepted += 1
-        peak = max(peak, len(sp._records), (len(sp._locks) + len(sp._retries)) // 2)
+        peak = max(peak, len(sp._records), (sp._locked + len(sp._retries)) // 2)
         clock.advance(100)
     assert accepted == total - 1 and poison_deliveries == 17 and dead == [(0, 17, "exhausted")]
     assert sp.start_offset == total
