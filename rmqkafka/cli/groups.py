@@ -504,16 +504,7 @@ def reset_offsets(
         keys = sorted(committed_all)
         if not keys:
             raise CliError(f"group {group!r} has no committed offsets; name the topics with --topic")
-    for topic, parts in wanted:
-        problem = topic_error(metadata, topic)
-        if problem:
-            raise CliError(problem)
-        available = sorted(metadata.topics[topic].partitions)
-        for p in parts or []:
-            if p not in available:
-                raise CliError(f"topic {topic!r} has no partition {p} (it has {len(available)})")
-        keys += [(topic, p) for p in (parts or available)]
-    keys = sorted(dict.fromkeys(keys))
+    keys = _partitions_named(metadata, wanted, keys)
 
     # The bar (many partitions): one step per partition for each ListOffsets and for the commit.
     steps = len(keys) * (2 + (timestamp is not None) + execute)
@@ -585,16 +576,7 @@ def _reset_share_offsets(admin: Any, metadata: Any, client: ClientOptions, group
     keys: list[tuple[str, int]] = sorted(current) if all_topics else []
     if all_topics and not keys:
         raise CliError(f"share group {group!r} has no share-partitions; name the topics with --topic")
-    for topic, parts in wanted:
-        problem = topic_error(metadata, topic)
-        if problem:
-            raise CliError(problem)
-        available = sorted(metadata.topics[topic].partitions)
-        for p in parts or []:
-            if p not in available:
-                raise CliError(f"topic {topic!r} has no partition {p} (it has {len(available)})")
-        keys += [(topic, p) for p in (parts or available)]
-    keys = sorted(dict.fromkeys(keys))
+    keys = _partitions_named(metadata, wanted, keys)
     meter = Progress(progress, "reset-offsets", total=len(keys) * (2 + (timestamp is not None) + execute), unit="steps")
     earliest = _offsets(admin, client, keys, OffsetSpec.earliest(), meter)
     latest = _offsets(admin, client, keys, OffsetSpec.latest(), meter)
@@ -711,3 +693,19 @@ def delete(names: tuple[str, ...], as_json: bool, client: ClientOptions) -> None
             echo(f"deleted group {r['group']}")
     if failed:
         raise click.exceptions.Exit(1)
+
+
+def _partitions_named(metadata: Any, wanted: list, keys: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """``keys`` plus the partitions ``wanted`` names ([(topic, partitions or None: all)]),
+    checked against the metadata, sorted without repeats."""
+    keys = list(keys)
+    for topic, parts in wanted:
+        problem = topic_error(metadata, topic)
+        if problem:
+            raise CliError(problem)
+        available = sorted(metadata.topics[topic].partitions)
+        for p in parts or []:
+            if p not in available:
+                raise CliError(f"topic {topic!r} has no partition {p} (it has {len(available)})")
+        keys += [(topic, p) for p in (parts or available)]
+    return sorted(dict.fromkeys(keys))
