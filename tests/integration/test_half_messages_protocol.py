@@ -207,29 +207,44 @@ def test_kill_9_in_the_middle_of_halves_and_ends(broker_factory, tmp_path):
     thread.join(20)
     broker.restart(same_port=True)
 
-    # every half acknowledged gets its end again (refused with INVALID_RECORD if it had
-    # happened before the kill); one not acknowledged may be pending too (written, then the
-    # process died before it answered): it is rolled back
+    # every half acknowledged gets its end again; one not acknowledged may be pending too
+    # (written, then the process died before it answered): it is rolled back. An end the
+    # broker had carried out without its producer hearing so (the process died first, or the
+    # delivery timed out under load) is refused with INVALID_RECORD, and a refusal refuses
+    # the whole batch it came in: each refused end is sent again on its own, where a
+    # refusal means it had happened (the status check below proves it is not pending).
     with lock:
         sent = set(halves_acked)
         resend = {i: decision[i] for i in sent - ends_acked}
-    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "enable.idempotence": True})
 
-    def send_ends(ends: dict[int, str]) -> None:
+    def send_ends(ends: dict[int, str], one_per_batch: bool = False) -> dict[int, str]:
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "enable.idempotence": True,
+                             **({"batch.num.messages": 1} if one_per_batch else {})})
+        refused: dict[int, str] = {}
+
+        def report(err, i):
+            if err is not None:
+                refused[i] = str(err)
+
         for i, what in ends.items():
-            producer.produce(topic, b"", partition=0, headers=end_headers(f"K{i}", what))
-        assert producer.flush(30) == 0
+            producer.produce(topic, b"", partition=0, headers=end_headers(f"K{i}", what),
+                             on_delivery=lambda err, msg, i=i: report(err, i))
+        assert producer.flush(60) == 0
+        return refused
 
-    send_ends(resend)
+    refused = send_ends(resend)
+    refused_alone = send_ends({i: resend[i] for i in refused}, one_per_batch=True)
+    assert all("INVALID_RECORD" in why for why in refused_alone.values()), refused_alone
     unacked_halves: set[int] = set()
     for _ in range(10):  # the status lists the oldest 100 pending at a time
         listed = {int(e["uniq_key"][1:]) for e in status(broker)["oldest"]}
         assert not listed & sent, sorted(listed & sent)[:10]
         unacked_halves |= listed
-        send_ends({i: "ROLLBACK" for i in listed})
+        assert not send_ends({i: "ROLLBACK" for i in listed})
     final = status(broker)
     print(f"halves acknowledged {len(sent)}, ends acknowledged {len(ends_acked)}, ends sent again "
-          f"{len(resend)}, unacknowledged halves found pending {len(unacked_halves)}; status {final}")
+          f"{len(resend)} ({len(refused)} refused in a batch, {len(refused_alone)} alone), "
+          f"unacknowledged halves found pending {len(unacked_halves)}; status {final}")
     assert final["pending"] == 0, final
 
     consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": f"v-{uuid.uuid4()}",
