@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
@@ -44,6 +43,7 @@ from kio.schema.errors import ErrorCode
 from rmqkafka.storage.clock import Clock
 from rmqkafka.storage.offset_store import CommittedOffset
 
+from ..re2j_patterns import PatternError, compile_pattern
 from . import state_log
 from .state_log import TopicPartition, TxnMetadata, TxnState
 
@@ -545,9 +545,9 @@ class TransactionCoordinator:
         wanted_ids = set(producer_ids)
         pattern = None
         if transactional_id_pattern:
-            try:
-                pattern = re.compile(transactional_id_pattern)
-            except re.error as exc:
+            try:  # RE2J, as Kafka (KIP-1152): linear-time matching whatever the pattern
+                pattern = compile_pattern(transactional_id_pattern)
+            except PatternError as exc:
                 raise TxnError(ErrorCode.invalid_regular_expression) from exc
         now = self._now()
         found = []

@@ -657,3 +657,16 @@ def test_list_filters(w):
     with pytest.raises(TxnError) as info:
         w.c.list(transactional_id_pattern="(")
     assert info.value.code is ErrorCode.invalid_regular_expression
+
+
+@pytest.mark.timeout(20)
+def test_list_matches_its_pattern_in_linear_time(w):
+    """RE2J as Kafka: Python's re takes seconds for ``(a+)+b`` against 26 letters, and the
+    time doubles with each one more; both the pattern and the ids are the clients'."""
+    w.c.init_producer_id("a" * 200, TIMEOUT)
+    w.c.init_producer_id("a" * 199 + "b", TIMEOUT)
+    assert [t.transactional_id for t in w.c.list(transactional_id_pattern="(a+)+b").transactions] \
+        == ["a" * 199 + "b"]
+    with pytest.raises(TxnError) as info:
+        w.c.list(transactional_id_pattern=r"(a)\1")  # RE2J has no backreferences
+    assert info.value.code is ErrorCode.invalid_regular_expression

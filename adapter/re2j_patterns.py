@@ -1,0 +1,60 @@
+"""Regular expressions clients send, compiled as Kafka compiles them: with RE2J's syntax and
+RE2's guarantee that matching takes time linear in the text, whatever the pattern.
+
+Kafka compiles ConsumerGroupHeartbeat's SubscribedTopicRegex and ListTransactions'
+TransactionalIdPattern with RE2J, a port of RE2; google-re2 is RE2 itself, so the syntax
+agrees (POSIX classes, ``\\Q...\\E``, ``\\p{..}``, ``\\z``, named groups) and what RE2J
+refuses (backreferences, lookaround, possessive and atomic forms, ``\\Z``) is refused. RE2
+accepts one construct RE2J does not, ``\\C`` (any byte): it is refused here. Python's ``re``
+backtracks: ``(a+)+b`` against 26 letters held the event loop for 15 s, and a client
+controls both the pattern and, by creating a topic, the text.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import re2
+
+MAX_PATTERN_LENGTH = 4096  # bounds the compile cost a client controls
+_CACHED = 256
+
+_OPTIONS = re2.Options()
+_OPTIONS.log_errors = False  # a refused pattern is the client's error, answered to it
+
+
+class PatternError(ValueError):
+    """The pattern is not valid RE2J; the message is RE2's description, as RE2J's
+    PatternSyntaxException.getDescription() gives it (e.g. "invalid escape sequence")."""
+
+
+@functools.lru_cache(maxsize=_CACHED)
+def compile_pattern(pattern: str):
+    """The compiled pattern (use ``fullmatch``, as Kafka's ``matcher(..).matches()``)."""
+    if len(pattern) > MAX_PATTERN_LENGTH:
+        raise PatternError(f"longer than {MAX_PATTERN_LENGTH} characters")
+    if _has_any_byte_escape(pattern):
+        raise PatternError("invalid escape sequence")
+    try:
+        return re2.compile(pattern, _OPTIONS)
+    except re2.error as exc:
+        detail = exc.args[0] if exc.args else "invalid pattern"
+        if isinstance(detail, bytes):
+            detail = detail.decode("utf-8", "replace")
+        raise PatternError(str(detail).split(": ", 1)[0]) from None
+
+
+def _has_any_byte_escape(pattern: str) -> bool:
+    """``\\C`` outside ``\\Q...\\E`` (an escaped backslash before it is a literal)."""
+    i, quoted = 0, False
+    while i < len(pattern) - 1:
+        pair = pattern[i:i + 2]
+        if quoted:
+            quoted = pair != "\\E"
+            i += 1 if quoted else 2
+        elif pair == "\\C":
+            return True
+        else:
+            quoted = pair == "\\Q"
+            i += 2 if pattern[i] == "\\" else 1
+    return False

@@ -1,0 +1,43 @@
+"""Regular expressions a client sends (ConsumerGroupHeartbeat's SubscribedTopicRegex) are
+RE2J patterns: matched in time linear in the name, whatever the pattern, so a hostile
+pattern cannot hold the event loop; RE2J's syntax is accepted and what it refuses is
+refused with Kafka's message."""
+
+from __future__ import annotations
+
+import pytest
+
+from rmqkafka.adapter.groups.topic_regex import InvalidRegex, compile_subscription, matching
+
+
+@pytest.mark.timeout(20)
+def test_a_pattern_that_backtracks_exponentially_in_re_matches_in_linear_time():
+    # Python's re takes 15 s for 26 characters here and doubles with each one more
+    assert matching("(a+)+b", ["a" * 249, "a" * 248 + "b"]) == {"a" * 248 + "b"}
+    assert matching("(a|aa)*c", ["a" * 249]) == set()
+
+
+@pytest.mark.parametrize("pattern, name", [
+    ("[[:alpha:]]+", "orders"),  # POSIX classes are RE2J syntax
+    (r"\Qa.b\E", "a.b"),
+    (r"(?i)ORDERS", "orders"),
+    (r"\p{L}+", "orders"),
+    (r"orders\z", "orders"),
+    (r"(?P<x>o)rders", "orders"),
+])
+def test_re2j_syntax_is_accepted(pattern, name):
+    assert matching(pattern, [name, "other-" + name]) == {name}
+
+
+@pytest.mark.parametrize("pattern", [r"(a)\1", "(?=x)", "(?<=x)y", "a++", "(?>a)", "(", r"a\Z"])
+def test_what_re2j_refuses_is_refused_with_kafkas_message(pattern):
+    with pytest.raises(InvalidRegex) as refused:
+        compile_subscription(pattern)
+    assert str(refused.value).startswith(f"SubscribedTopicRegex `{pattern}` is not a valid regular expression: ")
+    assert str(refused.value).endswith(".")
+
+
+def test_a_pattern_longer_than_the_bound_is_refused_before_it_is_compiled():
+    with pytest.raises(InvalidRegex, match="longer than"):
+        compile_subscription("a" * 5000)
+
