@@ -56,6 +56,11 @@ KEYWORDS = frozenset({"NOT", "AND", "OR", "BETWEEN", "IN", "TRUE", "FALSE", "NUL
                       "CONTAINS", "STARTSWITH", "ENDSWITH"})
 MATCH_OPERATORS = ("CONTAINS", "STARTSWITH", "ENDSWITH")
 RELATIONAL = (">", ">=", "<", "<=")
+# Bounds on what a client's expression may cost before anything is paid for it: the parser,
+# the canonical text and the generated matcher all recurse once per level of the tree (and
+# Python refuses source nested deeper than 200 parentheses).
+MAX_LENGTH = 16384  # characters
+MAX_DEPTH = 64  # levels of the syntax tree; a chain of n ORs (or ANDs) is n levels
 
 
 # --------------------------------------------------------------------------- syntax tree
@@ -356,7 +361,26 @@ def tokenize(source: str) -> list[Token]:
 
 def parse(source: str) -> Node:
     """The syntax tree of a SQL92 filter expression, or ExpressionError."""
-    return _Parser(source).parse()
+    if len(source) > MAX_LENGTH:
+        raise ExpressionError(KIND, source, f"the expression is longer than {MAX_LENGTH} characters")
+    tree = _Parser(source).parse()
+    if depth(tree) > MAX_DEPTH:
+        raise ExpressionError(KIND, source, f"the expression is more than {MAX_DEPTH} levels deep (a chain of n ORs "
+                              "or ANDs is n levels: compare a property with many values by IN ('x', 'y', ...))")
+    return tree
+
+
+def depth(tree: Node) -> int:
+    """Levels of ``tree`` (a leaf is 1), without recursion."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, level = stack.pop()
+        deepest = max(deepest, level)
+        for name in ("operand", "left", "right", "low", "high"):
+            child = getattr(node, name, None)
+            if child is not None:
+                stack.append((child, level + 1))
+    return deepest
 
 
 class _Parser:
@@ -364,6 +388,7 @@ class _Parser:
         self.source = source
         self.tokens = tokenize(source)
         self.index = 0
+        self.open = {"(": 0, "unary": 0}  # parentheses, unary operators open around the token
 
     # -- helpers
 
@@ -501,19 +526,27 @@ class _Parser:
             else:
                 return left
 
+    def nest(self, token: Token, kind: str, by: int = 1) -> None:
+        """Count one more (``by`` -1: one less) of ``kind`` open: the parser recurses per
+        level, so each kind is bounded."""
+        self.open[kind] += by
+        if self.open[kind] > MAX_DEPTH:
+            what = "parentheses" if kind == "(" else "unary operators (+, -, NOT)"
+            self.fail(f"the expression nests {what} more than {MAX_DEPTH} levels deep", token.pos)
+
     def unary_expression(self) -> Node:
         token = self.token
+        if token.kind not in ("+", "-", "NOT"):
+            return self.primary_expression()
+        self.nest(token, "unary")
+        self.advance()
+        operand = self.unary_expression()
+        self.nest(token, "unary", -1)
         if token.kind == "+":
-            self.advance()
-            return self.unary_expression()
+            return operand
         if token.kind == "-":
-            self.advance()
-            return Neg(self.unary_expression(), token.pos)
-        if token.kind == "NOT":
-            self.advance()
-            operand = self.unary_expression()
-            return Not(self.condition(operand, "NOT needs a condition"), token.pos)
-        return self.primary_expression()
+            return Neg(operand, token.pos)
+        return Not(self.condition(operand, "NOT needs a condition"), token.pos)
 
     def primary_expression(self) -> Node:
         token = self.token
@@ -522,11 +555,13 @@ class _Parser:
             self.advance()
             return Prop(token.text, token.pos)
         if kind == "(":
+            self.nest(token, "(")
             self.advance()
             node = self.or_expression()
             if self.token.kind != ")":
                 self.expected(f"')' to close the '(' at column {self._column(token.pos)}")
             self.advance()
+            self.nest(token, "(", -1)
             return node
         if kind == "STRING":
             self.advance()

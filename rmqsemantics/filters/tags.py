@@ -27,6 +27,7 @@ from .java import java_trim
 
 KIND = "tag"
 ALL = "*"
+MAX_LENGTH = 16384  # characters: a client's expression is bounded before it is split
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +47,8 @@ def parse_tags(expression: str | None) -> TagExpression:
     """Compile a tag expression, or raise ExpressionError if it names no tag."""
     if expression is None or expression == "" or expression == ALL:
         return TagExpression(None, None, ALL)
+    if len(expression) > MAX_LENGTH:
+        raise ExpressionError(KIND, expression, f"the expression is longer than {MAX_LENGTH} characters")
     ordered: dict[str, None] = {}
     for piece in expression.split("||"):
         tag = java_trim(piece)
