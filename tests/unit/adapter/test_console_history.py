@@ -112,3 +112,16 @@ def test_the_vendored_chart_library_is_uplot_with_its_licence() -> None:
     assert "The MIT License" in (VENDOR / "uPlot.LICENSE").read_text()
     assert "1.6.32" in (VENDOR / "README.md").read_text()
     assert (VENDOR / "uPlot.min.css").read_text().startswith(".uplot")
+
+
+def test_every_console_file_is_package_data() -> None:
+    import fnmatch
+    import tomllib
+
+    pyproject = tomllib.loads((VENDOR.parents[2] / "pyproject.toml").read_text())
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["rmqkafka.adapter.console"]
+    console = VENDOR.parent
+    files = [p.relative_to(console).as_posix() for p in console.rglob("*") if p.is_file()]
+    assert "vendor/uPlot.iife.min.js" in files and "vendor/uPlot.LICENSE" in files
+    missing = [f for f in files if not any(fnmatch.fnmatch(f, pattern) for pattern in patterns)]
+    assert not missing, f"add to [tool.setuptools.package-data] in pyproject.toml: {missing}"
