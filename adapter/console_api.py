@@ -22,6 +22,7 @@ import sys
 from collections.abc import Callable
 
 from rmqkafka.rmqsemantics.scheduler import DLQ_PREFIX
+from rmqkafka.rmqsemantics.semantics import SYSTEM_TOPICS
 from rmqkafka.rmqsemantics.views import View
 
 from .broker_state import (
@@ -205,10 +206,12 @@ def levels(ctx: BrokerContext) -> Sample:
 
     A classic or consumer-protocol group's position is its committed offset; a share group's
     is each share-partition's start offset (SPSO), which moves as records are acknowledged.
-    One pass over the partitions and committed offsets, as a /metrics scrape makes."""
-    produced: dict[str, int] = {}
-    for entry in topic_partitions(ctx):
-        produced[entry.topic] = produced.get(entry.topic, 0) + entry.end
+    One pass over the partitions and committed offsets, as a /metrics scrape makes (the
+    produced levels straight from the store's table: partitions never used hold nothing)."""
+    produced = {meta.name: 0 for meta in ctx.store.topics.all() if meta.name not in SYSTEM_TOPICS}
+    for (topic, _), plog in ctx.store.partitions().items():
+        if topic in produced:
+            produced[topic] += plog.next_offset
     consumed = dict.fromkeys(produced, 0)  # a group's first commit shows as growth, not a start
     lag: dict[str, int] = {}
     sources: dict[str, str | None] = {}

@@ -36,6 +36,7 @@ SLOTS = 180  # 15 minutes of 5-second samples
 MAX_SERIES = 50  # per kind: at 3 kinds x 50 x 180 slots, a few hundred KiB at most
 RATE_MIN_SPAN_S = 5.0  # the RATE column covers at least one whole interval once there is one
 RATE_FIRST_SPAN_S = 0.5  # ... and, before that, at least this long
+LOOP_SHARE = 0.01  # at most this share of the event loop goes to sampling
 KINDS = ("produced", "consumed", "lag")
 COUNTERS = frozenset(("produced", "consumed"))  # the others are levels charted as they are
 
@@ -138,6 +139,14 @@ class ConsoleHistory:
                 rows[name] = _rates(times, values) if kind in COUNTERS else values
             out[kind] = rows
         return out
+
+
+def pause_after(took_s: float) -> float:
+    """How long the sampler waits after a sample that took ``took_s``: the interval, or longer
+    when samples got expensive (thousands of partitions and committed offsets), so that
+    sampling never holds more than LOOP_SHARE of the loop. Rates stay right: they divide by
+    the real time between samples."""
+    return max(SAMPLE_INTERVAL_S, took_s / LOOP_SHARE)
 
 
 def _rates(times: list[tuple[float, int]], levels: list[int | None]) -> list[float | None]:

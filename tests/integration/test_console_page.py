@@ -183,8 +183,14 @@ def test_console_charts_rates_and_lag_over_time(broker_factory: Any, tmp_path: P
         consumer.close()
     assert read >= 150
     lag = 200 - read
+    def known(series: list | None) -> int:
+        return sum(v is not None for v in series or [])
+
+    # the growth sampled, and each line at least two points long (a line needs two)
     wait_for(lambda h: any(h["produced"]["charted"][1:]) and any(h["consumed"]["charted"][1:])
-             and h["lag"].get("charters", [None])[-1] == lag, "the growth never sampled")
+             and h["lag"].get("charters", [None])[-1] == lag
+             and min(known(h["produced"]["charted"]), known(h["consumed"]["charted"]), known(h["lag"].get("charters"))) >= 2,
+             "the growth never sampled")
 
     result = run_chromium(tmp_path, "--dump-dom", url + "/")
     assert result.returncode == 0, result.stderr[-2000:]

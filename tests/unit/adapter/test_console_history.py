@@ -11,6 +11,7 @@ from rmqkafka.adapter.console_history import (
     SLOTS,
     ConsoleHistory,
     Sample,
+    pause_after,
 )
 from rmqkafka.storage.clock import ManualClock
 
@@ -104,6 +105,12 @@ def test_memory_is_bounded_whatever_the_number_of_topics_and_idle_series_make_ro
     assert len(produced) == MAX_SERIES and "busy" in produced
     sizes = [len(ring) for kind in history._series.values() for ring in kind.values()]
     assert max(sizes) <= SLOTS and len(sizes) <= 3 * MAX_SERIES
+
+
+def test_sampling_never_holds_more_than_a_percent_of_the_loop() -> None:
+    assert pause_after(0.001) == SAMPLE_INTERVAL_S
+    assert pause_after(0.05) == SAMPLE_INTERVAL_S  # 1 % of 5 s
+    assert pause_after(0.2) == 20.0  # an expensive sample waits 100 times as long
 
 
 def test_the_vendored_chart_library_is_uplot_with_its_licence() -> None:
