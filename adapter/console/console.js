@@ -64,6 +64,15 @@ function renderOverview(o) {
 // points drawn and data-series names the lines: what the browser test reads.
 const charts = {};
 
+// Axis labels fit their 48 px: 12,500 is "12.5k".
+function compact(n) {
+  if (n === null || n === undefined) return "";
+  for (const [size, unit] of [[1e9, "G"], [1e6, "M"], [1e3, "k"]]) {
+    if (Math.abs(n) >= size) return +(n / size).toFixed(1) + unit;
+  }
+  return +n.toFixed(2) + "";
+}
+
 function busiest(rows, limit) {
   const peak = (values) => Math.max(0, ...values.filter((v) => v !== null));
   return Object.entries(rows).map(([name, values]) => [name, values, peak(values)])
@@ -92,7 +101,7 @@ function drawChart(id, times, rows) {
   const plot = new uPlot({
     width: Math.max(280, box.clientWidth || 380), height: 150,
     series: [{}, ...shown.map(([name], i) => ({ label: name, stroke: COLORS[i % COLORS.length], width: 1.5 }))],
-    axes: [{ size: 30 }, { size: 50 }],
+    axes: [{ size: 30 }, { size: 48, values: (u, splits) => splits.map(compact) }],
     scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(1, max)] } },
   }, data, box);
   charts[id] = { key, plot };
