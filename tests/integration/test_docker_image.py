@@ -344,16 +344,20 @@ def test_the_docker_run_example_runs(docker: str, broker_image: str) -> None:
         pytest.skip(f"port {EXTERNAL_PORT} (the image's advertised EXTERNAL listener) is in use on this host")
     name, volume, metrics_port = f"rmqk-doc-{uuid.uuid4().hex[:8]}", f"rmqk-doc-{uuid.uuid4().hex[:8]}", _free_port()
     source = (EXAMPLES / "docker_run.sh").read_text()
-    for documented in ("--name rmqk ", "rmqk-data:", "9404", "rmqkafka:latest", "docker stop rmqk\n"):
+    replacements = {"--name rmqk ": f"--name {name} ", "docker stop rmqk ": f"docker stop {name} ",
+                    "rmqk-data:": f"{volume}:", "127.0.0.1:9404:9404": f"127.0.0.1:{metrics_port}:9404",
+                    "localhost:9404": f"localhost:{metrics_port}", "rmqkafka:latest": broker_image,
+                    "rmqk topics": f"{sys.executable} -m rmqkafka topics"}
+    script = source
+    for documented, used in replacements.items():
         assert documented in source, documented
-    script = (source.replace("--name rmqk ", f"--name {name} ").replace("rmqk-data:", f"{volume}:")
-              .replace("9404", str(metrics_port)).replace("rmqkafka:latest", broker_image)
-              .replace("docker stop rmqk\n", f"docker stop {name}\n")
-              .replace("rmqk topics", f"{sys.executable} -m rmqkafka topics"))
+        script = script.replace(documented, used)
     try:
-        run = _run("bash", "-e", "-c", script, timeout=300)
+        # timeout: the example's wait for /ready has no bound of its own
+        run = _run("timeout", "120", "bash", "-e", "-c", script, timeout=300)
         assert run.returncode == 0, run.stdout + run.stderr
-        assert run.stdout.startswith("ready") and "greetings" in run.stdout.splitlines(), run.stdout
+        lines = run.stdout.splitlines()  # the container id, ready, created ..., greetings, the name
+        assert "ready" in lines and "greetings" in lines, run.stdout
         state = _run(docker, "inspect", "--format", "{{.State.Running}} {{.State.ExitCode}}", name).stdout.split()
         assert state == ["false", "0"], state  # stopped by SIGTERM, exited cleanly
     finally:
