@@ -18,8 +18,9 @@ once they suffice, or at MaxWaitMs, it acquires what there is and answers as soo
 anything. (On a view the source's bytes are counted, filtered or not.) v2's ShareAcquireMode (record_limit) is honoured through MaxRecords,
 which this broker never exceeds in either mode. v2's IsRenewAck (KIP-1222): such a request
 acknowledges only, and any non-zero MaxWaitMs, MinBytes, MaxBytes or MaxRecords is
-INVALID_REQUEST; the RENEW type itself is refused with INVALID_RECORD_STATE, Kafka's answer
-with ``share.renew.acknowledge.enable=false``.
+INVALID_REQUEST. The RENEW type (4, v2 on) restarts the acquisition lock of records the
+member holds (SharePartition.acknowledge); with the group config
+``share.renew.acknowledge.enable=false`` it is INVALID_RECORD_STATE, as in Kafka.
 
 Partitions in the answer: all the session's on the request opening it, else those with
 records, an error or acknowledgements. A partition whose share-partition has no state and that
@@ -79,7 +80,8 @@ async def handle(ctx: BrokerContext, request: Request):
         meta, code = _share.topic_refusal(ctx, topic_id)
         message = None
         if meta is not None:
-            code, message = _share.acknowledge(ctx, group_id, member_id, meta, partition, raw)
+            code, message = _share.acknowledge(ctx, group_id, member_id, meta, partition, raw,
+                                                request.api_version)
         e = entry(topic_id, partition)
         e["acknowledge_error_code"], e["acknowledge_error_message"] = int(code), message
     if acks:

@@ -11,7 +11,11 @@ Offsets, not positions: every number here is a Kafka offset of the data partitio
 - An acquisition raises the delivery count and locks the record for one member until
   ``record_lock_duration_ms`` passes. ACCEPT acknowledges it, REJECT and GAP archive it,
   RELEASE or lock expiry make it available again, or archive it when its delivery count has
-  reached the limit. SPSO moves over every done prefix of the window.
+  reached the limit. SPSO moves over every done prefix of the window. RENEW (KIP-1222) keeps
+  the record acquired by the same member with the same delivery count and starts its lock
+  again (now + ``record_lock_duration_ms``); nothing is persisted for it, as for an
+  acquisition (Kafka's SharePartition renews the lock "without changing the state or
+  persisting anything").
 
 RocketMQ's ``rmq.redelivery.backoff=levels``: a released or expired record becomes available
 only after its retry delay (``due_ms``). A waiting record does not hold SPSO: SPSO moves over
@@ -54,12 +58,13 @@ class RecordState(enum.IntEnum):
 
 
 class AckType(enum.IntEnum):
-    """ShareFetch/ShareAcknowledge ``AcknowledgeTypes`` values."""
+    """ShareFetch/ShareAcknowledge ``AcknowledgeTypes`` values (RENEW: KIP-1222, v2)."""
 
     GAP = 0
     ACCEPT = 1
     RELEASE = 2
     REJECT = 3
+    RENEW = 4
 
 
 REJECTED, EXHAUSTED = "rejected", "exhausted"  # why a record went to the dead-letter sink
@@ -389,8 +394,22 @@ class SharePartition:
                     if ack == AckType.REJECT:
                         dead.append((offset, rec.delivery_count, REJECTED))
 
-        self._write(apply)
-        self._dead_lettered(dead)
+        renewed = [o for o, ack in plan.items() if ack == AckType.RENEW]
+        if renewed:
+            if not self.settings.renew_acknowledge_enable:
+                raise InvalidRecordState("The renew acknowledge type is not enabled")
+            for offset in renewed:
+                del plan[offset]
+        if plan:
+            self._write(apply)
+            self._dead_lettered(dead)
+        if renewed:  # after the other types were written: a failed write renews nothing
+            deadline = now + self.settings.record_lock_duration_ms
+            for offset in renewed:
+                self._records[offset].deadline_ms = deadline
+            heapq.heappush(self._locks, (deadline, renewed[0], tuple(renewed)))
+            self._locked += len(renewed)
+            self._trim_heaps()
 
     def _check_batch(self, member_id: str, batch: AckBatch, plan: dict[int, int]) -> None:
         first, last, types = batch.first_offset, batch.last_offset, batch.types

@@ -113,8 +113,8 @@ def test_ack_errors_are_kafkas():
         ack(sp, "a", 3, 4, ACCEPT)
     with pytest.raises(InvalidShareRequest, match="last offset in request is past acquired records"):
         ack(sp, "a", 2, 4, ACCEPT)
-    with pytest.raises(InvalidShareRequest, match="Invalid acknowledge type: 4"):
-        ack(sp, "a", 0, 0, 4)
+    with pytest.raises(InvalidShareRequest, match="Invalid acknowledge type: 5"):
+        ack(sp, "a", 0, 0, 5)
     with pytest.raises(InvalidShareRequest):
         ack(sp, "a", 0, 2, ACCEPT, ACCEPT)  # two types for three offsets
     ack(sp, "a", 0, 0, ACCEPT)
@@ -371,3 +371,56 @@ def test_counts_by_state_over_the_window():
     assert (after.in_flight, after.acknowledged, after.archived, after.retrying) == (5, 0, 0, 1)
     clock.advance(3_600_000)  # past every backoff level (the locks expired too)
     assert sp.counts().waiting == 0
+
+
+RENEW = 4
+
+
+def test_renew_restarts_the_lock_keeping_state_and_count_and_persists_nothing():
+    # KIP-1222 (Kafka's SharePartition, KAFKA-19843): the lock is cancelled and started
+    # again for the record lock duration; the record stays acquired by its member
+    sp, clock, updates, _ = make(record_lock_duration_ms=1000)
+    assert sp.acquire("a", 4, 4) == [AcquiredRange(0, 3, 1)]
+    clock.advance(900)
+    before = len(updates)
+    ack(sp, "a", 0, 1, RENEW)
+    assert len(updates) == before, "a renewal writes no state"
+    clock.advance(100)  # the first lock's end: only 2 and 3 expire
+    assert sp.expire_locks() == 2
+    assert [sp.record(o).state for o in range(4)] == [RecordState.ACQUIRED] * 2 + [RecordState.AVAILABLE] * 2
+    assert sp.record(0).delivery_count == 1 and sp.record(0).member_id == "a"
+    assert sp.next_wakeup_ms() == clock.now_ms() + 900  # renewed at 900: 1000 ms from there
+    clock.advance(899)
+    assert sp.expire_locks() == 0
+    ack(sp, "a", 0, 0, ACCEPT)  # still the member's: it may accept it after the renewal
+    clock.advance(1)
+    assert sp.expire_locks() == 1  # 1, renewed once, expires at the renewed deadline
+    assert sp.acquire("b", 4, 10) == [AcquiredRange(1, 3, 2)]
+
+
+def test_renew_mixed_with_other_types_and_its_refusals():
+    sp, clock, updates, _ = make(record_lock_duration_ms=1000)
+    sp.acquire("a", 3, 3)
+    sp.acknowledge("a", [AckBatch(0, 2, (RENEW, ACCEPT, RELEASE))])
+    assert [sp.record(o).state for o in range(3)] == [RecordState.ACQUIRED, RecordState.ACKNOWLEDGED,
+                                                      RecordState.AVAILABLE]
+    with pytest.raises(InvalidRecordState):  # another member's record
+        ack(sp, "b", 0, 0, RENEW)
+    with pytest.raises(InvalidRecordState):  # not acquired
+        ack(sp, "a", 2, 2, RENEW)
+    # a failed write of the other types renews nothing either (all or none)
+    sp._persist = lambda update: (_ for _ in ()).throw(OSError("disk full"))
+    deadline = sp.record(0).deadline_ms
+    sp.acquire("a", 3, 3)
+    clock.advance(10)
+    with pytest.raises(OSError):
+        sp.acknowledge("a", [AckBatch(0, 0, (RENEW,)), AckBatch(2, 2, (ACCEPT,))])
+    assert sp.record(0).deadline_ms == deadline
+
+
+def test_renew_disabled_by_the_group_config_is_invalid_record_state():
+    sp, _, _, _ = make(renew_acknowledge_enable=False)
+    sp.acquire("a", 2, 2)
+    with pytest.raises(InvalidRecordState, match="renew"):
+        sp.acknowledge("a", [AckBatch(0, 0, (RENEW,)), AckBatch(1, 1, (ACCEPT,))])
+    assert sp.record(1).state == RecordState.ACQUIRED, "the whole request is refused"
