@@ -11,6 +11,7 @@ from rmqkafka.rmqsemantics.share.partition import (
     AcquiredRange,
     RecordState,
     SharePartition,
+    StateBatch,
     StateUpdate,
     initial_start_offset,
 )
@@ -424,3 +425,55 @@ def test_renew_disabled_by_the_group_config_is_invalid_record_state():
     with pytest.raises(InvalidRecordState, match="renew"):
         sp.acknowledge("a", [AckBatch(0, 0, (RENEW,)), AckBatch(1, 1, (ACCEPT,))])
     assert sp.record(1).state == RecordState.ACQUIRED, "the whole request is refused"
+
+
+def test_a_batch_is_one_entry_until_an_acknowledgement_splits_it():
+    # Kafka's InFlightBatch: acquiring 500 new records, accepting them whole, and SPSO moving
+    # over them keep no entry per record; a release of one record splits its batch
+    sp, _, updates, _ = make()
+    assert sp.acquire("a", 2000, 500) == [AcquiredRange(0, 499, 1)]
+    assert sp.acquire("b", 2000, 500) == [AcquiredRange(500, 999, 1)]
+    assert len(sp._records) == 0 and len(sp._runs) == 2 and sp._locked == 1000
+    ack(sp, "b", 500, 999, ACCEPT)  # out of order: SPSO stays, b's batch is one accepted entry
+    assert updates[-1] == StateUpdate(0, (StateBatch(500, 999, RecordState.ACKNOWLEDGED, 1),))
+    assert sp.start_offset == 0 and len(sp._records) == 0
+    ack(sp, "a", 0, 499, ACCEPT)
+    assert updates[-1] == StateUpdate(1000, (StateBatch(0, 999, RecordState.ACKNOWLEDGED, 1),))
+    assert sp.start_offset == 1000 and not sp._records and not sp._runs
+    assert sp.acquire("a", 2000, 500) == [AcquiredRange(1000, 1499, 1)]
+    ack(sp, "a", 1200, 1200, RELEASE)  # part of a batch: its records one by one from now on
+    assert len(sp._records) == 500 and not sp._runs
+    assert sp.record(1200).state == RecordState.AVAILABLE and sp.record(1201).state == RecordState.ACQUIRED
+    assert sp.acquire("b", 2000, 1) == [AcquiredRange(1200, 1200, 2)]
+
+
+def test_a_batch_accepted_out_of_order_is_durable():
+    # the accepted batch lies above SPSO: only its written state keeps it from a second delivery
+    sp, clock, updates, _ = make()
+    sp.acquire("a", 20, 10)
+    sp.acquire("b", 20, 10)
+    ack(sp, "b", 10, 19, ACCEPT)
+    from rmqkafka.rmqsemantics.share.state_log import ReplayedState
+
+    replayed = ReplayedState(0)
+    for update in updates:
+        replayed.apply(update)
+    restored = replayed.as_update()
+    again = SharePartition(ShareGroupSettings(), clock, restored.start_offset, restored=restored.batches)
+    assert again.acquire("c", 20, 100) == [AcquiredRange(0, 9, 1)]
+    assert again.record(15).state == RecordState.ACKNOWLEDGED
+
+
+def test_a_failed_write_undoes_a_whole_batch_accept_and_the_spso_move():
+    sp, _, updates, _ = make()
+    sp.acquire("a", 20, 10)
+    sp.acquire("b", 20, 10)
+    ack(sp, "b", 10, 19, ACCEPT)
+    sp._persist = lambda update: (_ for _ in ()).throw(OSError("disk full"))
+    with pytest.raises(OSError):
+        ack(sp, "a", 0, 9, ACCEPT)
+    assert sp.start_offset == 0 and sp.record(0).state == RecordState.ACQUIRED
+    assert sp.record(10).state == RecordState.ACKNOWLEDGED
+    sp._persist = updates.append
+    ack(sp, "a", 0, 9, ACCEPT)
+    assert sp.start_offset == 20 and not sp._runs
