@@ -66,6 +66,8 @@ class ShareReadCache:
         out: list[bytes] = []
         size = 0
         while offset < stop:
+            if out and size >= max_bytes:
+                break  # any next batch is over the limit: the read stops here too
             if i == len(run.batches):  # the read would go on past what is cached
                 self.misses += 1
                 return None

@@ -213,6 +213,17 @@ def test_members_fetching_one_batch_read_it_once_and_get_the_same_bytes(world):
     assert world.shares.read_cache.misses == 1 and world.shares.read_cache.hits == 3
 
 
+def test_a_cached_batch_larger_than_the_read_is_a_hit_with_more_log_behind_it(world):
+    # librdkafka's producer writes batches of thousands of 100 B records, larger than a share
+    # fetch's first read: that read would stop after the batch, so the batch cached is all
+    # of it, whatever follows in the log
+    world.produce([b"y" * 100] * 2000)
+    world.produce([b"z" * 100] * 2000)
+    got = [world.acquire(f"m{i}") for i in range(4)]
+    assert [offsets(g)[0] for g in got] == [0, 500, 1000, 1500]
+    assert world.shares.read_cache.misses == 1 and world.shares.read_cache.hits == 3
+
+
 def test_the_read_cache_reads_on_past_its_run_and_never_serves_another_log(world):
     world.produce([b"a"] * 10)
     assert offsets(world.acquire("m1", max_records=10)) == list(range(10))
