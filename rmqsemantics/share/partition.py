@@ -279,11 +279,18 @@ class SharePartition:
         del self._run_starts[bisect_left(self._run_starts, run.first)]
         self._run_offsets -= run.last - run.first + 1
 
-    def _materialize(self, run: _Run) -> None:
-        """Hold ``run``'s records one by one, same states (never inside ``_write``)."""
+    def _materialize(self, run: _Run, first: int | None = None, last: int | None = None) -> None:
+        """Hold ``run``'s records from ``first`` to ``last`` (all by default) one by one, same
+        states; the rest of it stays runs (never inside ``_write``)."""
+        first = run.first if first is None else max(first, run.first)
+        last = run.last if last is None else min(last, run.last)
         self._drop_run(run)
+        if run.first < first:
+            self._add_run(_Run(run.first, first - 1, run.state, run.member_id, run.deadline_ms))
+        if last < run.last:
+            self._add_run(_Run(last + 1, run.last, run.state, run.member_id, run.deadline_ms))
         records = self._records
-        for offset in range(run.first, run.last + 1):
+        for offset in range(first, last + 1):
             records[offset] = InFlight(run.state, 1, run.member_id, run.deadline_ms)
 
     def counts(self) -> WindowCounts:
@@ -547,11 +554,12 @@ class SharePartition:
                     for _ in range(run.last - run.first):  # the rest of the run is planned
                         next(offsets)
                     continue
-                # part of it, or a type per offset: the run's records one by one from now on
-                self._materialize(run)
                 planned = run_plan.pop(run.first, None)
                 if planned is not None:  # an earlier batch of this request took it whole
+                    self._materialize(run)
                     plan.update(dict.fromkeys(range(run.first, run.last + 1), planned))
+                else:  # part of it, or a type per offset: that part's records one by one
+                    self._materialize(run, offset, last)
                 rec = records[offset]
             if rec.state != acquired or offset in plan:
                 raise InvalidRecordState("The batch cannot be acknowledged. The offset is not acquired.")
@@ -568,12 +576,18 @@ class SharePartition:
         while self._locks and self._locks[0][0] <= now:
             deadline, _, offsets = heapq.heappop(self._locks)
             self._locked -= len(offsets)
-            if type(offsets) is range:  # a run's lock
+            if type(offsets) is range:  # a run's lock: the runs left of it (parts may be split off)
                 run = self._runs.get(offsets.start)
-                if run is not None:
+                if run is not None and run.last == offsets[-1]:  # still whole
                     if run.state != RecordState.ACQUIRED or run.deadline_ms != deadline:
                         continue  # accepted, or renewed: nothing of it expires now
                     self._materialize(run)
+                else:
+                    starts = self._run_starts
+                    for first in starts[bisect_left(starts, offsets.start):bisect_left(starts, offsets.stop)]:
+                        part = self._runs[first]
+                        if part.state == RecordState.ACQUIRED and part.deadline_ms == deadline:
+                            self._materialize(part)
             for offset in offsets:
                 rec = self._records.get(offset)
                 # an offset acquired again within one ms has several entries with one deadline

@@ -441,10 +441,24 @@ def test_a_batch_is_one_entry_until_an_acknowledgement_splits_it():
     assert updates[-1] == StateUpdate(1000, (StateBatch(0, 999, RecordState.ACKNOWLEDGED, 1),))
     assert sp.start_offset == 1000 and not sp._records and not sp._runs
     assert sp.acquire("a", 2000, 500) == [AcquiredRange(1000, 1499, 1)]
-    ack(sp, "a", 1200, 1200, RELEASE)  # part of a batch: its records one by one from now on
-    assert len(sp._records) == 500 and not sp._runs
+    ack(sp, "a", 1200, 1200, RELEASE)  # part of a batch: that part one by one, the rest stays runs
+    assert list(sp._records) == [1200] and sorted(sp._runs) == [1000, 1201]
     assert sp.record(1200).state == RecordState.AVAILABLE and sp.record(1201).state == RecordState.ACQUIRED
     assert sp.acquire("b", 2000, 1) == [AcquiredRange(1200, 1200, 2)]
+
+
+def test_the_parts_of_a_split_batch_expire_with_its_lock():
+    sp, clock, _, _ = make(record_lock_duration_ms=1000)
+    sp.acquire("a", 100, 100)
+    ack(sp, "a", 10, 19, ACCEPT)
+    clock.advance(10)
+    ack(sp, "a", 50, 50, 4)  # renewed: 50 keeps its lock 10 ms longer
+    sp.acknowledge("a", [AckBatch(60, 61, (RELEASE, ACCEPT))])
+    clock.advance(990)
+    assert sp.expire_locks() == 100 - 10 - 1 - 2  # all but the accepted, the renewed, 60 and 61
+    assert sp.record(50).state == RecordState.ACQUIRED
+    assert sp.acquire("b", 100, 200) == [AcquiredRange(0, 9, 2), AcquiredRange(20, 49, 2),
+                                         AcquiredRange(51, 60, 2), AcquiredRange(62, 99, 2)]
 
 
 def test_a_batch_accepted_out_of_order_is_durable():
