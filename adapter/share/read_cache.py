@@ -17,7 +17,8 @@ Invariants:
   start at its first acquirable offset), so a run follows them: the members' reads, which
   overlap, read each batch of the log once, and batches wholly below a read's start leave
   the run. Offsets outside the run, or below the log start, are read from the log (the read
-  raises OffsetOutOfRange as before).
+  raises OffsetOutOfRange as before); a read below the run (a redelivery) leaves it as it is,
+  one past it starts a new run.
 - Topics only (a view's read is filtered by its current filter: not cached).
 - Bounded: at most ``max_bytes`` held over all entries, least recently used dropped first;
   a read larger than a quarter of that is not kept.
@@ -72,6 +73,10 @@ class ShareReadCache:
         if run is None or i is None:
             self.misses += 1
             batches = read_log(offset, max_bytes, min_one)
+            if run is not None and run.plog is plog and offset < run.bases[0]:
+                # a redelivery behind the run (released or expired records): the members'
+                # forward reads keep the run they share
+                return batches
             self.discard(key)
             self._extend(key, plog, None, batches, offset)
             return batches

@@ -244,6 +244,20 @@ def test_members_reading_overlapping_chunks_read_each_batch_of_the_log_once(worl
         assert [record_batch.base_offset_of(b) for b in g.batches] == list(range(first, first + 500, 100))
 
 
+def test_a_redelivery_behind_the_cached_run_does_not_replace_it(world):
+    for start in range(0, 2000, 100):
+        world.produce([b"%04d" % i + b"x" * 50 for i in range(start, start + 100)])
+    assert offsets(world.acquire("m0"))[0] == 0
+    assert offsets(world.acquire("m1"))[0] == 500  # the run now starts at 500
+    world.shares.acknowledge("g", "m0", world.meta, 0, [AckBatch(0, 0, (2,)), AckBatch(1, 499, (1,))])
+    assert offsets(world.acquire("m2", max_records=1)) == [0], "the released record, read again"
+    read_from_log: list[int] = []
+    read = world.semantics.read
+    world.semantics.read = lambda *a, **kw: read_from_log.append(a[2]) or read(*a, **kw)
+    assert offsets(world.acquire("m3"))[0] == 1000
+    assert 1000 not in read_from_log, "the forward run still holds what m1's read read"
+
+
 def test_the_read_cache_reads_on_past_its_run_and_never_serves_another_log(world):
     world.produce([b"a"] * 10)
     assert offsets(world.acquire("m1", max_records=10)) == list(range(10))
