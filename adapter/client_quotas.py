@@ -227,7 +227,6 @@ class ClientQuotas:
         charge.throttle_ms = throttle
         return throttle
 
-
     def charge_share_fetch(self, charge: RequestCharge, response_bytes: int) -> int:
         """A ShareFetch answer of ``response_bytes`` (records already acquired for the
         member): recorded, and the throttle time its response carries."""

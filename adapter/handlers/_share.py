@@ -24,7 +24,7 @@ from ..share.sessions import (
 )
 
 RENEW_SINCE = 2  # KIP-1222: the RENEW type (4) exists in ShareFetch/ShareAcknowledge v2+
-_ACK_TYPES = frozenset(int(t) for t in AckType)  # GAP, ACCEPT, RELEASE, REJECT
+_ACK_TYPES = frozenset(int(t) for t in AckType)  # GAP, ACCEPT, RELEASE, REJECT, RENEW
 NO_LEADER = dict(leader_id=-1, leader_epoch=-1)
 # A request names at most this many acknowledgement batches per partition: each costs a
 # check of its range against the in-flight window, which SharePartition bounds.

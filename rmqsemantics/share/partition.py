@@ -539,8 +539,18 @@ class SharePartition:
             raise InvalidRecordState("Batch record not found. The request batch offsets are not found in the cache.")
         records, acquired, one = self._records, RecordState.ACQUIRED, len(types) == 1
         whole = one and types[0] in (AckType.ACCEPT, AckType.RENEW)
-        offsets = iter([*retried, *range(max(first, self._start), last + 1)])
-        for offset in offsets:
+
+        def check(offset: int, rec: InFlight) -> None:
+            if rec.state != acquired or offset in plan:
+                raise InvalidRecordState("The batch cannot be acknowledged. The offset is not acquired.")
+            if rec.member_id != member_id:
+                raise InvalidRecordState("Member is not the owner of offset")
+            plan[offset] = types[0] if one else types[offset - first]  # checked above
+
+        for offset in retried:  # records below SPSO are never in runs
+            check(offset, records[offset])
+        offset = max(first, self._start)
+        while offset <= last:
             rec = records.get(offset)
             if rec is None:  # in a run
                 run = self._run_at(offset)
@@ -551,8 +561,7 @@ class SharePartition:
                     if run.member_id != member_id:
                         raise InvalidRecordState("Member is not the owner of offset")
                     run_plan[run.first] = types[0]
-                    for _ in range(run.last - run.first):  # the rest of the run is planned
-                        next(offsets)
+                    offset = run.last + 1
                     continue
                 planned = run_plan.pop(run.first, None)
                 if planned is not None:  # an earlier batch of this request took it whole
@@ -561,11 +570,8 @@ class SharePartition:
                 else:  # part of it, or a type per offset: that part's records one by one
                     self._materialize(run, offset, last)
                 rec = records[offset]
-            if rec.state != acquired or offset in plan:
-                raise InvalidRecordState("The batch cannot be acknowledged. The offset is not acquired.")
-            if rec.member_id != member_id:
-                raise InvalidRecordState("Member is not the owner of offset")
-            plan[offset] = types[0] if one else types[offset - first]  # checked above
+            check(offset, rec)
+            offset += 1
 
     # -- lock expiry and members ------------------------------------------------------------------
     def expire_locks(self) -> int:
