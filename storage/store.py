@@ -990,7 +990,7 @@ class MessageStore:
         inflated = max_batch_bytes * INFLATE_FACTOR  # what a produced batch may inflate to
         # Parsed before any recompression: a batch whose records are refused costs no more
         # than reading them up to the first wrong one (recompression keeps them as they are).
-        parsed = [record_batch.read_produced_records(b, inflated) for b in batches]
+        parsed = [record_batch.read_produced_records(b, inflated, self.config.tag_header) for b in batches]
         if compression is not None:
             when = f" after recompression to {CODEC_NAMES[compression.codec]}"
             batches = [recompress(b, compression, inflated) for b in batches]
@@ -1470,7 +1470,8 @@ def _check_keys(name: str, p: int, parsed: list[list]) -> None:
     """``require_keys`` (a compacted topic): every record must have a key, else the request is
     refused whole (KeylessRecordError, Kafka's LogValidator messages)."""
     why = f"Compacted topic cannot accept message without key in topic partition {name}-{p}."
-    errors = [(index, why) for records in parsed for index, record in enumerate(records) if record.key is None]
+    errors = [(index, why) for records in parsed if not getattr(records, "all_keyed", False)
+              for index, record in enumerate(records) if record.key is None]
     if errors:
         shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
         raise KeylessRecordError(

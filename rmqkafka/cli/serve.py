@@ -250,6 +250,9 @@ async def _serve(server_config: ServerConfig) -> int:
         adapter_config.host,
         adapter_config.port,
     )
+    from rmqkafka.storage import batch_scan
+
+    logger.info("%s", batch_scan.describe())
     broker = Broker(server_config)
     host, port = await broker.start()
     lines = f"{READY_PREFIX}{_shown(host)}:{port}\n"
