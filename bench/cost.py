@@ -42,13 +42,14 @@ def broker_cpu_seconds(pid: int) -> float:
     return times.user + times.system
 
 
-def start_profiler(pid: int, directory: str, name: str) -> subprocess.Popen:
+def start_profiler(pid: int, directory: str, name: str, native: bool = False) -> subprocess.Popen:
     """py-spy sampling the broker into ``directory``/``name``.txt (collapsed stacks, one line
     per stack with its sample count: ``sort -t' ' -k2 -n`` or a flame graph tool reads it)."""
     os.makedirs(directory, exist_ok=True)
     spy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
     process = subprocess.Popen([spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "250",
-                                "--nonblocking", "-o", os.path.join(directory, f"{name}.txt")],
+                                *(["--native"] if native else ["--nonblocking"]),
+                                "-o", os.path.join(directory, f"{name}.txt")],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1.0)  # py-spy attaches before the phase starts
     return process
@@ -78,7 +79,7 @@ def measure_broker(broker, args) -> dict[str, dict[str, float]]:
             create_topic(broker.bootstrap, topic, False)
             for phase, run in (("produce", lambda: produce(broker.bootstrap, topic, count, size)),
                                ("consume", lambda: consume(broker.bootstrap, topic, count))):
-                profiler = start_profiler(pid, args.profile, f"{phase}-{size}") if args.profile else None
+                profiler = start_profiler(pid, args.profile, f"{phase}-{size}", args.native) if args.profile else None
                 cpu_before = broker_cpu_seconds(pid)
                 seconds = run()
                 cpu = broker_cpu_seconds(pid) - cpu_before
@@ -132,6 +133,8 @@ def main() -> None:
                         help="sample the broker with py-spy during each phase into DIR/<phase>.txt "
                              "(pip install py-spy); the sampling costs broker CPU, so figures of a "
                              "profiled run are not comparable")
+    parser.add_argument("--native", action="store_true",
+                        help="with --profile: py-spy --native (C frames too; pauses the broker to sample)")
     parser.add_argument("--no-mock", action="store_true", help="skip the librdkafka mock cluster")
     args = parser.parse_args()
     if args.quick:
