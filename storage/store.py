@@ -82,6 +82,7 @@ import json
 import logging
 import os
 import shutil
+import struct
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -1490,11 +1491,14 @@ def _check_keys(name: str, p: int, parsed: list[list]) -> None:
             f"and only showing the first three errors at most: [{shown}]", errors)
 
 
+_RECORDS_COUNT = struct.Struct(">i")
+
+
 def _least_expanded(batch: memoryview) -> int:
-    """Bytes of records ``batch`` holds at the least once decompressed (see _parses_heavily)."""
-    info = record_batch.read_info(batch)
-    least = info.records_count * record_batch.MIN_RECORD_BYTES
-    return max(least, info.length) if info.compression else least
+    """Bytes of records ``batch`` holds at the least once decompressed (see _parses_heavily);
+    read from the two fields it needs (a BatchInfo per batch was 2 % of a produce profile)."""
+    least = _RECORDS_COUNT.unpack_from(batch, 57)[0] * record_batch.MIN_RECORD_BYTES
+    return max(least, len(batch)) if batch[22] & record_batch.COMPRESSION_MASK else least
 
 
 def _check_sizes(infos: list[record_batch.BatchInfo], max_batch_bytes: int, when: str) -> None:
