@@ -18,6 +18,9 @@
  * that is not UTF-8) it returns None and raises nothing: the Python path then reads the batch
  * and raises its own error. So it may refuse more than Python does, never less.
  *
+ * A batch of RELEASE_GIL_BYTES or more is scanned without the GIL, as the Python path read a
+ * large batch a slice at a time so that the event loop's thread could run in between.
+ *
  * cq_entries(position, size, codes) builds the consume-queue entries (storage.consume_queue:
  * big-endian int64 position, int32 size, int64 code) of a batch whose offsets carry ``codes``,
  * one bytes object written with one call.
@@ -30,6 +33,9 @@
 
 #define HEADER_SIZE 61
 #define TIMESTAMP_TYPE_BIT 0x08
+/* batches at least this large are scanned without the GIL (a smaller one costs less than
+ * handing the GIL over) */
+#define RELEASE_GIL_BYTES (64 << 10)
 
 static inline uint64_t be64(const unsigned char *p) {
     uint64_t v = 0;
@@ -68,21 +74,22 @@ static inline int is_ascii(const unsigned char *p, Py_ssize_t n) {
     return 1;
 }
 
-/* Whether ``p[0:n]`` decodes as strict UTF-8 (what aiokafka requires of a header name). */
+/* Whether ``p[0:n]`` decodes as strict UTF-8 (what aiokafka requires of a header name). The
+ * caller may have released the GIL: it is taken for the decoder only. */
 static int valid_utf8(const unsigned char *p, Py_ssize_t n) {
     if (is_ascii(p, n)) return 1;
+    PyGILState_STATE gil = PyGILState_Ensure();
     PyObject *s = PyUnicode_DecodeUTF8((const char *)p, n, "strict");
-    if (s == NULL) {
-        PyErr_Clear();
-        return 0;
-    }
-    Py_DECREF(s);
-    return 1;
+    int ok = s != NULL;
+    if (s == NULL) PyErr_Clear();
+    Py_XDECREF(s);
+    PyGILState_Release(gil);
+    return ok;
 }
 
 /* storage.tag_code.tag_code of a non-empty value: Java's String.hashCode over the UTF-16 code
  * units of the value decoded as UTF-8 with errors replaced. -1 with an exception set on
- * failure (memory). */
+ * failure (memory). The caller may have released the GIL: it is taken for the decoder. */
 static int tag_code(const unsigned char *p, Py_ssize_t n, int32_t *out) {
     uint32_t h = 0;
     if (is_ascii(p, n)) {
@@ -90,8 +97,12 @@ static int tag_code(const unsigned char *p, Py_ssize_t n, int32_t *out) {
         *out = (int32_t)h;
         return 0;
     }
+    PyGILState_STATE gil = PyGILState_Ensure();
     PyObject *s = PyUnicode_DecodeUTF8((const char *)p, n, "replace");
-    if (s == NULL) return -1;
+    if (s == NULL) {
+        PyGILState_Release(gil);
+        return -1;
+    }
     Py_ssize_t len = PyUnicode_GET_LENGTH(s);
     int kind = PyUnicode_KIND(s);
     const void *data = PyUnicode_DATA(s);
@@ -106,6 +117,7 @@ static int tag_code(const unsigned char *p, Py_ssize_t n, int32_t *out) {
         }
     }
     Py_DECREF(s);
+    PyGILState_Release(gil);
     *out = (int32_t)h;
     return 0;
 }
@@ -197,8 +209,18 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     }
     int any_headers, all_keyed, tagged;
     int64_t min_ts, max_ts;
-    int ok = scan_records(buf, plain.len, tag.buf, tag.len, &any_headers, &all_keyed, &min_ts,
+    int ok;
+    if (plain.len >= RELEASE_GIL_BYTES) {
+        /* A large batch is scanned in the store's worker thread (store.append_async): the event
+         * loop's thread runs meanwhile. The buffer stays exported (y*), so it cannot change. */
+        Py_BEGIN_ALLOW_THREADS
+        ok = scan_records(buf, plain.len, tag.buf, tag.len, &any_headers, &all_keyed, &min_ts,
                           &max_ts, codes, &tagged);
+        Py_END_ALLOW_THREADS
+    } else {
+        ok = scan_records(buf, plain.len, tag.buf, tag.len, &any_headers, &all_keyed, &min_ts,
+                          &max_ts, codes, &tagged);
+    }
     if (ok < 0) goto free_codes;
     if (ok == 0) {
         result = Py_NewRef(Py_None);
