@@ -37,6 +37,7 @@ import shutil
 import struct
 from pathlib import Path
 
+from . import batch_scan
 from .files import pwrite_all
 
 ENTRY = struct.Struct(">qiq")
@@ -108,6 +109,8 @@ class ConsumeQueue:
             raise ValueError(f"{len(tag_codes)} tag codes for {count} offsets")
         if tag_codes is None:
             data = ENTRY.pack(position, size, 0) * count
+        elif batch_scan.cq_entries is not None and type(tag_codes) is list:
+            data = batch_scan.cq_entries(position, size, tag_codes)  # one C loop
         else:
             data = b"".join(ENTRY.pack(position, size, code) for code in tag_codes)
         offset = self._next_offset

@@ -115,6 +115,8 @@ class PartitionLog:
         view = memoryview(batch)
         if view[22] & record_batch.CONTROL_BIT:  # attributes' low byte
             return [CONTROL_CODE] * record_batch.read_info(view).records_count
+        if isinstance(records, record_batch.ScannedRecords) and records.tag == self._tag_header:
+            return records.tag_codes  # found by the compiled scan, no record read
         tags = record_batch.header_values(batch, self._tag_header, records)
         return None if tags is None else [tag_code(t) for t in tags]
 
