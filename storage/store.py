@@ -117,6 +117,7 @@ from .offset_store import CommittedOffset, OffsetStore
 from .partition_log import PartitionLog, sparse_codes
 from .producer_ids import ProducerIds
 from .producer_state import ProducerStateTable
+from .retention import Plan, Retention, repoint
 from .recompress import CODEC_NAMES, NONE, Compression, recompress, records_region
 from .record_batch import Buffer
 from .record_layout import record_ends
@@ -265,6 +266,7 @@ class MessageStore:
         self._unchecked_index_bytes = 0
         self._unchecked_partitions: set[PartitionLog] = set()
         self._checkpoint_soon: asyncio.Event | None = None
+        self.retention = Retention(self)
 
     # -- lifecycle -------------------------------------------------------------------------
     def open(self) -> None:
@@ -484,6 +486,8 @@ class MessageStore:
             filled = plog.mark_lost(base, self._damage_seen.end)
             if filled is not None:
                 self._lost.setdefault((meta.name, entry.partition), []).append(filled)
+        if base < plog.next_offset and self._replay_move(plog, entry, base):
+            return
         if base != plog.next_offset:
             log.error(
                 "%s-%d: batch at position %d has base offset %d, expected %d; skipped",
@@ -495,6 +499,33 @@ class MessageStore:
         self.recovered_entries += 1
         for state in self._states:
             state.replay(meta.name, entry.partition, entry.batch)
+
+    def _replay_move(self, plog: PartitionLog, entry: Entry, base: int) -> bool:
+        """``entry`` repeats, byte for byte, a batch whose offsets are indexed already:
+        retention moved it (storage.retention). Its entries are pointed at this copy (the
+        original is still there: segments go only after a checkpoint past the copy), and
+        nothing else is replayed. A copy of a batch retention has taken meanwhile is dead."""
+        queue = plog.consume_queue
+        info = record_batch.read_info(entry.batch)
+        last = base + info.last_offset_delta
+        first = max(base, queue.min_offset, plog.log_start_offset)
+        if first > last:
+            if last >= plog.log_start_offset:  # an index rebuilt from the start (module docstring)
+                log.error("%s/%d: offsets %d..%d were moved by retention and come after later "
+                          "offsets in the commitlog; a rebuilt index cannot hold them",
+                          plog.topic_id, plog.partition, base, last)
+            return True
+        if last >= queue.next_offset:
+            return False
+        position, size, _ = queue.entry(first)
+        if size != len(entry.batch):
+            return False
+        if position != entry.position:
+            original = self.commitlog.read_checked(position, size, plog.topic_id, plog.partition)
+            if original is not None and original != entry.batch:
+                return False
+            repoint(plog, base, info.last_offset_delta, size, entry.position)
+        return True
 
     def _index_codes(self, name: str, plog: PartitionLog, batch: bytes) -> list[int] | None:
         """The consume-queue codes of a batch read back from the commitlog (recovery, repair)."""
@@ -1356,40 +1387,111 @@ class MessageStore:
             log.error("could not write %s (%s): cluster id %s is not saved", path, exc, cluster_id)
         return cluster_id
 
-    # -- retention -------------------------------------------------------------------------
+    # -- retention (storage.retention) -----------------------------------------------------
     async def _retention_loop(self) -> None:
-        interval = self.config.retention_check_interval_ms / 1000
         while True:
-            await asyncio.sleep(interval)
-            self.apply_retention()
+            await asyncio.sleep(self.config.retention_check_interval_ms / 1000)  # read each turn
+            try:
+                await self.run_retention()
+            except StorageFailedError:
+                return
+            except OSError as exc:  # a full disk: the next run tries again
+                log.error("retention failed (%s); retrying at the next check", exc)
+
+    async def run_retention(self) -> int:
+        """One retention run on the event loop (moves in slices, fsyncs in a thread);
+        returns the segments deleted."""
+        steps = self._retention_steps()
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                step = next(steps)
+                if step == "slice":
+                    await asyncio.sleep(0)
+                elif step == "flush":
+                    fds, end = self.commitlog.unflushed()
+                    try:
+                        await loop.run_in_executor(None, _fdatasync_all, fds)
+                    except OSError as exc:
+                        raise self._fail(exc) from exc
+                    self.commitlog.mark_flushed(end)
+                else:
+                    await self.checkpoint()
+        except StopIteration as done:
+            return done.value
 
     def apply_retention(self) -> int:
-        """Delete whole old segments by time and size; returns how many were deleted."""
-        now = self.clock.now_ms()
-        deleted = 0
-        while True:
-            segments = self.commitlog.segments
-            if len(segments) < 2:
-                break
-            oldest = segments[0]
-            too_old = (
-                self.config.retention_ms is not None
-                and os.stat(oldest.path).st_mtime * 1000 < now - self.config.retention_ms
-            )
-            too_big = (
-                self.config.retention_bytes is not None
-                and self.commitlog.size_bytes() - oldest.size >= self.config.retention_bytes
-            )
-            if not (too_old or too_big):
-                break
-            self.commitlog.delete_oldest_segment()
-            deleted += 1
+        """One retention run, synchronously (the loop runs ``run_retention``); returns the
+        segments deleted."""
+        steps = self._retention_steps()
+        try:
+            while True:
+                step = next(steps)
+                if step == "flush":
+                    try:
+                        self.commitlog.flush()
+                    except OSError as exc:
+                        raise self._fail(exc) from exc
+                elif step == "checkpoint":
+                    self._checkpoint_now()
+        except StopIteration as done:
+            return done.value
+
+    def _retention_steps(self):
+        """Advance log starts, move live batches out of the oldest segments, checkpoint, and
+        delete the segments left dead (storage.retention); yields "slice" between slices of
+        moves, "flush" when the copies must be made durable, "checkpoint" before deleting."""
+        self._check_writable()
+        retention = self.retention
+        retention.stats.runs += 1
+        advanced = retention.advance()
+        plan = retention.plan()
+        if plan.moves:
+            start = self.commitlog.end_position
+            try:
+                for _ in retention.move(plan):
+                    yield "slice"
+            except OSError as exc:
+                log.error("retention could not move %d live batch(es) out of old segments (%s); "
+                          "they stay where they are", len(plan.moves), exc)
+                retention.copies = []
+                try:
+                    self.commitlog.truncate(start)
+                except OSError as undo:
+                    raise self._fail(undo) from exc
+                plan = Plan(plan.segments[:plan.free], [])
+            else:
+                yield "flush"
+                retention.repoint()
+        if advanced or plan.segments:
+            yield "checkpoint"
+        deleted = retention.delete(plan)
         if deleted:
-            start = self.commitlog.start_position
-            for plog in self._partitions.values():
-                plog.advance_log_start(plog.consume_queue.first_offset_at_position(start))
-            log.info("retention deleted %d segment(s); commitlog starts at %d", deleted, start)
+            log.info("retention deleted %d segment(s); commitlog starts at %d", deleted,
+                     self.commitlog.start_position)
         return deleted
+
+    def _checkpoint_now(self) -> None:
+        """A checkpoint written synchronously (``apply_retention``)."""
+        self._check_writable()
+        try:
+            end = self.commitlog.flush()
+            for plog in self._partitions.values():
+                plog.flush()
+            seq = self.offsets.flush()
+            for state in self._states:
+                _fdatasync_all(state.dirty_fds())
+        except OSError as exc:
+            raise self._fail(exc) from exc
+        self._release_durable(end)
+        self._release_offsets(seq)
+        snapshot = self._snapshot()
+        self._write_checkpoint(end, snapshot)
+        self._last_checkpoint = (end, snapshot)
+
+    def built_partition(self, name: str, p: int) -> PartitionLog | None:
+        """The partition if it was built (``partitions``), without building it."""
+        return self._partitions.get((name, p))
 
     def partitions(self) -> dict[tuple[str, int], PartitionLog]:
         """The partitions built so far (used since open, or with files on disk); any other
@@ -1421,6 +1523,7 @@ def _divert(diverter: Diverter, name: str, p: int, base: int, batch: Buffer, rec
 
 
 def _close_deleted(plog: PartitionLog) -> None:
+    plog.closed = True
     plog.consume_queue.destroy()
     plog.time_index.close()
     plog.txn_index.close()
