@@ -159,6 +159,8 @@ class Retention:
         self._store = store
         self.stats = RetentionStats()
         self.copies: list[tuple[Move, int]] = []  # made by ``move``, pointed at by ``repoint``
+        self.unsaved = False  # log starts moved that no checkpoint recorded yet
+        self.failure_logged = self.move_failure_logged = -(1 << 62)  # when (clock ms) last logged
         # per partition with a retention.bytes: [first offset counted, end counted, bytes]
         self._sizes: dict[PartitionLog, list[int]] = {}
 

@@ -1396,7 +1396,10 @@ class MessageStore:
             except StorageFailedError:
                 return
             except OSError as exc:  # a full disk: the next run tries again
-                log.error("retention failed (%s); retrying at the next check", exc)
+                now = self.clock.now_ms()
+                if now - self.retention.failure_logged >= _REPEAT_LOG_MS:
+                    log.error("retention failed (%s); retrying at every check", exc)
+                    self.retention.failure_logged = now
 
     async def run_retention(self) -> int:
         """One retention run on the event loop (moves in slices, fsyncs in a thread);
@@ -1452,8 +1455,11 @@ class MessageStore:
                 for _ in retention.move(plan):
                     yield "slice"
             except OSError as exc:
-                log.error("retention could not move %d live batch(es) out of old segments (%s); "
-                          "they stay where they are", len(plan.moves), exc)
+                now = self.clock.now_ms()
+                if now - retention.move_failure_logged >= _REPEAT_LOG_MS:  # a full disk: every run
+                    log.error("retention could not move %d live batch(es) out of old segments (%s); "
+                              "they stay where they are, tried again at every run", len(plan.moves), exc)
+                    retention.move_failure_logged = now
                 retention.copies = []
                 try:
                     self.commitlog.truncate(start)
@@ -1463,8 +1469,11 @@ class MessageStore:
             else:
                 yield "flush"
                 retention.repoint()
-        if advanced or plan.segments:
+        # log starts moved by an earlier run whose checkpoint failed are saved now
+        retention.unsaved = retention.unsaved or advanced
+        if retention.unsaved or plan.segments:
             yield "checkpoint"
+            retention.unsaved = False
         deleted = retention.delete(plan)
         if deleted:
             log.info("retention deleted %d segment(s); commitlog starts at %d", deleted,
