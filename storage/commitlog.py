@@ -383,17 +383,21 @@ class CommitLog:
     def heads(self, segment: Segment) -> Iterator[EntryHead]:
         """The entries of closed ``segment`` in order, from their headers alone (no CRC is
         checked: retention only asks the consume queues whether each batch is still the one
-        they point at). Stops at the first header that does not chain (damage): the caller
-        then treats the rest of the segment as unknown, never as dead."""
-        local = 0
+        they point at), read a chunk at a time. Raises DamagedSegmentError at the first
+        header that does not chain (damage): the caller then treats the rest of the segment
+        as unknown, never as dead."""
+        local, chunk, at = 0, b"", 0  # ``chunk`` holds the segment's bytes from ``at``
         while local < segment.size:
-            data = os.pread(segment.fd, _HEAD_BYTES, local)
-            if len(data) < _HEAD_BYTES:
+            if local + _HEAD_BYTES > at + len(chunk):
+                at = local
+                chunk = os.pread(segment.fd, min(_RESYNC_CHUNK, segment.size - local), local)
+            i = local - at
+            if len(chunk) - i < _HEAD_BYTES:
                 raise DamagedSegmentError(segment.base_position + local)
-            length, magic, _, topic, partition = ENTRY_HEADER.unpack_from(data, 0)
+            length, magic, _, topic, partition = ENTRY_HEADER.unpack_from(chunk, i)
             if magic != ENTRY_MAGIC or length < _MIN_ENTRY or local + length > segment.size:
                 raise DamagedSegmentError(segment.base_position + local)
-            base, _, _, _, _, _, last_delta = _BATCH_HEAD.unpack_from(data, ENTRY_HEADER_SIZE)
+            base, _, _, _, _, _, last_delta = _BATCH_HEAD.unpack_from(chunk, i + ENTRY_HEADER_SIZE)
             yield EntryHead(segment.base_position + local + ENTRY_HEADER_SIZE, UUID(bytes=topic), partition,
                             base, last_delta, length - ENTRY_HEADER_SIZE)
             local += length

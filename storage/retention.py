@@ -56,7 +56,7 @@ read as deleted by retention (logged at ERROR).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -74,6 +74,8 @@ RETENTION_BYTES = "retention.bytes"
 _WALK_CHUNK = 4096  # consume-queue entries read at a time while walking batches
 _MAX_SCAN_SEGMENTS = 64  # oldest segments a run looks into (their entry headers only)
 _MOVE_SLICE_BYTES = 4 << 20  # bytes moved between two turns of the event loop
+_SCAN_SLICE = 20_000  # entry headers looked at between two turns of the event loop
+_CACHED_HEADS = 200_000  # live batch heads remembered across runs, at most
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +165,9 @@ class Retention:
         self.failure_logged = self.move_failure_logged = -(1 << 62)  # when (clock ms) last logged
         # per partition with a retention.bytes: [first offset counted, end counted, bytes]
         self._sizes: dict[PartitionLog, list[int]] = {}
+        # closed segment's base position -> the heads of its batches live when last looked at
+        self._heads: dict[int, list[EntryHead]] = {}
+        self._idle: tuple | None = None  # what decided the last plan that found nothing to do
 
     # -- log start offsets -----------------------------------------------------------------
     def advance(self) -> bool:
@@ -246,49 +251,82 @@ class Retention:
         return target
 
     # -- segments --------------------------------------------------------------------------
-    def plan(self) -> Plan:
+    def plan(self) -> Generator[str, None, Plan]:
         """The oldest segments that can go, with the live batches to move out of them first
-        (see the module docstring)."""
+        (see the module docstring); yields "slice" between slices of the scan. Nothing is
+        looked at when nothing that decides it changed since a plan that found nothing."""
         store = self._store
         ratio = store.config.retention_move_ratio
-        segments = store.commitlog.segments[:-1][:_MAX_SCAN_SEGMENTS]
+        closed = store.commitlog.segments[:-1]
+        state = (len(closed), store.commitlog.start_position, ratio, len(store.topics.all()),
+                 sum(p.commitlog_start_offset for p in store.partitions().values()))
+        if state == self._idle:
+            return Plan()
+        bases = {segment.base_position for segment in closed}
+        for base in [b for b in self._heads if b not in bases]:
+            del self._heads[base]
+        remaining = sum(segment.size for segment in closed)
         plan, pending = Plan(), []
         size = live_bytes = 0
-        for segment in segments:
+        for index, segment in enumerate(closed[:_MAX_SCAN_SEGMENTS]):
             try:
-                live, movable = self._live(segment)
+                live, movable = yield from self._live(segment)
             except DamagedSegmentError as exc:
                 log.warning("retention stops at a damaged commitlog segment %s: %s", segment.path, exc)
                 break
             if not movable:
                 break
             size += segment.size
+            remaining -= segment.size
             live_bytes += sum(m.head.size for m in live)
             pending.extend(live)
             if not live_bytes:
                 plan.free += 1
             if live_bytes <= ratio * size:
-                plan.segments = segments[: segments.index(segment) + 1]
+                plan.segments = closed[: index + 1]
                 plan.moves = list(pending)
+            elif live_bytes > ratio * (size + remaining):
+                break  # even if everything after were dead, moving would not pay
+        self._idle = None if plan.segments else state
         return plan
 
-    def _live(self, segment: Segment) -> tuple[list[Move], bool]:
+    def _live(self, segment: Segment) -> Generator[str, None, tuple[list[Move], bool]]:
         """The live batches of ``segment``, and whether they may be moved (none belongs to a
-        partition following the broker's segment rule)."""
+        partition following the broker's segment rule). A segment's live batches only ever
+        die (nothing is written into a closed segment), so the heads found live last time
+        are all that is looked at again (kept for up to _CACHED_HEADS heads)."""
         store = self._store
-        live: list[Move] = []
         config = store.config
-        for head in store.commitlog.heads(segment):
+        cached = self._heads.get(segment.base_position)
+        heads = store.commitlog.heads(segment) if cached is None else iter(cached)
+        live: list[Move] = []
+        still: list[EntryHead] = []
+        movable = True
+        for count, head in enumerate(heads, 1):
+            if count % _SCAN_SLICE == 0:
+                yield "slice"
             meta = store.topics.by_id(head.topic_id)
             if meta is None or not 0 <= head.partition < meta.partitions:
                 continue  # a deleted topic's batch
             plog = store.built_partition(meta.name, head.partition)
-            if plog is None or not _points_at(plog, head):
+            if plog is None:
                 continue
+            if cached is None:
+                if not _points_at(plog, head):
+                    continue
+            elif head.base_offset + head.last_offset_delta < plog.commitlog_start_offset:
+                # found live before: only the start passing it (or a move, which deletes the
+                # segment) ends that
+                continue
+            still.append(head)
             if own_retention(meta.configs, config.retention_ms, config.retention_bytes) is None:
-                return live, False
-            live.append(Move(plog, head))
-        return live, True
+                movable = False  # dies with its segment; looked at again next time
+            else:
+                live.append(Move(plog, head))
+        cached_now = sum(len(h) for h in self._heads.values())
+        if cached is not None or cached_now + len(still) <= _CACHED_HEADS:
+            self._heads[segment.base_position] = still
+        return live, movable
 
     def move(self, plan: Plan) -> Iterator[int]:
         """Append a copy of each live batch at the head (into ``copies``); yields every slice

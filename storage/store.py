@@ -3,6 +3,14 @@
 Owns the commitlog, the topic registry and every partition's derived structures, runs
 recovery on open, and runs the flush, checkpoint and retention loops.
 
+Retention (storage.retention, whose docstring has the design): each run moves partitions'
+log start offsets (a topic's own retention.ms / retention.bytes per partition, Kafka's rule;
+otherwise the broker's log.retention.* on commitlog segments), moves the live batches of
+mostly dead old segments to the commitlog head (appended, fdatasynced, then their
+consume-queue entries re-pointed), checkpoints (the new log starts and positions are then
+durable), and only then deletes the segments nothing live is in. Recovery re-dispatching a
+batch whose offsets are already indexed treats it as such a move (``_replay_move``).
+
 Files under ``data_dir``::
 
     commitlog/               segment files (the only source of truth)
@@ -1448,7 +1456,7 @@ class MessageStore:
         retention = self.retention
         retention.stats.runs += 1
         advanced = retention.advance()
-        plan = retention.plan()
+        plan = yield from retention.plan()
         if plan.moves:
             start = self.commitlog.end_position
             try:
