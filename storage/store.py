@@ -1458,7 +1458,6 @@ class MessageStore:
         advanced = retention.advance()
         plan = yield from retention.plan()
         if plan.moves:
-            start = self.commitlog.end_position
             try:
                 for _ in retention.move(plan):
                     yield "slice"
@@ -1468,11 +1467,9 @@ class MessageStore:
                     log.error("retention could not move %d live batch(es) out of old segments (%s); "
                               "they stay where they are, tried again at every run", len(plan.moves), exc)
                     retention.move_failure_logged = now
+                # The copies already written stay as dead bytes (nothing names them; a failed
+                # append cut itself back): appends of producers may have come after them.
                 retention.copies = []
-                try:
-                    self.commitlog.truncate(start)
-                except OSError as undo:
-                    raise self._fail(undo) from exc
                 plan = Plan(plan.segments[:plan.free], [])
             else:
                 yield "flush"
