@@ -72,6 +72,7 @@ log = logging.getLogger(__name__)
 RETENTION_MS = "retention.ms"
 RETENTION_BYTES = "retention.bytes"
 _WALK_CHUNK = 4096  # consume-queue entries read at a time while walking batches
+_WALK_PER_RUN = 1_000_000  # offsets one partition's walk looks at in one run, at most
 _MAX_SCAN_SEGMENTS = 64  # oldest segments a run looks into (their entry headers only)
 _MOVE_SLICE_BYTES = 4 << 20  # bytes moved between two turns of the event loop
 _SCAN_SLICE = 20_000  # entry headers looked at between two turns of the event loop
@@ -206,11 +207,16 @@ class Retention:
 
     @staticmethod
     def _by_segment(plog: PartitionLog, cut: int) -> int:
-        """The first offset whose batch is at or after commitlog position ``cut``."""
+        """The first offset whose batch is at or after commitlog position ``cut`` (looking at
+        _WALK_PER_RUN offsets at most: the rest at the next run)."""
         start = plog.log_start_offset
-        for offset, position, _ in batch_starts(plog, start, plog.next_offset):
+        last = start
+        for offset, position, _ in batch_starts(plog, start, min(plog.next_offset, start + _WALK_PER_RUN)):
             if position >= cut:
                 return offset
+            last = offset
+        if start + _WALK_PER_RUN < plog.next_offset:
+            return last  # the last batch looked at may go on past the window: kept for now
         return plog.next_offset
 
     def _by_rule(self, plog: PartitionLog, rule: TopicRetention, now: int) -> int:
@@ -226,27 +232,34 @@ class Retention:
 
     def _by_size(self, plog: PartitionLog, start: int, limit: int) -> int:
         """The first offset to keep so that the partition's bytes from it on are the fewest
-        still at least ``limit`` (whole batches; Kafka's rule for segments)."""
+        still at least ``limit`` (whole batches; Kafka's rule for segments).
+
+        The bytes are counted once and then kept up to date (what retention dropped taken
+        off, what was appended added), _WALK_PER_RUN offsets a run at most: until the count
+        reaches the end, the decision is made on fewer bytes than there are, so it never
+        drops a batch Kafka would keep."""
+        queue = plog.consume_queue
         counted = self._sizes.get(plog)
-        if counted is None or counted[0] > start or counted[1] < start:
+        if counted is None or counted[0] > start or counted[1] < start or counted[0] < queue.min_offset:
             counted = self._sizes[plog] = [start, start, 0]
         elif counted[0] < start:  # the start moved (time, DeleteRecords): uncount what went
             counted[2] -= sum(size for _, _, size in batch_starts(plog, counted[0], start))
             counted[0] = start
+        budget = counted[1] + _WALK_PER_RUN
         end = plog.next_offset
-        counted[2] += sum(size for _, _, size in batch_starts(plog, counted[1], end))
+        for offset, _, size in batch_starts(plog, counted[1], end):
+            if offset >= budget:
+                end = offset  # counted up to a batch's start: the next run goes on from there
+                break
+            counted[2] += size
         counted[1] = end
         total = counted[2]
-        if total - limit <= 0:
-            return start
-        target = start
+        target = end
         for offset, _, size in batch_starts(plog, start, end):
             if total - size < limit:
                 target = offset
                 break
             total -= size
-        else:
-            target = end
         counted[0], counted[2] = target, total
         return target
 

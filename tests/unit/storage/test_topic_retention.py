@@ -302,3 +302,30 @@ async def test_a_move_that_fails_between_appends_keeps_the_appends(stores, clock
     store = stores.open()
     assert values_of(read_all(store, "other", 0)) == others
     assert long_values(store) == kept
+
+
+def test_retention_bytes_counted_a_window_at_a_time(stores, clock, monkeypatch):
+    """With the count spread over runs (a few offsets a run), no run drops a batch Kafka's
+    rule keeps, and the runs end where one unbounded run would."""
+    from rmqkafka.storage import retention as retention_module
+
+    monkeypatch.setattr(retention_module, "_WALK_PER_RUN", 7)
+    store = stores.open(segment_bytes=1 << 20, retention_ms=None)
+    store.create_topic("t", 1, {"retention.bytes": "700"})
+    sizes = []
+    for i in range(40):
+        batch = make_batch([b"y" * (20 + i % 5 * 10)] * (1 + i % 3), timestamps=[clock.now_ms()] * (1 + i % 3))
+        sizes.append((append(store, "t", 0, batch).base_offset, len(batch)))
+    plog = store.partition("t", 0)
+
+    def kept_bytes() -> int:
+        return sum(size for base, size in sizes if base >= plog.log_start_offset)
+
+    starts = set()
+    for _ in range(30):
+        store.apply_retention()
+        starts.add(plog.log_start_offset)
+        assert kept_bytes() >= 700
+        assert plog.log_start_offset in {base for base, _ in sizes}
+    assert kept_bytes() - next(size for base, size in sizes if base == plog.log_start_offset) < 700
+    assert len(starts) > 2  # it got there in steps
