@@ -74,6 +74,9 @@ RETENTION_BYTES = "retention.bytes"
 _WALK_CHUNK = 4096  # consume-queue entries read at a time while walking batches
 _WALK_PER_RUN = 1_000_000  # offsets one partition's walk looks at in one run, at most
 _MAX_SCAN_SEGMENTS = 64  # oldest segments a run looks into (their entry headers only)
+# bytes of segments a run reads to find their live batches (at least one segment; segments
+# whose live batches are remembered are not read again)
+_SCAN_BYTES_PER_RUN = 256 << 20
 _MOVE_SLICE_BYTES = 4 << 20  # bytes moved between two turns of the event loop
 _SCAN_SLICE = 20_000  # entry headers looked at between two turns of the event loop
 _CACHED_HEADS = 200_000  # live batch heads remembered across runs, at most
@@ -281,7 +284,12 @@ class Retention:
         remaining = sum(segment.size for segment in closed)
         plan, pending = Plan(), []
         size = live_bytes = 0
+        scanned = 0
         for index, segment in enumerate(closed[:_MAX_SCAN_SEGMENTS]):
+            if scanned >= _SCAN_BYTES_PER_RUN:
+                break
+            if segment.base_position not in self._heads:
+                scanned += segment.size
             try:
                 live, movable = yield from self._live(segment)
             except DamagedSegmentError as exc:
