@@ -17,6 +17,9 @@ Kafka's rule is that a topic's own config wins and the broker's value is its def
   holds log.retention.bytes; the log start of such a partition moves past the batches in
   expired segments. (The broker's values are then commitlog-wide, not per partition: the
   records of such topics are kept at least that long, never less.)
+- A topic whose ``cleanup.policy`` lacks ``delete`` (compact only) loses nothing to
+  retention, as in Kafka; its batches are moved like those of an unlimited topic (the
+  compaction store raises ``commitlog_start_offset`` for what it holds).
 
 A partition's log start only moves forward; the store checkpoints the new log starts before
 any segment is deleted, so a restart or kill -9 keeps them (as DeleteRecords does).
@@ -71,6 +74,7 @@ log = logging.getLogger(__name__)
 
 RETENTION_MS = "retention.ms"
 RETENTION_BYTES = "retention.bytes"
+CLEANUP_POLICY = "cleanup.policy"
 _WALK_CHUNK = 4096  # consume-queue entries read at a time while walking batches
 _WALK_PER_RUN = 1_000_000  # offsets one partition's walk looks at in one run, at most
 _MAX_SCAN_SEGMENTS = 64  # oldest segments a run looks into (their entry headers only)
@@ -94,7 +98,11 @@ class TopicRetention:
 def own_retention(configs: dict[str, str], broker_ms: int | None,
                   broker_bytes: int | None) -> TopicRetention | None:
     """The topic's retention when it has one of its own (see the module docstring), else
-    None: the topic follows the broker's segment rule."""
+    None: the topic follows the broker's segment rule. A topic whose cleanup.policy lacks
+    "delete" (compact only) loses nothing to retention, as in Kafka."""
+    policy = {p.strip() for p in configs.get(CLEANUP_POLICY, "delete").split(",")}
+    if "delete" not in policy:
+        return TopicRetention(None, None)
     ms, size = _limit(configs.get(RETENTION_MS)), _limit(configs.get(RETENTION_BYTES))
     if ms is False and size is False:
         return None

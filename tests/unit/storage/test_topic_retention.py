@@ -329,3 +329,20 @@ def test_retention_bytes_counted_a_window_at_a_time(stores, clock, monkeypatch):
         assert plog.log_start_offset in {base for base, _ in sizes}
     assert kept_bytes() - next(size for base, size in sizes if base == plog.log_start_offset) < 700
     assert len(starts) > 2  # it got there in steps
+
+
+def test_a_compact_only_topic_loses_nothing_to_retention_and_pins_nothing(stores, clock):
+    store = stores.open(segment_bytes=1000, retention_ms=1)
+    store.create_topic("compacted", 1, {"cleanup.policy": "compact", "retention.ms": "1"})
+    store.create_topic("both", 1, {"cleanup.policy": "compact, delete", "retention.ms": "1"})
+    store.create_topic("short", 1, {"retention.ms": "1"})
+    for i in range(30):
+        append(store, "compacted", 0, make_batch([b"c%03d" % i], keys=[b"k"], timestamps=[0]))
+        append(store, "both", 0, make_batch([b"b%03d" % i], keys=[b"k"], timestamps=[0]))
+        append(store, "short", 0, make_batch([b"s" * 100], timestamps=[0]))
+    store.apply_retention()
+    assert store.partition("compacted", 0).log_start_offset == 0
+    assert values_of(read_all(store, "compacted", 0)) == [(i, b"c%03d" % i) for i in range(30)]
+    assert store.partition("both", 0).log_start_offset == 30
+    assert store.partition("short", 0).log_start_offset == 30
+    assert store.retention.stats.bytes_moved > 0 and store.retention.stats.segments_deleted > 0
