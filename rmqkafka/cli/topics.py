@@ -307,7 +307,11 @@ def _retention(entries: dict[str, Any]) -> dict[str, Any]:
     if not out:  # not this broker (or not allowed to describe configs)
         return out
     own = any(out.get(k, {}).get("source") == "topic" for k in _RETENTION_KEYS[:2])
-    out["rule"] = "per partition" if own else "broker log.retention.* on commitlog segments"
+    policy = {p.strip() for p in out.get("cleanup.policy", {}).get("value", "delete").split(",")}
+    if "delete" not in policy:
+        out["rule"] = "none (compact only)"
+    else:
+        out["rule"] = "per partition" if own else "broker log.retention.* on commitlog segments"
     return out
 
 
