@@ -5,6 +5,7 @@ a dynamic change, kill -9 while retention runs, and a full disk."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -25,6 +26,13 @@ def start(broker_factory, tmp_path: Path, **options):
 
 def commitlog_bytes(broker) -> int:
     return sum(p.stat().st_size for p in (Path(broker.data_dir) / "commitlog").glob("*.log"))
+
+
+def checkpointed_log_starts(broker) -> list[int]:
+    try:
+        return list(json.loads((Path(broker.data_dir) / "checkpoint.json").read_text()).get("log_start", {}).values())
+    except (OSError, ValueError):  # being replaced
+        return []
 
 
 def earliest(k: KafkaRaw, topic: str, partition: int = 0) -> int:
@@ -92,7 +100,8 @@ def test_a_one_hour_and_a_one_second_topic_share_the_log(broker_factory, tmp_pat
         assert [r.value for r in k.fetch_all("long", 0)] == long_values
     assert consume_all_kafka_python(bootstrap, "long", 600) == long_values
 
-    # the lead's log start and the moves survive kill -9
+    # the short topic's log start (once checkpointed) and the moves survive kill -9
+    wait_until(lambda: 600 in checkpointed_log_starts(broker), timeout=60, message="the log start checkpointed")
     broker.kill()
     broker.start()
     bootstrap = broker.bootstrap_servers
@@ -192,9 +201,10 @@ def test_a_full_disk_while_retention_moves(broker_factory, small_fs):
         assert broker.running
         assert [r.value for r in k.fetch_all("long", 0)] == acknowledged
         small_fs.free()
-        # deleted segments come after a checkpoint that recorded the log starts
         wait_until(lambda: earliest(k, "short") == 300 and commitlog_bytes(broker) < 200_000, timeout=60,
                    message="the short topic's log start, space reclaimed")
+        # a log start is durable once a checkpoint recorded it (as for DeleteRecords)
+        wait_until(lambda: 300 in checkpointed_log_starts(broker), timeout=60, message="the log start checkpointed")
     assert "could not move" in broker.stderr
     broker.kill()
     broker.start()
