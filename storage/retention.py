@@ -293,13 +293,14 @@ class Retention:
         plan, pending = Plan(), []
         size = live_bytes = 0
         scanned = 0
+        partitions: dict = {}
         for index, segment in enumerate(closed[:_MAX_SCAN_SEGMENTS]):
             if scanned >= _SCAN_BYTES_PER_RUN:
                 break
             if segment.base_position not in self._heads:
                 scanned += segment.size
             try:
-                live, movable = yield from self._live(segment)
+                live, movable = yield from self._live(segment, partitions)
             except DamagedSegmentError as exc:
                 log.warning("retention stops at a damaged commitlog segment %s: %s", segment.path, exc)
                 break
@@ -319,43 +320,55 @@ class Retention:
         self._idle = None if plan.segments else state
         return plan
 
-    def _live(self, segment: Segment) -> Generator[str, None, tuple[list[Move], bool]]:
+    def _live(self, segment: Segment, partitions: dict) -> Generator[str, None, tuple[list[Move], bool]]:
         """The live batches of ``segment``, and whether they may be moved (none belongs to a
         partition following the broker's segment rule). A segment's live batches only ever
         die (nothing is written into a closed segment), so the heads found live last time
-        are all that is looked at again (kept for up to _CACHED_HEADS heads)."""
-        store = self._store
-        config = store.config
+        are all that is looked at again (kept for up to _CACHED_HEADS heads).
+        ``partitions`` memoizes (topic id, partition) -> (partition log, its commitlog start,
+        movable) or None (deleted) for the plan."""
         cached = self._heads.get(segment.base_position)
-        heads = store.commitlog.heads(segment) if cached is None else iter(cached)
+        heads = self._store.commitlog.heads(segment) if cached is None else iter(cached)
         live: list[Move] = []
         still: list[EntryHead] = []
         movable = True
         for count, head in enumerate(heads, 1):
             if count % _SCAN_SLICE == 0:
                 yield "slice"
-            meta = store.topics.by_id(head.topic_id)
-            if meta is None or not 0 <= head.partition < meta.partitions:
+            key = (head.topic_id, head.partition)
+            found = partitions.get(key, False)
+            if found is False:
+                found = partitions[key] = self._partition_of(head)
+            if found is None:
                 continue  # a deleted topic's batch
-            plog = store.built_partition(meta.name, head.partition)
-            if plog is None:
+            plog, start, own = found
+            if head.base_offset + head.last_offset_delta < start:
                 continue
-            if cached is None:
-                if not _points_at(plog, head):
-                    continue
-            elif head.base_offset + head.last_offset_delta < plog.commitlog_start_offset:
-                # found live before: only the start passing it (or a move, which deletes the
-                # segment) ends that
+            # found live before: only the start passing it (or a move, which deletes the
+            # segment) ends that; a head never looked at is asked of the queue
+            if cached is None and not _points_at(plog, head):
                 continue
             still.append(head)
-            if own_retention(meta.configs, config.retention_ms, config.retention_bytes) is None:
-                movable = False  # dies with its segment; looked at again next time
-            else:
+            if own:
                 live.append(Move(plog, head))
+            else:
+                movable = False  # dies with its segment; looked at again next time
         cached_now = sum(len(h) for h in self._heads.values())
         if cached is not None or cached_now + len(still) <= _CACHED_HEADS:
             self._heads[segment.base_position] = still
         return live, movable
+
+    def _partition_of(self, head: EntryHead) -> tuple[PartitionLog, int, bool] | None:
+        store = self._store
+        meta = store.topics.by_id(head.topic_id)
+        if meta is None or not 0 <= head.partition < meta.partitions:
+            return None
+        plog = store.built_partition(meta.name, head.partition)
+        if plog is None:
+            return None
+        config = store.config
+        own = own_retention(meta.configs, config.retention_ms, config.retention_bytes) is not None
+        return plog, plog.commitlog_start_offset, own
 
     def move(self, plan: Plan) -> Iterator[int]:
         """Append a copy of each live batch at the head (into ``copies``); yields every slice
