@@ -144,6 +144,10 @@ def test_retention_bytes_and_unlimited(broker_factory, tmp_path):
         assert [r.value for r in k.fetch_all("sized", 0, start_offset)] == [
             b"%04d" % i + b"x" * 200 for i in range(start_offset, 60)]
         assert [r.value for r in k.fetch_all("forever", 0)] == [b"f%04d" % i for i in range(60)]
+        # DescribeLogDirs counts the bytes from the log start on
+        result = k.request(35, 4, topics=[dict(topic=t, partitions=[0]) for t in ("sized", "gone")]).results[0]
+        reported = {t.name: t.partitions[0].partition_size for t in result.topics}
+        assert reported == {"sized": kept, "gone": 0}
         # DeleteRecords keeps working beside retention, and ListOffsets follows both
         response = k.request(21, 2, topics=[dict(name="forever", partitions=[dict(partition_index=0, offset=10)])],
                              timeout=10_000)
