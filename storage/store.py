@@ -125,10 +125,10 @@ from .offset_store import CommittedOffset, OffsetStore
 from .partition_log import PartitionLog, sparse_codes
 from .producer_ids import ProducerIds
 from .producer_state import ProducerStateTable
-from .retention import Plan, Retention, repoint
 from .recompress import CODEC_NAMES, NONE, Compression, recompress, records_region
 from .record_batch import Buffer
 from .record_layout import record_ends
+from .retention import Plan, Retention, repoint
 from .topics import TopicMeta, TopicRegistry
 from .txn_index import OngoingTxns
 
