@@ -52,8 +52,10 @@ checkpoint's position and, finding their offsets already indexed, treats each as
 (re-points the entries, nothing else: no new offsets, no producer state). A move that fails
 (a full disk) cuts the commitlog back to where the copies began and changes nothing else.
 A rebuild of every index from the commitlog start (index files lost) meets a moved batch
-after later batches of its partition and cannot index it below them: those offsets then
-read as deleted by retention (logged at ERROR).
+after later batches of its partition: it first finds each partition's lowest base offset in
+the commitlog (entry headers only), starts the partition's index there (never below its log
+start), holds the offsets not seen yet as lost entries, and points them at the moved batch
+when it comes.
 """
 
 from __future__ import annotations

@@ -101,9 +101,9 @@ from typing import Protocol
 from . import record_batch
 from .batch_builder import empty_batch, subset_batch
 from .clock import Clock, SystemClock
-from .commitlog import CommitLog, Damage, Entry
+from .commitlog import CommitLog, Damage, DamagedSegmentError, Entry
 from .config import StorageConfig
-from .consume_queue import ENTRY_SIZE, LOST_CODE
+from .consume_queue import ENTRY, ENTRY_SIZE, LOST_CODE
 from .disk_reserve import DiskReserve
 from .errors import (
     CorruptRecordError,
@@ -258,6 +258,9 @@ class MessageStore:
         self._damage_seen: Damage | None = None  # the last damage this recovery skipped
         self._lost: dict[tuple[str, int], list[tuple[int, int]]] = {}  # offsets it lost
         self._ends_before: dict[tuple[str, int], int] = {}  # next offsets before recovery
+        # a rebuild of every index: (topic id, partition) -> lowest base offset in the
+        # commitlog, where batches moved by retention may come after later ones
+        self._rebuild_floors: dict[tuple[uuid.UUID, int], int] = {}
         # append_async: the last call per partition (its turn to write), and the threads
         # that decompress large batches (made on first use)
         self._append_turns: dict[tuple[str, int], asyncio.Future] = {}
@@ -327,6 +330,7 @@ class MessageStore:
         if lost:
             log.warning("%s; rebuilding every index from the commitlog", lost)
             position, derived = self.commitlog.start_position, None
+            self._rebuild_floors = self._lowest_bases()
             for plog in self._partitions.values():  # replayed from the start as well
                 plog.consume_queue.truncate_to(plog.consume_queue.min_offset)
                 plog.producers = ProducerStateTable()
@@ -349,6 +353,7 @@ class MessageStore:
                               f"position {position} and has no room even with the disk reserve "
                               f"released ({exc}); free space in {self._dir} and start again") from exc
         self._ends_before = {}
+        self._rebuild_floors = {}
         for state in self._states:
             state.recovered()
         start = self.commitlog.start_position
@@ -487,8 +492,15 @@ class MessageStore:
                 log.error("%s-%d: offsets %d..%d are not in the commitlog (deleted by retention, or lost "
                           "with the damaged bytes); the log start offset moves to %d",
                           meta.name, entry.partition, plog.next_offset, base - 1, base)
-            plog.consume_queue.restart_at(base)
-            plog.log_start_offset = max(plog.log_start_offset, base)
+            floor = self._rebuild_floors.get((entry.topic_id, entry.partition), base)
+            # never below the log start: copies of what retention took since are dead
+            start = max(plog.next_offset, min(base, max(floor, plog.log_start_offset)))
+            plog.consume_queue.restart_at(start)
+            plog.log_start_offset = max(plog.log_start_offset, start)
+        if base > plog.next_offset and self._rebuild_floors and self._damage_seen is None:
+            # moved batches of these offsets come later in the commitlog (storage.retention);
+            # lost until one of them does (``_replay_move``)
+            plog.mark_lost(base, entry.position)
         if base > plog.next_offset and self._damage_seen is not None:
             # the offsets in between were in the damaged range skipped before this batch
             filled = plog.mark_lost(base, self._damage_seen.end)
@@ -525,7 +537,13 @@ class MessageStore:
             return True
         if last >= queue.next_offset:
             return False
-        position, size, _ = queue.entry(first)
+        position, size, code = queue.entry(first)
+        if code == LOST_CODE and self._rebuild_floors:  # a rebuild meets a moved batch late
+            codes = self._index_codes(self.topics.by_id(plog.topic_id).name, plog, entry.batch)
+            span = info.last_offset_delta + 1
+            queue.rewrite(base, b"".join(ENTRY.pack(entry.position, len(entry.batch), 0 if codes is None else c)
+                                         for c in (codes or [0] * span)))
+            return True
         if size != len(entry.batch):
             return False
         if position != entry.position:
@@ -534,6 +552,19 @@ class MessageStore:
                 return False
             repoint(plog, base, info.last_offset_delta, size, entry.position)
         return True
+
+    def _lowest_bases(self) -> dict[tuple[uuid.UUID, int], int]:
+        """Each partition's lowest base offset in the commitlog (entry headers only)."""
+        floors: dict[tuple[uuid.UUID, int], int] = {}
+        for segment in self.commitlog.segments:
+            try:
+                for head in self.commitlog.heads(segment):
+                    key = (head.topic_id, head.partition)
+                    if head.base_offset < floors.get(key, head.base_offset + 1):
+                        floors[key] = head.base_offset
+            except DamagedSegmentError:
+                continue  # recovery reports it; the floor is only a hint
+        return floors
 
     def _index_codes(self, name: str, plog: PartitionLog, batch: bytes) -> list[int] | None:
         """The consume-queue codes of a batch read back from the commitlog (recovery, repair)."""

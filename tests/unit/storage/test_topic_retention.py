@@ -346,3 +346,26 @@ def test_a_compact_only_topic_loses_nothing_to_retention_and_pins_nothing(stores
     assert store.partition("both", 0).log_start_offset == 30
     assert store.partition("short", 0).log_start_offset == 30
     assert store.retention.stats.bytes_moved > 0 and store.retention.stats.segments_deleted > 0
+
+
+def test_a_full_index_rebuild_finds_the_moved_batches(stores, clock):
+    """Every index rebuilt from the commitlog start (as after lost index files) meets the
+    moved copies after later batches of their partition: they are indexed all the same."""
+    store = stores.open(segment_bytes=1000, retention_ms=None)
+    kept = fill(store, clock)
+    clock.advance(2 * SECOND)
+    store.apply_retention()
+    assert store.retention.stats.bytes_moved > 0 and store.retention.stats.segments_deleted > 0
+    for i in range(5):  # later batches, after the copies
+        r = append(store, "long", 0, make_batch([b"later%d" % i], timestamps=[clock.now_ms()]))
+        kept.append((r.base_offset, b"later%d" % i))
+    short_end = store.partition("short", 0).next_offset
+    stores.close(store)
+    (stores.data_dir / "rebuild_indexes").touch()
+    store = stores.open()
+    assert long_values(store) == kept
+    assert store.partition("short", 0).next_offset == short_end
+    assert append(store, "long", 0, make_batch(1, timestamps=[clock.now_ms()])).base_offset == len(kept)
+    stores.crash(store)
+    store = stores.open()
+    assert long_values(store)[: len(kept)] == kept
