@@ -50,7 +50,8 @@ records a position past the copies) comes before the segments are deleted. A cra
 that checkpoint leaves the originals in place; recovery re-dispatches the copies after the
 checkpoint's position and, finding their offsets already indexed, treats each as a move
 (re-points the entries, nothing else: no new offsets, no producer state). A move that fails
-(a full disk) cuts the commitlog back to where the copies began and changes nothing else.
+(a full disk) re-points nothing: the copies written so far are dead bytes, deleted later with
+their segment (producers' appends may follow them, so nothing is cut back).
 A rebuild of every index from the commitlog start (index files lost) meets a moved batch
 after later batches of its partition: it first finds each partition's lowest base offset in
 the commitlog (entry headers only), starts the partition's index there (never below its log
