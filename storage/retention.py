@@ -376,7 +376,8 @@ class Retention:
     def move(self, plan: Plan) -> Iterator[int]:
         """Append a copy of each live batch at the head (into ``copies``); yields every slice
         so the caller can let others run. Raises OSError when a copy cannot be written:
-        nothing is re-pointed then, and the caller cuts the commitlog back."""
+        nothing is re-pointed then, and the copies written are dead bytes (producers' appends
+        may follow them: the commitlog is not cut back)."""
         commitlog = self._store.commitlog
         self.copies = []
         copied = 0

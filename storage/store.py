@@ -530,9 +530,9 @@ class MessageStore:
         last = base + info.last_offset_delta
         first = max(base, queue.min_offset, plog.log_start_offset)
         if first > last:
-            if last >= plog.log_start_offset:  # an index rebuilt from the start (module docstring)
-                log.error("%s/%d: offsets %d..%d were moved by retention and come after later "
-                          "offsets in the commitlog; a rebuilt index cannot hold them",
+            if last >= plog.log_start_offset:  # below where a rebuilt index starts (damaged headers)
+                log.error("%s/%d: offsets %d..%d were moved by retention and come below where the "
+                          "rebuilt index starts; not indexed",
                           plog.topic_id, plog.partition, base, last)
             return True
         if last >= queue.next_offset:
