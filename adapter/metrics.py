@@ -297,6 +297,17 @@ class BrokerCollector:
                                       "Runs of damaged consume-queue entries rebuilt from the commitlog")
         repairs.add_metric([], store.index_repairs)
         yield repairs
+        stats = store.retention.stats
+        for name, help_text, value in (
+            ("rmqk_retention_runs", "Retention runs (every log.retention.check.interval.ms)", stats.runs),
+            ("rmqk_retention_segments_deleted", "Commitlog segments retention deleted", stats.segments_deleted),
+            ("rmqk_retention_reclaimed_bytes", "Bytes of commitlog segments retention deleted", stats.bytes_reclaimed),
+            ("rmqk_retention_moved_bytes",
+             "Bytes of live batches retention moved out of old segments to the commitlog head", stats.bytes_moved),
+        ):
+            counter = CounterMetricFamily(name, help_text)
+            counter.add_metric([], value)
+            yield counter
 
     # -- RocketMQ semantics ------------------------------------------------------------------
     def _rocketmq_metrics(self, ctx: BrokerContext) -> Iterator[Metric]:

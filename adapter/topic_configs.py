@@ -355,13 +355,18 @@ _define(
 )
 _define(
     "retention.bytes", "LONG", _retention_bytes, None,
-    f"Stored and reported only: retention is broker-wide (log.retention.bytes) because {_COMMITLOG}.",
-    synonym="log.retention.bytes",
+    "Applied: each partition keeps the fewest newest whole batches that still hold this many "
+    "bytes (-1 = unlimited). A topic that sets neither retention.* follows the broker's "
+    "log.retention.* for the shared commitlog's segments (see docs/operations/retention.md).",
+    applied=True, synonym="log.retention.bytes",
 )
 _define(
     "retention.ms", "LONG", _retention_ms, at_least(-1),
-    f"Stored and reported only: retention is broker-wide (log.retention.ms) because {_COMMITLOG}.",
-    synonym="log.retention.ms",
+    "Applied: a batch is deleted once its newest timestamp is older than this and every older "
+    "batch of its partition is (-1 = unlimited). A topic that sets neither retention.* follows "
+    "the broker's log.retention.* for the shared commitlog's segments (see "
+    "docs/operations/retention.md).",
+    applied=True, synonym="log.retention.ms",
 )
 _define(
     "segment.bytes", "INT", lambda a, s: str(s.segment_bytes), at_least(1024 * 1024),

@@ -83,10 +83,24 @@ class PartitionLog:
         self.log_start_offset = self.consume_queue.min_offset
         # called with the offset whose entry a read found damaged: the store repairs it
         self.on_damage: Callable[[int], None] | None = None
+        self._commitlog_start_floor = 0  # see commitlog_start_offset
+        self.closed = False
 
     @property
     def next_offset(self) -> int:
         return self.consume_queue.next_offset
+
+    @property
+    def commitlog_start_offset(self) -> int:
+        """The first offset whose batch this partition keeps in the commitlog: the log start
+        offset, unless something else holds the offsets below (a compaction store raises it
+        with ``raise_commitlog_start``). Retention treats the partition's batches below it as
+        dead: only from here on does the partition pin commitlog segments."""
+        return max(self.log_start_offset, self._commitlog_start_floor)
+
+    def raise_commitlog_start(self, offset: int) -> None:
+        """The offsets below ``offset`` are served from elsewhere from now on."""
+        self._commitlog_start_floor = max(self._commitlog_start_floor, min(offset, self.next_offset))
 
     @property
     def last_stable_offset(self) -> int:
@@ -323,6 +337,7 @@ class PartitionLog:
         self.txn_index.flush()
 
     def close(self) -> None:
+        self.closed = True
         self.consume_queue.close()
         self.time_index.close()
         self.txn_index.close()

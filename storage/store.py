@@ -3,6 +3,14 @@
 Owns the commitlog, the topic registry and every partition's derived structures, runs
 recovery on open, and runs the flush, checkpoint and retention loops.
 
+Retention (storage.retention, whose docstring has the design): each run moves partitions'
+log start offsets (a topic's own retention.ms / retention.bytes per partition, Kafka's rule;
+otherwise the broker's log.retention.* on commitlog segments), moves the live batches of
+mostly dead old segments to the commitlog head (appended, fdatasynced, then their
+consume-queue entries re-pointed), checkpoints (the new log starts and positions are then
+durable), and only then deletes the segments nothing live is in. Recovery re-dispatching a
+batch whose offsets are already indexed treats it as such a move (``_replay_move``).
+
 Files under ``data_dir``::
 
     commitlog/               segment files (the only source of truth)
@@ -94,9 +102,9 @@ from typing import Protocol
 from . import record_batch
 from .batch_builder import empty_batch, subset_batch
 from .clock import Clock, SystemClock
-from .commitlog import CommitLog, Damage, Entry
+from .commitlog import CommitLog, Damage, DamagedSegmentError, Entry
 from .config import StorageConfig
-from .consume_queue import ENTRY_SIZE, LOST_CODE
+from .consume_queue import ENTRY, ENTRY_SIZE, LOST_CODE
 from .disk_reserve import DiskReserve
 from .errors import (
     CorruptRecordError,
@@ -121,6 +129,7 @@ from .producer_state import ProducerStateTable
 from .recompress import CODEC_NAMES, NONE, Compression, recompress, records_region
 from .record_batch import Buffer
 from .record_layout import record_ends
+from .retention import Plan, Retention, repoint
 from .topics import TopicMeta, TopicRegistry
 from .txn_index import OngoingTxns
 
@@ -250,6 +259,9 @@ class MessageStore:
         self._damage_seen: Damage | None = None  # the last damage this recovery skipped
         self._lost: dict[tuple[str, int], list[tuple[int, int]]] = {}  # offsets it lost
         self._ends_before: dict[tuple[str, int], int] = {}  # next offsets before recovery
+        # a rebuild of every index: (topic id, partition) -> lowest base offset in the
+        # commitlog, where batches moved by retention may come after later ones
+        self._rebuild_floors: dict[tuple[uuid.UUID, int], int] = {}
         # append_async: the last call per partition (its turn to write), and the threads
         # that decompress large batches (made on first use)
         self._append_turns: dict[tuple[str, int], asyncio.Future] = {}
@@ -266,6 +278,7 @@ class MessageStore:
         self._unchecked_index_bytes = 0
         self._unchecked_partitions: set[PartitionLog] = set()
         self._checkpoint_soon: asyncio.Event | None = None
+        self.retention = Retention(self)
 
     # -- lifecycle -------------------------------------------------------------------------
     def open(self) -> None:
@@ -318,6 +331,7 @@ class MessageStore:
         if lost:
             log.warning("%s; rebuilding every index from the commitlog", lost)
             position, derived = self.commitlog.start_position, None
+            self._rebuild_floors = self._lowest_bases()
             for plog in self._partitions.values():  # replayed from the start as well
                 plog.consume_queue.truncate_to(plog.consume_queue.min_offset)
                 plog.producers = ProducerStateTable()
@@ -340,6 +354,7 @@ class MessageStore:
                               f"position {position} and has no room even with the disk reserve "
                               f"released ({exc}); free space in {self._dir} and start again") from exc
         self._ends_before = {}
+        self._rebuild_floors = {}
         for state in self._states:
             state.recovered()
         start = self.commitlog.start_position
@@ -478,13 +493,22 @@ class MessageStore:
                 log.error("%s-%d: offsets %d..%d are not in the commitlog (deleted by retention, or lost "
                           "with the damaged bytes); the log start offset moves to %d",
                           meta.name, entry.partition, plog.next_offset, base - 1, base)
-            plog.consume_queue.restart_at(base)
-            plog.log_start_offset = max(plog.log_start_offset, base)
+            floor = self._rebuild_floors.get((entry.topic_id, entry.partition), base)
+            # never below the log start: copies of what retention took since are dead
+            start = max(plog.next_offset, min(base, max(floor, plog.log_start_offset)))
+            plog.consume_queue.restart_at(start)
+            plog.log_start_offset = max(plog.log_start_offset, start)
+        if base > plog.next_offset and self._rebuild_floors and self._damage_seen is None:
+            # moved batches of these offsets come later in the commitlog (storage.retention);
+            # lost until one of them does (``_replay_move``)
+            plog.mark_lost(base, entry.position)
         if base > plog.next_offset and self._damage_seen is not None:
             # the offsets in between were in the damaged range skipped before this batch
             filled = plog.mark_lost(base, self._damage_seen.end)
             if filled is not None:
                 self._lost.setdefault((meta.name, entry.partition), []).append(filled)
+        if base < plog.next_offset and self._replay_move(plog, entry, base):
+            return
         if base != plog.next_offset:
             log.error(
                 "%s-%d: batch at position %d has base offset %d, expected %d; skipped",
@@ -496,6 +520,52 @@ class MessageStore:
         self.recovered_entries += 1
         for state in self._states:
             state.replay(meta.name, entry.partition, entry.batch)
+
+    def _replay_move(self, plog: PartitionLog, entry: Entry, base: int) -> bool:
+        """``entry`` repeats, byte for byte, a batch whose offsets are indexed already:
+        retention moved it (storage.retention). Its entries are pointed at this copy (the
+        original is still there: segments go only after a checkpoint past the copy), and
+        nothing else is replayed. A copy of a batch retention has taken meanwhile is dead."""
+        queue = plog.consume_queue
+        info = record_batch.read_info(entry.batch)
+        last = base + info.last_offset_delta
+        first = max(base, queue.min_offset, plog.log_start_offset)
+        if first > last:
+            if last >= plog.log_start_offset:  # below where a rebuilt index starts (damaged headers)
+                log.error("%s/%d: offsets %d..%d were moved by retention and come below where the "
+                          "rebuilt index starts; not indexed",
+                          plog.topic_id, plog.partition, base, last)
+            return True
+        if last >= queue.next_offset:
+            return False
+        position, size, code = queue.entry(first)
+        if code == LOST_CODE and self._rebuild_floors:  # a rebuild meets a moved batch late
+            codes = self._index_codes(self.topics.by_id(plog.topic_id).name, plog, entry.batch)
+            span = info.last_offset_delta + 1
+            queue.rewrite(base, b"".join(ENTRY.pack(entry.position, len(entry.batch), 0 if codes is None else c)
+                                         for c in (codes or [0] * span)))
+            return True
+        if size != len(entry.batch):
+            return False
+        if position != entry.position:
+            original = self.commitlog.read_checked(position, size, plog.topic_id, plog.partition)
+            if original is not None and original != entry.batch:
+                return False
+            repoint(plog, base, info.last_offset_delta, size, entry.position)
+        return True
+
+    def _lowest_bases(self) -> dict[tuple[uuid.UUID, int], int]:
+        """Each partition's lowest base offset in the commitlog (entry headers only)."""
+        floors: dict[tuple[uuid.UUID, int], int] = {}
+        for segment in self.commitlog.segments:
+            try:
+                for head in self.commitlog.heads(segment):
+                    key = (head.topic_id, head.partition)
+                    if head.base_offset < floors.get(key, head.base_offset + 1):
+                        floors[key] = head.base_offset
+            except DamagedSegmentError:
+                continue  # recovery reports it; the floor is only a hint
+        return floors
 
     def _index_codes(self, name: str, plog: PartitionLog, batch: bytes) -> list[int] | None:
         """The consume-queue codes of a batch read back from the commitlog (recovery, repair)."""
@@ -1368,40 +1438,117 @@ class MessageStore:
             log.error("could not write %s (%s): cluster id %s is not saved", path, exc, cluster_id)
         return cluster_id
 
-    # -- retention -------------------------------------------------------------------------
+    # -- retention (storage.retention) -----------------------------------------------------
     async def _retention_loop(self) -> None:
-        interval = self.config.retention_check_interval_ms / 1000
         while True:
-            await asyncio.sleep(interval)
-            self.apply_retention()
+            await asyncio.sleep(self.config.retention_check_interval_ms / 1000)  # read each turn
+            try:
+                await self.run_retention()
+            except StorageFailedError:
+                return
+            except OSError as exc:  # a full disk: the next run tries again
+                now = self.clock.now_ms()
+                if now - self.retention.failure_logged >= _REPEAT_LOG_MS:
+                    log.error("retention failed (%s); retrying at every check", exc)
+                    self.retention.failure_logged = now
+
+    async def run_retention(self) -> int:
+        """One retention run on the event loop (moves in slices, fsyncs in a thread);
+        returns the segments deleted."""
+        steps = self._retention_steps()
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                step = next(steps)
+                if step == "slice":
+                    await asyncio.sleep(0)
+                elif step == "flush":
+                    fds, end = self.commitlog.unflushed()
+                    try:
+                        await loop.run_in_executor(None, _fdatasync_all, fds)
+                    except OSError as exc:
+                        raise self._fail(exc) from exc
+                    self.commitlog.mark_flushed(end)
+                else:
+                    await self.checkpoint()
+        except StopIteration as done:
+            return done.value
 
     def apply_retention(self) -> int:
-        """Delete whole old segments by time and size; returns how many were deleted."""
-        now = self.clock.now_ms()
-        deleted = 0
-        while True:
-            segments = self.commitlog.segments
-            if len(segments) < 2:
-                break
-            oldest = segments[0]
-            too_old = (
-                self.config.retention_ms is not None
-                and os.stat(oldest.path).st_mtime * 1000 < now - self.config.retention_ms
-            )
-            too_big = (
-                self.config.retention_bytes is not None
-                and self.commitlog.size_bytes() - oldest.size >= self.config.retention_bytes
-            )
-            if not (too_old or too_big):
-                break
-            self.commitlog.delete_oldest_segment()
-            deleted += 1
+        """One retention run, synchronously (the loop runs ``run_retention``); returns the
+        segments deleted."""
+        steps = self._retention_steps()
+        try:
+            while True:
+                step = next(steps)
+                if step == "flush":
+                    try:
+                        self.commitlog.flush()
+                    except OSError as exc:
+                        raise self._fail(exc) from exc
+                elif step == "checkpoint":
+                    self._checkpoint_now()
+        except StopIteration as done:
+            return done.value
+
+    def _retention_steps(self):
+        """Advance log starts, move live batches out of the oldest segments, checkpoint, and
+        delete the segments left dead (storage.retention); yields "slice" between slices of
+        moves, "flush" when the copies must be made durable, "checkpoint" before deleting."""
+        self._check_writable()
+        retention = self.retention
+        retention.stats.runs += 1
+        advanced = retention.advance()
+        plan = yield from retention.plan()
+        if plan.moves:
+            try:
+                for _ in retention.move(plan):
+                    yield "slice"
+            except OSError as exc:
+                now = self.clock.now_ms()
+                if now - retention.move_failure_logged >= _REPEAT_LOG_MS:  # a full disk: every run
+                    log.error("retention could not move %d live batch(es) out of old segments (%s); "
+                              "they stay where they are, tried again at every run", len(plan.moves), exc)
+                    retention.move_failure_logged = now
+                # The copies already written stay as dead bytes (nothing names them; a failed
+                # append cut itself back): appends of producers may have come after them.
+                retention.copies = []
+                plan = Plan(plan.segments[:plan.free], [])
+            else:
+                yield "flush"
+                retention.repoint()
+        # log starts moved by an earlier run whose checkpoint failed are saved now
+        retention.unsaved = retention.unsaved or advanced
+        if retention.unsaved or plan.segments:
+            yield "checkpoint"
+            retention.unsaved = False
+        deleted = retention.delete(plan)
         if deleted:
-            start = self.commitlog.start_position
-            for plog in self._partitions.values():
-                plog.advance_log_start(plog.consume_queue.first_offset_at_position(start))
-            log.info("retention deleted %d segment(s); commitlog starts at %d", deleted, start)
+            log.info("retention deleted %d segment(s); commitlog starts at %d", deleted,
+                     self.commitlog.start_position)
         return deleted
+
+    def _checkpoint_now(self) -> None:
+        """A checkpoint written synchronously (``apply_retention``)."""
+        self._check_writable()
+        try:
+            end = self.commitlog.flush()
+            for plog in self._partitions.values():
+                plog.flush()
+            seq = self.offsets.flush()
+            for state in self._states:
+                _fdatasync_all(state.dirty_fds())
+        except OSError as exc:
+            raise self._fail(exc) from exc
+        self._release_durable(end)
+        self._release_offsets(seq)
+        snapshot = self._snapshot()
+        self._write_checkpoint(end, snapshot)
+        self._last_checkpoint = (end, snapshot)
+
+    def built_partition(self, name: str, p: int) -> PartitionLog | None:
+        """The partition if it was built (``partitions``), without building it."""
+        return self._partitions.get((name, p))
 
     def partitions(self) -> dict[tuple[str, int], PartitionLog]:
         """The partitions built so far (used since open, or with files on disk); any other
@@ -1433,6 +1580,7 @@ def _divert(diverter: Diverter, name: str, p: int, base: int, batch: Buffer, rec
 
 
 def _close_deleted(plog: PartitionLog) -> None:
+    plog.closed = True
     plog.consume_queue.destroy()
     plog.time_index.close()
     plog.txn_index.close()

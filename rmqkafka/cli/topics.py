@@ -41,6 +41,9 @@ from rmqkafka.cli.common import (
 )
 
 DYNAMIC_TOPIC_CONFIG = 1  # ConfigSource of a per-topic override
+# Kafka's other ConfigSource values: a broker's dynamic config, the cluster-wide dynamic
+# default, server.properties, the built-in default
+DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 2, 3, 4, 5
 
 
 @click.group("topics", cls=Group, no_args_is_help=True)
@@ -173,7 +176,8 @@ def describe(names: tuple[str, ...], all_configs: bool, as_json: bool, client: C
                 else:
                     raise error_from_exception(exc, f"cannot describe topic {name!r}") from None
     present = [n for n in present if n in descriptions]
-    configs = _configs(admin, client, present, all_configs)
+    every_config = _configs(admin, client, present, True)
+    configs = {n: _shown(c, all_configs) for n, c in every_config.items()}
     earliest, latest = _watermarks(admin, client, [(n, p.id) for n in present for p in descriptions[n].partitions])
 
     documents = []
@@ -188,6 +192,7 @@ def describe(names: tuple[str, ...], all_configs: bool, as_json: bool, client: C
                 "partition_count": len(parts),
                 "replication_factor": max((len(p.replicas) for p in parts), default=0),
                 "configs": configs.get(name, {}),
+                "retention": _retention(every_config.get(name, {})),
                 "partitions": [
                     {
                         "partition": p.id,
@@ -212,6 +217,10 @@ def describe(names: tuple[str, ...], all_configs: bool, as_json: bool, client: C
                 f"Topic: {doc['topic']}  TopicId: {doc['topic_id'] or '-'}  Partitions: {doc['partition_count']}  "
                 f"ReplicationFactor: {doc['replication_factor']}  Configs: {shown_configs}"
             )
+            if doc["retention"]:
+                echo("Retention: " + "  ".join(
+                    f"{k}={v['value']} ({v['source']})" for k, v in doc["retention"].items() if k != "rule"
+                ) + f"  [{doc['retention']['rule']}]")
             echo_table(
                 ["PARTITION", "LEADER", "REPLICAS", "ISR", "EARLIEST-OFFSET", "LATEST-OFFSET", "RECORDS"],
                 [
@@ -256,20 +265,53 @@ def _difference(high: int | None, low: int | None) -> int | None:
     return None if high is None or low is None else max(0, high - low)
 
 
-def _configs(admin: Any, client: ClientOptions, names: list[str], all_configs: bool) -> dict[str, dict[str, str]]:
+def _configs(admin: Any, client: ClientOptions, names: list[str], all_configs: bool) -> dict[str, dict[str, Any]]:
+    """Each topic's config entries (only those set on the topic unless ``all_configs``)."""
     from confluent_kafka.admin import ConfigResource, ResourceType
 
     if not names:
         return {}
-    out: dict[str, dict[str, str]] = {}
+    out: dict[str, dict[str, Any]] = {}
     futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, n) for n in names], **request_kwargs(client))
     for resource, future in futures.items():
         entries = future_result(future, f"cannot describe configs of topic {resource.name!r}")
         out[resource.name] = {
-            name: entry.value
+            name: entry
             for name, entry in sorted(entries.items())
             if all_configs or _source(entry) == DYNAMIC_TOPIC_CONFIG
         }
+    return out
+
+
+def _shown(entries: dict[str, Any], all_configs: bool) -> dict[str, str]:
+    return {name: entry.value for name, entry in entries.items()
+            if all_configs or _source(entry) == DYNAMIC_TOPIC_CONFIG}
+
+
+_SOURCE_NAMES = {DYNAMIC_TOPIC_CONFIG: "topic", DYNAMIC_BROKER_CONFIG: "broker, dynamic",
+                 DYNAMIC_DEFAULT_BROKER_CONFIG: "cluster default, dynamic", STATIC_BROKER_CONFIG: "broker",
+                 DEFAULT_CONFIG: "default"}
+_RETENTION_KEYS = ("retention.ms", "retention.bytes", "cleanup.policy")
+
+
+def _retention(entries: dict[str, Any]) -> dict[str, Any]:
+    """The effective retention.ms, retention.bytes and cleanup.policy, where each comes from
+    (topic, broker (a broker setting), default), and the rule this broker applies: a topic
+    setting either retention.* is retained per partition (Kafka's rule); otherwise by the
+    broker's log.retention.* on the shared commitlog's segments (docs/operations/retention.md)."""
+    out: dict[str, Any] = {}
+    for key in _RETENTION_KEYS:
+        entry = entries.get(key)
+        if entry is not None:
+            out[key] = {"value": entry.value, "source": _SOURCE_NAMES.get(_source(entry), "broker")}
+    if not out:  # not this broker (or not allowed to describe configs)
+        return out
+    own = any(out.get(k, {}).get("source") == "topic" for k in _RETENTION_KEYS[:2])
+    policy = {p.strip() for p in out.get("cleanup.policy", {}).get("value", "delete").split(",")}
+    if "delete" not in policy:
+        out["rule"] = "none (compact only)"
+    else:
+        out["rule"] = "per partition" if own else "broker log.retention.* on commitlog segments"
     return out
 
 

@@ -157,6 +157,8 @@ def test_broker_requests_bytes_connections_storage(watched: tuple[Any, str]) -> 
     assert value(samples, "rmqk_storage_failed") == 0
     assert value(samples, "rmqk_disk_reserve_ready") == 1
     assert value(samples, "rmqk_index_repairs_total") == 0
+    assert value(samples, "rmqk_retention_segments_deleted_total") == 0
+    assert value(samples, "rmqk_retention_moved_bytes_total") == 0
     assert value(samples, "rmqk_ready") == 1
     assert value(samples, "process_resident_memory_bytes") > 0
     before = value(samples, "rmqk_request_duration_seconds_count", api="Metadata")
