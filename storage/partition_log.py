@@ -30,6 +30,7 @@ from uuid import UUID
 from . import record_batch
 from .batch_builder import covering_batch
 from .commitlog import CommitLog
+from .compaction_store import CompactedLog
 from .consume_queue import CONTROL_CODE, LOST_CODE, PARKED_CODE, ConsumeQueue
 from .errors import CorruptIndexError, OffsetOutOfRangeError
 from .producer_state import ProducerStateTable
@@ -83,6 +84,21 @@ class PartitionLog:
         self.log_start_offset = self.consume_queue.min_offset
         # called with the offset whose entry a read found damaged: the store repairs it
         self.on_damage: Callable[[int], None] | None = None
+        # a compacted partition's cleaned offsets (storage.compaction_store), served from
+        # there below its end offset
+        self.compacted: CompactedLog | None = None
+
+    @property
+    def cleaned_end(self) -> int:
+        """Offsets below it are served from the compaction store (0: none are)."""
+        return 0 if self.compacted is None else self.compacted.end_offset
+
+    @property
+    def commitlog_start_offset(self) -> int:
+        """The first offset this partition still needs from the commitlog: its log start
+        offset, or for a compacted partition the end of what its compaction store holds.
+        Commitlog segments holding only this partition's batches below it are not pinned."""
+        return max(self.log_start_offset, self.cleaned_end)
 
     @property
     def next_offset(self) -> int:
@@ -217,6 +233,12 @@ class PartitionLog:
         stop = end if max_offset is None else min(max_offset, end)
         batches: list[bytes] = []
         size = 0
+        compacted = self.compacted
+        if compacted is not None and offset < min(stop, compacted.end_offset):
+            batches, size, full = compacted.read(offset, min(stop, compacted.end_offset), max_bytes, min_one)
+            if full:
+                return FetchResult(batches, size, self.log_start_offset, end)
+            offset = compacted.end_offset
         while offset < stop:
             position, batch_size, code = self.consume_queue.entry(offset)
             if code == LOST_CODE:
@@ -240,6 +262,10 @@ class PartitionLog:
         if offset < self.log_start_offset or offset >= end:
             return 0
         size = 0
+        compacted = self.compacted
+        if compacted is not None and offset < compacted.end_offset:
+            size = compacted.bytes_from(offset, limit)
+            offset = compacted.end_offset
         while offset < end and size < limit:
             position, batch_size, _ = self.consume_queue.entry(offset)
             if not self._commitlog.start_position <= position < self._commitlog.end_position or batch_size <= 0:
@@ -257,6 +283,14 @@ class PartitionLog:
         return self._commitlog.read(position, size)
 
     def batch_at(self, offset: int) -> bytes:
+        """The batch holding ``offset``; below the cleaned end of a compacted partition, the
+        first one at or after it (the offset itself may have been cleaned away)."""
+        compacted = self.compacted
+        if compacted is not None and offset < compacted.end_offset:
+            batch = compacted.batch_at_or_after(offset)
+            if batch is not None:
+                return batch
+            offset = compacted.end_offset
         position, size, code = self.consume_queue.entry(offset)
         if code == LOST_CODE:
             return self._lost(offset, self.next_offset)
@@ -315,12 +349,20 @@ class PartitionLog:
             self.consume_queue.delete_before(self.log_start_offset)
             self.txn_index.drop_before(self.log_start_offset)
 
+    def commitlog_dropped_before(self, offset: int) -> None:
+        """Retention deleted the commitlog up to this partition's ``offset``: the log start
+        offset moves there, unless the compaction store serves the offsets below it."""
+        if offset > self.cleaned_end:
+            self.advance_log_start(offset)
+
     def flush(self) -> None:
         self.consume_queue.flush()
         self.time_index.flush()
         self.txn_index.flush()
 
     def close(self) -> None:
+        if self.compacted is not None:
+            self.compacted.close()
         self.consume_queue.close()
         self.time_index.close()
         self.txn_index.close()
