@@ -200,6 +200,12 @@ class CompactedLog:
             i += 1
         return size
 
+    def batches_from(self, offset: int) -> Iterator[bytes]:
+        """Each batch from the one holding ``offset`` (or the next one) on."""
+        idx = self._index
+        for i in range(self._first_at_or_after(offset), len(idx.bases)):
+            yield self._read(idx.positions[i], idx.sizes[i])
+
     def batch_at_or_after(self, offset: int) -> bytes | None:
         i = self._first_at_or_after(offset)
         if i >= len(self._index.bases):

@@ -357,3 +357,4 @@ def test_offset_for_timestamp_over_cleaned_offsets(store, clock):
     assert plog.offset_for_timestamp(start + 2000)[0] == 10
     assert plog.bytes_available(0, 1 << 20) > 0
     assert BASE_TS  # the helpers' base timestamp is not what these batches use
+
