@@ -495,9 +495,13 @@ class LogCleaner:
     async def clean_all(self, *, force: bool = False) -> int:
         """One pass over the compacted partitions; returns how many were cleaned."""
         cleaned = 0
-        for (name, p), plog in sorted(self._store.partitions().items(), key=lambda kv: kv[0]):
+        partitions = self._store.partitions()
+        for key in [k for k in self.progress if k not in partitions]:  # deleted topics
+            del self.progress[key]
+        for (name, p), plog in sorted(partitions.items(), key=lambda kv: kv[0]):
             settings = self.settings_for(name)
             if settings is None:
+                self.progress.pop((name, p), None)  # no longer compacted
                 continue
             if await self.clean(name, p, plog, settings, force=force):
                 cleaned += 1

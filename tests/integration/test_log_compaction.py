@@ -213,3 +213,42 @@ def test_kill_9_while_cleaning_loses_nothing_live(compacting):
     got = wait_cleaned(bootstrap, topic, keys, but=b"sentinel")
     assert {k: v for _, k, v in got if k != b"sentinel"} == latest
     print(f"kills during a cleaning: {caught} of 3")
+
+
+def test_describe_console_and_metrics_show_the_cleaner(broker_factory, tmp_path: Path):
+    import json
+    import urllib.request
+
+    from click.testing import CliRunner
+
+    from rmqkafka.cli import main
+
+    config = tmp_path / "server.properties"
+    config.write_text("log.cleaner.backoff.ms=200\n")
+    broker = broker_factory(config_file=config, args=["--metrics-port", "0"])
+    bootstrap, url = broker.bootstrap_servers, broker.metrics_url
+    topic = create(bootstrap, EAGER)
+    produce(bootstrap, topic, rounds(40, 3))
+    time.sleep(0.3)
+    produce(bootstrap, topic, [(b"sentinel", b"1")])
+    wait_cleaned(bootstrap, topic, 41)
+    result = CliRunner().invoke(main, ["topics", "describe", topic, "-b", bootstrap, "--metrics-url", url, "--json"],
+                                catch_exceptions=False, prog_name="rmqk")
+    assert result.exit_code == 0, result.output
+    (doc,) = json.loads(result.stdout)
+    progress = doc["partitions"][0]["cleaner"]
+    assert progress["cleaned_to"] == 120 and progress["last_run_ms"] > 0 and 0 <= progress["dirty_ratio"] <= 1
+    text = CliRunner().invoke(main, ["topics", "describe", topic, "-b", bootstrap, "--metrics-url", url],
+                              catch_exceptions=False, prog_name="rmqk").stdout
+    assert "CLEANED-TO" in text and "DIRTY-RATIO" in text
+    with urllib.request.urlopen(url + "/metrics", timeout=TIMEOUT) as response:
+        metrics = response.read().decode()
+    values = {line.split()[0]: float(line.split()[1]) for line in metrics.splitlines()
+              if line.startswith("rmqk_cleaner_") and " " in line}
+    assert values["rmqk_cleaner_runs_total"] >= 1
+    assert values["rmqk_cleaner_read_bytes_total"] > values["rmqk_cleaner_written_bytes_total"] > 0
+    assert values["rmqk_cleaner_reclaimed_bytes_total"] > 0
+    assert values[f'rmqk_cleaner_cleaned_offset{{partition="0",topic="{topic}"}}'] == 120
+    with urllib.request.urlopen(url + "/api/topics", timeout=TIMEOUT) as response:
+        api = json.load(response)
+    assert api["cleaner"]["runs"] >= 1
