@@ -395,6 +395,7 @@ def _cleaner_metrics(cleaner: LogCleaner) -> Iterator[Metric]:
         ("rmqk_cleaner_written_bytes", "Bytes of batches the log cleaner wrote", cleaner.bytes_written),
         ("rmqk_cleaner_reclaimed_bytes", "Bytes the log cleaner removed (read less written)", cleaner.bytes_reclaimed),
         ("rmqk_cleaner_failures", "Cleanings that failed (tried again later)", cleaner.failures),
+        ("rmqk_cleaner_seconds", "Time spent in cleanings that wrote a file", cleaner.seconds),
     ):
         counter = CounterMetricFamily(name, text)
         counter.add_metric([], value)

@@ -476,6 +476,7 @@ class LogCleaner:
         self.bytes_written = 0
         self.bytes_reclaimed = 0
         self.failures = 0
+        self.seconds = 0.0  # spent in cleanings that wrote a file (their thread's wall time)
         self._pool: ThreadPoolExecutor | None = None
         self._lock = asyncio.Lock()
 
@@ -532,6 +533,7 @@ class LogCleaner:
         )
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="log-cleaner")
+        began = store.clock.monotonic()
         try:
             result = await asyncio.get_running_loop().run_in_executor(self._pool, run_job, job)
         except (OSError, ValueError, StorageError) as exc:
@@ -546,6 +548,7 @@ class LogCleaner:
             result.writer.discard()  # the topic was deleted, or another cleaning won
             return False
         plog.compacted = result.writer.install(previous)
+        self.seconds += store.clock.monotonic() - began
         self.runs += 1
         self.bytes_read += result.bytes_read
         self.bytes_written += result.bytes_written
