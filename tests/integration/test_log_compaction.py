@@ -252,3 +252,20 @@ def test_describe_console_and_metrics_show_the_cleaner(broker_factory, tmp_path:
     with urllib.request.urlopen(url + "/api/topics", timeout=TIMEOUT) as response:
         api = json.load(response)
     assert api["cleaner"]["runs"] >= 1
+
+
+def test_delete_records_is_refused_on_a_compact_only_topic(compacting):
+    """As Kafka's deleteRecordsOnLeader: POLICY_VIOLATION unless cleanup.policy has delete."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    bootstrap = compacting.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    compact_only = create(bootstrap, {"cleanup.policy": "compact"})
+    both = create(bootstrap, {"cleanup.policy": "compact,delete"})
+    for topic in (compact_only, both):
+        produce(bootstrap, topic, rounds(3, 2))
+    with pytest.raises(KafkaException) as refused:
+        admin.delete_records([TopicPartition(compact_only, 0, 2)])[TopicPartition(compact_only, 0, 2)].result(TIMEOUT)
+    assert refused.value.args[0].code() == KafkaError.POLICY_VIOLATION
+    done = admin.delete_records([TopicPartition(both, 0, 2)])[TopicPartition(both, 0, 2)].result(TIMEOUT)
+    assert done.low_watermark == 2
