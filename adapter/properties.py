@@ -89,7 +89,7 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
 ``log.cleaner.enable``              whether compacted topics are cleaned (true; Kafka's)
 ``log.cleaner.backoff.ms``          the pause between two passes of the log cleaner (15000)
 ``log.cleaner.dedupe.buffer.size``  memory the cleaner's key map may use (134217728); a
-                                    cleaning covers at most size / 128 keys
+                                    cleaning covers at most size / 176 keys
 ``node.id`` / ``broker.id``         (>= 0; if both are given they must agree)
 ``flush.policy``                    ``async`` or ``sync``; RocketMQ's ``flushDiskType=
                                     ASYNC_FLUSH|SYNC_FLUSH`` is accepted too
@@ -375,7 +375,7 @@ INTEGER_RANGES: dict[str, IntRange] = {
     "log.retention.bytes": IntRange(-1, LONG_MAX, "Kafka's type; -1 = unlimited"),
     "log.retention.check.interval.ms": IntRange(1, LONG_MAX, _KAFKA),
     "log.cleaner.backoff.ms": IntRange(0, LONG_MAX, _KAFKA),
-    # Kafka's minimum is 1 MiB per cleaner thread; a key costs us 128 bytes
+    # Kafka's minimum is 1 MiB per cleaner thread; a key costs us 176 bytes
     "log.cleaner.dedupe.buffer.size": IntRange(1 << 20, LONG_MAX, _KAFKA_TYPE),
     "node.id": IntRange(0, INT_MAX, _KAFKA),
     "broker.id": IntRange(0, INT_MAX, _KAFKA),
