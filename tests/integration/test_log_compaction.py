@@ -269,3 +269,26 @@ def test_delete_records_is_refused_on_a_compact_only_topic(compacting):
     assert refused.value.args[0].code() == KafkaError.POLICY_VIOLATION
     done = admin.delete_records([TopicPartition(both, 0, 2)])[TopicPartition(both, 0, 2)].result(TIMEOUT)
     assert done.low_watermark == 2
+
+
+def test_the_spark_data_source_reads_a_cleaned_range(compacting):
+    """The PySpark source's executor read (spark_connector.range_read) steps over the
+    offsets cleaning removed, with no data loss reported."""
+    pa = pytest.importorskip("pyarrow")
+    from rmqkafka.spark_connector.offsets import OffsetRange
+    from rmqkafka.spark_connector.options import ClientOptions
+    from rmqkafka.spark_connector.range_read import read_range
+    from rmqkafka.spark_connector.schema import arrow_schema, spark_schema
+
+    bootstrap = compacting.bootstrap_servers
+    topic = create(bootstrap, EAGER)
+    produce(bootstrap, topic, rounds(25, 4))
+    time.sleep(0.3)
+    produce(bootstrap, topic, [(b"sentinel", b"1")])
+    wait_cleaned(bootstrap, topic, 26)
+    batches = list(read_range(ClientOptions(bootstrap, {}), OffsetRange(topic, 0, 0, 101),
+                              arrow_schema(spark_schema(False)), include_headers=False, fail_on_data_loss=True,
+                              group_id="compacted", poll_timeout_ms=10_000))
+    table = pa.Table.from_batches(batches)
+    assert table.column("offset").to_pylist() == list(range(75, 101))
+    assert table.column("value").to_pylist()[:2] == [b"v000-3", b"v001-3"]
