@@ -358,3 +358,20 @@ def test_offset_for_timestamp_over_cleaned_offsets(store, clock):
     assert plog.bytes_available(0, 1 << 20) > 0
     assert BASE_TS  # the helpers' base timestamp is not what these batches use
 
+
+
+def test_partition_size_counts_the_compaction_store(stores, clock):
+    """DescribeLogDirs and the console size a compacted partition from its compaction store
+    below the cleaned end (the commitlog there may be gone)."""
+    from types import SimpleNamespace
+
+    from rmqkafka.adapter.handlers.describe_log_dirs import partition_size
+
+    s = stores.open(segment_bytes=1024, retention_bytes=1)
+    s.create_topic(T, 1, {})
+    fill(s, clock, rounds=20)
+    assert clean(s)
+    s.apply_retention()
+    plog = s.partition(T, 0)
+    size = partition_size(SimpleNamespace(store=s), plog)
+    assert size == plog.compacted.data_bytes + len(plog.batch_at(plog.cleaned_end))
