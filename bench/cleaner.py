@@ -2,7 +2,8 @@
 
 Usage:  python -m bench.cleaner [--keys N] [--value-bytes B] [--update-rounds R]
 
-A broker process (``--metrics-port 0``, cleaner backoff 200 ms) and a compacted topic of one
+A broker process (``--metrics-port 0``, cleaner backoff 200 ms, a key map of 400 bytes per
+key) and a compacted topic of one
 partition, written with confluent-kafka:
 
 1. ``--keys`` distinct keys, each written twice, while ``segment.ms`` is a day (nothing is
@@ -95,7 +96,8 @@ def main() -> None:
 
     data = Path(tempfile.mkdtemp(prefix="rmqk-bench-cleaner-"))
     config = data / "server.properties"
-    config.write_text("log.cleaner.backoff.ms=200\n")
+    # a key map big enough for every key: the first cleaning maps them all in one go
+    config.write_text(f"log.cleaner.backoff.ms=200\nlog.cleaner.dedupe.buffer.size={max(1 << 20, 400 * args.keys)}\n")
     broker = EmbeddedBroker(data_dir=data / "data", config_file=config, args=["--metrics-port", "0"])
     with broker:
         bootstrap, url = broker.bootstrap_servers, broker.metrics_url
