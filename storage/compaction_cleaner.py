@@ -453,6 +453,8 @@ class _Filter:
         if transactional and self.aborted.holds(producer_id, base):
             return None
         records = record_batch.read_records(batch)
+        if not records:  # every record parked elsewhere on append: nothing to keep
+            return None
         self.result.records_read += len(records)
         keep = [i for i, gone in enumerate(self.keys.superseded(records))
                 if not gone and not (records[i].value is None and self._expired(records[i].offset))]

@@ -375,3 +375,18 @@ def test_partition_size_counts_the_compaction_store(stores, clock):
     plog = s.partition(T, 0)
     size = partition_size(SimpleNamespace(store=s), plog)
     assert size == plog.compacted.data_bytes + len(plog.batch_at(plog.cleaned_end))
+
+
+def test_a_batch_without_records_is_not_kept():
+    """A stored batch whose records were all parked elsewhere on append holds none: the
+    cleaner leaves a gap instead (an empty batch would stall librdkafka)."""
+    from types import SimpleNamespace
+
+    from rmqkafka.storage.batch_builder import empty_batch
+    from rmqkafka.storage.compaction_cleaner import CleanResult, Plan, _Aborted, _Filter
+
+    job = SimpleNamespace(log_start=0, settings=EAGER, now_ms=0)
+    pass2 = _Filter(job, KeyMap(10), _Aborted([]), [], CleanResult(Plan(0, 0, 0, 0.0, False)))
+    batch = keyed([(b"b", b"1"), (b"c", b"1")], 0)
+    assert pass2.filter(batch) == batch
+    assert pass2.filter(empty_batch(batch)) is None
