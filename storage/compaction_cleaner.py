@@ -54,6 +54,7 @@ import hashlib
 import logging
 import os
 import struct
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -236,6 +237,16 @@ class CleanJob:
     map_capacity: int
     out_dir: Path
     force: bool = False  # clean whatever is cleanable, whatever the dirty ratio
+    cancel: threading.Event | None = None  # set: stop at the next batch (the store closes)
+
+
+class CleaningCancelled(Exception):
+    """The store is closing: the cleaning stopped and its file was discarded."""
+
+
+def _check(job: CleanJob) -> None:
+    if job.cancel is not None and job.cancel.is_set():
+        raise CleaningCancelled
 
 
 @dataclass(slots=True)
@@ -270,6 +281,7 @@ class _Reader:
         offset = job.first_dirty
         run_start, run_pos, run_size = offset, -1, 0
         while offset < job.next_offset:
+            _check(job)
             base = offset - offset % job.entries_per_file
             count = min(_QUEUE_CHUNK, job.next_offset - offset, base + job.entries_per_file - offset)
             data = os.pread(self._fd(job.queue_dir / f"{base:020d}.cq"), count * ENTRY_SIZE,
@@ -335,6 +347,7 @@ def _clean(job: CleanJob, reader: _Reader, dirty: list[DirtyBatch], the_plan: Pl
     keys = KeyMap(job.map_capacity)
     mapped = 0
     for b in dirty:  # pass 1
+        _check(job)
         batch = reader.batch(b)
         attrs = batch[22]
         if attrs & CONTROL_BIT:
@@ -360,6 +373,7 @@ def _clean(job: CleanJob, reader: _Reader, dirty: list[DirtyBatch], the_plan: Pl
     try:
         pass2 = _Filter(job, keys, aborted, epochs, result)
         for batch in _sources(job, reader, dirty):
+            _check(job)
             result.bytes_read += len(batch)
             kept = pass2.filter(batch)
             if kept is not None:
@@ -499,6 +513,7 @@ class LogCleaner:
         self.seconds = 0.0  # spent in cleanings that wrote a file (their thread's wall time)
         self._pool: ThreadPoolExecutor | None = None
         self._lock = asyncio.Lock()
+        self._cancel = threading.Event()
 
     @property
     def map_capacity(self) -> int:
@@ -549,13 +564,15 @@ class LogCleaner:
             [(s.base_position, s.path) for s in store.commitlog.segments],
             plog.log_start_offset, first_dirty, plog.next_offset, plog.last_stable_offset,
             plog.txn_index.aborted_ranges(plog.log_start_offset, plog.last_stable_offset),
-            previous, settings, now, self.map_capacity, store.compaction_dir(plog), force,
+            previous, settings, now, self.map_capacity, store.compaction_dir(plog), force, self._cancel,
         )
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="log-cleaner")
         began = store.clock.monotonic()
         try:
             result = await asyncio.get_running_loop().run_in_executor(self._pool, run_job, job)
+        except CleaningCancelled:
+            return False
         except (OSError, ValueError, StorageError) as exc:
             self.failures += 1
             progress.last_error = str(exc)
@@ -582,8 +599,9 @@ class LogCleaner:
         return True
 
     def close(self) -> None:
+        self._cancel.set()  # a cleaning under way stops at its next batch, its file discarded
         if self._pool is not None:
-            self._pool.shutdown(wait=True)  # a cleaning under way finishes (its file stays .tmp)
+            self._pool.shutdown(wait=True)
             self._pool = None
 
 

@@ -390,3 +390,12 @@ def test_a_batch_without_records_is_not_kept():
     batch = keyed([(b"b", b"1"), (b"c", b"1")], 0)
     assert pass2.filter(batch) == batch
     assert pass2.filter(empty_batch(batch)) is None
+
+
+def test_closing_the_store_stops_a_cleaning_and_discards_its_file(store, clock):
+    fill(store, clock)
+    store.cleaner._cancel.set()  # what close() does first
+    assert not clean(store)
+    directory = _clean_dir(store)
+    assert not directory.exists() or not os.listdir(directory)
+    assert store.partition(T, 0).cleaned_end == 0
