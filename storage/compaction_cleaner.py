@@ -85,6 +85,9 @@ LONG_MAX = 2**63 - 1
 # RSS growing by 169 MiB while a cleaning mapped 1,000,000 keys.
 KEY_MAP_ENTRY_BYTES = 176
 _QUEUE_CHUNK = 65536  # consume-queue entries read at a time
+# Dirty batches one cleaning looks at, at most (their count is the producers' choice): a
+# partition with more is cleaned in steps.
+MAX_SCAN_BATCHES = 250_000
 _SHORT_KEY = 16
 
 
@@ -130,9 +133,10 @@ class Plan:
 
 
 def plan(batches: list[DirtyBatch], first_dirty: int, stable_end: int, clean_bytes: int,
-         settings: CompactionSettings, now_ms: int) -> Plan:
+         settings: CompactionSettings, now_ms: int, *, to_the_end: bool = True) -> Plan:
     """The cleanable part of ``batches`` (the dirty batches in offset order; see the module
-    docstring for the rules)."""
+    docstring for the rules). ``to_the_end``: they reach the log end, so their last segment
+    is the active one; otherwise (a scan cut at MAX_SCAN_BATCHES) every one may be cleaned."""
     segments: list[int] = []  # index of each segment's first batch
     seg_bytes = 0
     seg_first_ts = -1
@@ -146,7 +150,7 @@ def plan(batches: list[DirtyBatch], first_dirty: int, stable_end: int, clean_byt
             seg_bytes, seg_first_ts = 0, b.max_timestamp
         seg_bytes += b.size
         newest[-1] = max(newest[-1], b.max_timestamp)
-    count = segments[-1] if segments else 0  # the active segment is never cleaned
+    count = (segments[-1] if segments else 0) if to_the_end else len(batches)  # the active one never
     for start, ts in zip(segments, newest):
         if start < count and ts > now_ms - settings.min_compaction_lag_ms:
             count = start
@@ -274,13 +278,17 @@ class _Reader:
             fd = self._fds[path] = os.open(path, os.O_RDONLY)
         return fd
 
-    def dirty_batches(self) -> list[DirtyBatch]:
-        """The partition's batches from the first dirty offset to its end, in order."""
+    def dirty_batches(self) -> tuple[list[DirtyBatch], bool]:
+        """The partition's batches from the first dirty offset to its end, in order, at
+        most MAX_SCAN_BATCHES; and whether they reach the end."""
         job = self.job
+        limit = MAX_SCAN_BATCHES
         out: list[DirtyBatch] = []
         offset = job.first_dirty
         run_start, run_pos, run_size = offset, -1, 0
         while offset < job.next_offset:
+            if len(out) >= limit:
+                return out[:limit], False
             _check(job)
             base = offset - offset % job.entries_per_file
             count = min(_QUEUE_CHUNK, job.next_offset - offset, base + job.entries_per_file - offset)
@@ -296,7 +304,7 @@ class _Reader:
                 offset += 1
         if run_size > 0:
             out.append(self._dirty(run_start, offset, run_pos, run_size))
-        return out
+        return out[:limit], len(out) <= limit
 
     def _dirty(self, base: int, nxt: int, position: int, size: int) -> DirtyBatch:
         head = self.read(position - ENTRY_HEADER_SIZE, ENTRY_HEADER_SIZE + record_batch.HEADER_SIZE)
@@ -332,9 +340,10 @@ def run_job(job: CleanJob) -> CleanResult:
     """Plan and, when worth it (or ``force``), clean; runs in the cleaner thread."""
     reader = _Reader(job)
     try:
-        batches = reader.dirty_batches()
+        batches, to_the_end = reader.dirty_batches()
         clean_bytes = job.previous.data_bytes if job.previous is not None else 0
-        the_plan = plan(batches, job.first_dirty, job.stable_end, clean_bytes, job.settings, job.now_ms)
+        the_plan = plan(batches, job.first_dirty, job.stable_end, clean_bytes, job.settings, job.now_ms,
+                        to_the_end=to_the_end)
         if not (the_plan.worth(job.settings) or (job.force and the_plan.count)):
             return CleanResult(the_plan)
         return _clean(job, reader, batches[: the_plan.count], the_plan)

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+from array import array
 import os
 import struct
 from collections.abc import Iterator
@@ -94,16 +95,17 @@ def merge_epochs(epochs: list[tuple[int, int]], log_start: int, limit: int = MAX
 
 @dataclass(slots=True)
 class BatchIndex:
-    """Where each batch of a compacted file is: parallel lists, base offsets ascending."""
+    """Where each batch of a compacted file is: parallel arrays of int64 (32 bytes a batch),
+    base offsets ascending."""
 
-    bases: list[int]
-    nexts: list[int]
-    positions: list[int]
-    sizes: list[int]
+    bases: array
+    nexts: array
+    positions: array
+    sizes: array
 
     @classmethod
     def empty(cls) -> BatchIndex:
-        return cls([], [], [], [])
+        return cls(array("q"), array("q"), array("q"), array("q"))
 
     def add(self, base: int, nxt: int, position: int, size: int) -> None:
         self.bases.append(base)

@@ -399,3 +399,20 @@ def test_closing_the_store_stops_a_cleaning_and_discards_its_file(store, clock):
     directory = _clean_dir(store)
     assert not directory.exists() or not os.listdir(directory)
     assert store.partition(T, 0).cleaned_end == 0
+
+
+def test_a_long_dirty_range_is_cleaned_in_steps(store, clock, monkeypatch):
+    """At most MAX_SCAN_BATCHES dirty batches are looked at per cleaning (their count is the
+    producers' choice); past that cut they need not be in a closed segment."""
+    from rmqkafka.storage import compaction_cleaner
+
+    monkeypatch.setattr(compaction_cleaner, "MAX_SCAN_BATCHES", 2)
+    fill(store, clock, rounds=3)
+    one_segment = CompactionSettings(segment_ms=HOUR, min_cleanable_dirty_ratio=0.0)
+    assert clean(store, settings=one_segment)
+    assert store.partition(T, 0).cleaned_end == 10
+    # the rest (the third round and the sentinel) reaches the end: one active segment
+    assert not clean(store, settings=one_segment)
+    assert store.partition(T, 0).cleaned_end == 10
+    assert latest(store)[b"k1"] == b"v1-2"
+    assert len(records(store)) == 5 + 5 + 1
