@@ -43,7 +43,9 @@ from its own checkpoint, not from the log.
 
 Bounds: the key map holds at most ``dedupe_buffer_bytes / KEY_MAP_ENTRY_BYTES`` keys
 (memory is bounded whatever the keys); a key longer than 16 bytes is mapped by a 128-bit
-BLAKE2b digest, as Kafka's map keeps an MD5 digest.
+BLAKE2b digest, as Kafka's map keeps an MD5 digest. A cleaning looks at no more than
+MAX_SCAN_BATCHES dirty batches. Past either bound the partition is cleaned in steps.
+Closing the store stops a cleaning at its next batch and discards its file.
 """
 
 from __future__ import annotations

@@ -11,6 +11,11 @@ the earliest transaction still open (no end marker yet), never below the log sta
 or the log end offset when none is open; ``aborted_transactions`` lists what such a
 consumer must drop (see storage.txn_index).
 
+Compacted partitions: offsets below ``cleaned_end`` are served from the partition's
+compaction store (storage.compaction_store), the rest from the commitlog; the commitlog is
+needed only from ``commitlog_start_offset`` on, and retention deleting the commitlog below
+the cleaned end does not move the log start offset.
+
 Lost offsets: offsets whose batch was in a damaged commitlog range that recovery skipped
 (LOST_CODE entries, see storage.consume_queue) stay in the partition, so no offset is
 handed out twice, and are read as a covering batch without records: a consumer moves past
