@@ -14,8 +14,9 @@ batches alone: nothing about them is stored.
 
 What a cleaning covers ("cleanable"): the dirty batches from the first dirty offset up to
 the first of: the active segment, the first segment holding a timestamp newer than
-``now - min.compaction.lag.ms``, the last stable offset (an open transaction), and the
-point where the key map is full. It runs when dirty bytes / (clean + dirty bytes) reaches
+``now - min.compaction.lag.ms``, the last stable offset (an open transaction), the first
+batch the commitlog has not fsynced yet (an OS crash could take it back while the fsynced
+compaction store kept its offsets), and the point where the key map is full. It runs when dirty bytes / (clean + dirty bytes) reaches
 ``min.cleanable.dirty.ratio``, or the first dirty batch is older than
 ``max.compaction.lag.ms``.
 
@@ -135,10 +136,14 @@ class Plan:
 
 
 def plan(batches: list[DirtyBatch], first_dirty: int, stable_end: int, clean_bytes: int,
-         settings: CompactionSettings, now_ms: int, *, to_the_end: bool = True) -> Plan:
+         settings: CompactionSettings, now_ms: int, *, to_the_end: bool = True,
+         durable_position: int | None = None) -> Plan:
     """The cleanable part of ``batches`` (the dirty batches in offset order; see the module
     docstring for the rules). ``to_the_end``: they reach the log end, so their last segment
-    is the active one; otherwise (a scan cut at MAX_SCAN_BATCHES) every one may be cleaned."""
+    is the active one; otherwise (a scan cut at MAX_SCAN_BATCHES) every one may be cleaned.
+    ``durable_position``: the commitlog is fsynced below it; a batch not wholly below it is
+    not cleaned (an OS crash could take it back from the commitlog while the compaction
+    store, fsynced, kept its offsets)."""
     segments: list[int] = []  # index of each segment's first batch
     seg_bytes = 0
     seg_first_ts = -1
@@ -158,6 +163,9 @@ def plan(batches: list[DirtyBatch], first_dirty: int, stable_end: int, clean_byt
             count = start
             break
     while count and batches[count - 1].nxt > stable_end:  # an open transaction: stop before it
+        count -= 1
+    while count and durable_position is not None and \
+            batches[count - 1].position + batches[count - 1].size > durable_position:
         count -= 1
     dirty = sum(b.size for b in batches[:count])
     ratio = dirty / (clean_bytes + dirty) if dirty else 0.0
@@ -244,6 +252,7 @@ class CleanJob:
     out_dir: Path
     force: bool = False  # clean whatever is cleanable, whatever the dirty ratio
     cancel: threading.Event | None = None  # set: stop at the next batch (the store closes)
+    durable_position: int | None = None  # the commitlog is fsynced below it
 
 
 class CleaningCancelled(Exception):
@@ -345,7 +354,7 @@ def run_job(job: CleanJob) -> CleanResult:
         batches, to_the_end = reader.dirty_batches()
         clean_bytes = job.previous.data_bytes if job.previous is not None else 0
         the_plan = plan(batches, job.first_dirty, job.stable_end, clean_bytes, job.settings, job.now_ms,
-                        to_the_end=to_the_end)
+                        to_the_end=to_the_end, durable_position=job.durable_position)
         if not (the_plan.worth(job.settings) or (job.force and the_plan.count)):
             return CleanResult(the_plan)
         return _clean(job, reader, batches[: the_plan.count], the_plan)
@@ -576,6 +585,7 @@ class LogCleaner:
             plog.log_start_offset, first_dirty, plog.next_offset, plog.last_stable_offset,
             plog.txn_index.aborted_ranges(plog.log_start_offset, plog.last_stable_offset),
             previous, settings, now, self.map_capacity, store.compaction_dir(plog), force, self._cancel,
+            store.durable_position,
         )
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="log-cleaner")

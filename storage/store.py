@@ -711,6 +711,11 @@ class MessageStore:
         self._partitions[(meta.name, p)] = plog
         return plog
 
+    @property
+    def durable_position(self) -> int:
+        """The commitlog is fsynced below this position."""
+        return self._durable_position
+
     def compaction_dir(self, plog: PartitionLog) -> Path:
         """Where ``plog``'s compaction store lives (storage.compaction_store)."""
         return self._dir / "compaction" / str(plog.topic_id) / str(plog.partition)

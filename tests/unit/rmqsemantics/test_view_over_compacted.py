@@ -40,6 +40,7 @@ def keyed(pairs, ts: int) -> bytes:
 
 
 def clean(store) -> bool:
+    store._release_durable(store.commitlog.flush())  # only what is durable is cleaned
     return asyncio.run(store.cleaner.clean(T, 0, store.partition(T, 0), EAGER))
 
 
