@@ -215,7 +215,7 @@ _NO_TIERED = "Stored and reported only: there is no tiered (remote) storage here
 
 _define(
     "cleanup.policy", "LIST", "delete", list_of("compact", "delete"),
-    "A list of 'delete' and/or 'compact'. 'compact' is applied: the log cleaner keeps the "
+    "A list of 'delete' and/or 'compact'. Applied: with 'compact' the log cleaner keeps the "
     "latest record per key (storage.compaction_cleaner) and records without a key are "
     "refused (INVALID_RECORD); 'delete': segments are deleted by the broker-wide retention "
     f"(log.retention.*) because {_COMMITLOG}.",
@@ -376,9 +376,10 @@ _define(
 )
 _define(
     "segment.bytes", "INT", lambda a, s: str(s.segment_bytes), at_least(1024 * 1024),
-    f"The commitlog's segment size is log.segment.bytes because {_COMMITLOG}; for a compacted "
-    "topic, the size of the partition's own segments the cleaner works in (the active one "
-    "is never cleaned).",
+    "Applied to compacted topics: the size of the partition's own segments the cleaner works "
+    "in (the active one is never cleaned). The commitlog's segment size is log.segment.bytes "
+    f"because {_COMMITLOG}.",
+    applied=True,
     synonym="log.segment.bytes",
 )
 _define(
@@ -391,9 +392,10 @@ _define(
 )
 _define(
     "segment.ms", "LONG", str(7 * 24 * 3600 * 1000), at_least(1),
-    f"Roll a segment after this long. The commitlog is rolled by size because {_COMMITLOG}; "
-    "for a compacted topic, when the partition's own segments roll (the active one is never "
-    "cleaned).",
+    "Roll a segment after this long. Applied to compacted topics: when the partition's own "
+    "segments the cleaner works in roll (the active one is never cleaned). The commitlog is "
+    f"rolled by size because {_COMMITLOG}.",
+    applied=True,
 )
 _define(
     "unclean.leader.election.enable", "BOOLEAN", "false", None,
