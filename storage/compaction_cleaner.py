@@ -606,6 +606,7 @@ class LogCleaner:
             result.writer.discard()  # the topic was deleted, or another cleaning won
             return False
         plog.compacted = result.writer.install(previous)
+        plog.raise_commitlog_start(plog.cleaned_end)  # the commitlog below is not needed any more
         self.seconds += store.clock.monotonic() - began
         self.runs += 1
         self.bytes_read += result.bytes_read

@@ -89,25 +89,31 @@ class PartitionLog:
         self.log_start_offset = self.consume_queue.min_offset
         # called with the offset whose entry a read found damaged: the store repairs it
         self.on_damage: Callable[[int], None] | None = None
+        self._commitlog_start_floor = 0  # see commitlog_start_offset
         # a compacted partition's cleaned offsets (storage.compaction_store), served from
         # there below its end offset
         self.compacted: CompactedLog | None = None
 
     @property
-    def cleaned_end(self) -> int:
-        """Offsets below it are served from the compaction store (0: none are)."""
-        return 0 if self.compacted is None else self.compacted.end_offset
+    def next_offset(self) -> int:
+        return self.consume_queue.next_offset
 
     @property
     def commitlog_start_offset(self) -> int:
-        """The first offset this partition still needs from the commitlog: its log start
-        offset, or for a compacted partition the end of what its compaction store holds.
-        Commitlog segments holding only this partition's batches below it are not pinned."""
-        return max(self.log_start_offset, self.cleaned_end)
+        """The first offset whose batch this partition keeps in the commitlog: the log start
+        offset, unless something else holds the offsets below (a compaction store raises it
+        with ``raise_commitlog_start``). Retention treats the partition's batches below it as
+        dead: only from here on does the partition pin commitlog segments."""
+        return max(self.log_start_offset, self._commitlog_start_floor)
+
+    def raise_commitlog_start(self, offset: int) -> None:
+        """The offsets below ``offset`` are served from elsewhere from now on."""
+        self._commitlog_start_floor = max(self._commitlog_start_floor, min(offset, self.next_offset))
 
     @property
-    def next_offset(self) -> int:
-        return self.consume_queue.next_offset
+    def cleaned_end(self) -> int:
+        """Offsets below it are served from the compaction store (0: none are)."""
+        return 0 if self.compacted is None else self.compacted.end_offset
 
     @property
     def last_stable_offset(self) -> int:

@@ -708,6 +708,7 @@ class MessageStore:
         plog.compacted = CompactedLog.open(self.compaction_dir(plog))
         if plog.compacted is not None:  # its index may start later (rebuilt after retention)
             plog.log_start_offset = min(plog.log_start_offset, plog.compacted.first_offset)
+            plog.raise_commitlog_start(plog.compacted.end_offset)
         self._partitions[(meta.name, p)] = plog
         return plog
 
