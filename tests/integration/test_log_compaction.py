@@ -374,3 +374,23 @@ def test_transactions_on_a_compacted_topic(compacting):
     expected = {**{b"k%d" % k: b"r2" for k in range(10)}, b"sentinel": b"1"}
     assert read("read_uncommitted") == expected
     assert read("read_committed") == expected
+
+
+def test_list_offsets_over_a_cleaned_topic(compacting):
+    """EARLIEST stays the log start (cleaning moves no offset); a timestamp lookup lands on
+    the first record kept at or after it; LATEST is the log end."""
+    bootstrap = compacting.bootstrap_servers
+    topic = create(bootstrap, EAGER)
+    before = int(time.time() * 1000)
+    produce(bootstrap, topic, rounds(10, 3))
+    time.sleep(0.3)
+    produce(bootstrap, topic, [(b"sentinel", b"1")])
+    wait_cleaned(bootstrap, topic, 11)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "lo"})
+    try:
+        tp = TopicPartition(topic, 0)
+        assert consumer.get_watermark_offsets(tp, timeout=TIMEOUT) == (0, 31)
+        (found,) = consumer.offsets_for_times([TopicPartition(topic, 0, before)], timeout=TIMEOUT)
+        assert found.offset == 20  # offsets 0-19 were cleaned away
+    finally:
+        consumer.close()
