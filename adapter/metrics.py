@@ -28,7 +28,7 @@ from prometheus_client.core import (
     Metric,
 )
 
-from rmqkafka.storage.compaction_cleaner import LogCleaner
+from rmqkafka.storage.log_cleaner import LogCleaner
 
 from .broker_state import (
     OPEN_TXN_STATES,

@@ -96,7 +96,7 @@ from . import record_batch
 from .batch_builder import empty_batch, subset_batch
 from .clock import Clock, SystemClock
 from .commitlog import CommitLog, Damage, Entry
-from .compaction_cleaner import LogCleaner
+from .log_cleaner import LogCleaner
 from .compaction_store import CompactedLog
 from .config import StorageConfig
 from .consume_queue import ENTRY_SIZE, LOST_CODE

@@ -1,5 +1,5 @@
-"""The log cleaner (storage.compaction_cleaner) and the compaction store it writes
-(storage.compaction_store), on a real MessageStore with an injected clock: the key map,
+"""The log cleaner (storage.log_cleaner, storage.compaction_cleaner) and the compaction store
+it writes (storage.compaction_store), on a real MessageStore with an injected clock: the key map,
 tombstone expiry, the lag rules and the dirty ratio, transactional data, reads over the
 cleaned offsets, and the cleaner's files truncated, damaged or left half-written."""
 
