@@ -60,11 +60,16 @@ class ConsoleApi:
     def topics(self, ctx: BrokerContext) -> dict:
         by_topic: dict[str, list[dict]] = {}
         ends: dict[str, int] = {}
+        cleaner = ctx.store.cleaner
         for entry in topic_partitions(ctx):
             size = partition_size(ctx, entry.log) if entry.log is not None else 0
-            by_topic.setdefault(entry.topic, []).append(
-                {"partition": entry.partition, "start": entry.start, "end": entry.end,
-                 "messages": entry.end - entry.start, "size_bytes": size})
+            doc = {"partition": entry.partition, "start": entry.start, "end": entry.end,
+                   "messages": entry.end - entry.start, "size_bytes": size}
+            progress = cleaner.progress.get((entry.topic, entry.partition))
+            if progress is not None:  # a compacted partition the cleaner has looked at
+                doc["cleaner"] = {"cleaned_to": progress.cleaned_end, "dirty_ratio": round(progress.dirty_ratio, 4),
+                                  "last_run_ms": progress.last_run_ms, "last_error": progress.last_error}
+            by_topic.setdefault(entry.topic, []).append(doc)
             ends[entry.topic] = ends.get(entry.topic, 0) + entry.end
         now = ctx.clock.monotonic()
         topics = []
@@ -77,7 +82,10 @@ class ConsoleApi:
                 "rate_per_s": self.history.rate("produced", name, now, ends[name]),
                 "configs": dict(meta.configs) if meta is not None else {},
             })
-        return {"topics": topics, "rate_min_span_s": RATE_MIN_SPAN_S}
+        return {"topics": topics, "rate_min_span_s": RATE_MIN_SPAN_S,
+                "cleaner": {"runs": cleaner.runs, "read_bytes": cleaner.bytes_read,
+                            "written_bytes": cleaner.bytes_written, "reclaimed_bytes": cleaner.bytes_reclaimed,
+                            "failures": cleaner.failures}}
 
     # -- history -----------------------------------------------------------------------------
     def sample(self, ctx: BrokerContext) -> None:

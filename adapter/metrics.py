@@ -28,6 +28,8 @@ from prometheus_client.core import (
     Metric,
 )
 
+from rmqkafka.storage.log_cleaner import LogCleaner
+
 from .broker_state import (
     OPEN_TXN_STATES,
     dlq_counts,
@@ -308,6 +310,7 @@ class BrokerCollector:
             counter = CounterMetricFamily(name, help_text)
             counter.add_metric([], value)
             yield counter
+        yield from _cleaner_metrics(store.cleaner)
 
     # -- RocketMQ semantics ------------------------------------------------------------------
     def _rocketmq_metrics(self, ctx: BrokerContext) -> Iterator[Metric]:
@@ -392,6 +395,33 @@ class BrokerCollector:
         yield scanned
         yield matched
         yield fraction
+
+
+def _cleaner_metrics(cleaner: LogCleaner) -> Iterator[Metric]:
+    """The log cleaner's totals (Kafka's kafka.log:type=LogCleaner metrics, as counters), and
+    per compacted partition its dirty ratio and cleaned offset."""
+    for name, text, value in (
+        ("rmqk_cleaner_runs", "Cleanings of compacted partitions that wrote a new compacted file", cleaner.runs),
+        ("rmqk_cleaner_read_bytes", "Bytes of batches the log cleaner read", cleaner.bytes_read),
+        ("rmqk_cleaner_written_bytes", "Bytes of batches the log cleaner wrote", cleaner.bytes_written),
+        ("rmqk_cleaner_reclaimed_bytes", "Bytes the log cleaner removed (read less written)", cleaner.bytes_reclaimed),
+        ("rmqk_cleaner_failures", "Cleanings that failed (tried again later)", cleaner.failures),
+        ("rmqk_cleaner_seconds", "Time spent in cleanings that wrote a file", cleaner.seconds),
+    ):
+        counter = CounterMetricFamily(name, text)
+        counter.add_metric([], value)
+        yield counter
+    ratio = GaugeMetricFamily("rmqk_cleaner_dirty_ratio",
+                              "Dirty bytes / all bytes of a compacted partition at the cleaner's last look",
+                              labels=["topic", "partition"])
+    cleaned = GaugeMetricFamily("rmqk_cleaner_cleaned_offset",
+                                "Offsets below it are served cleaned (the compaction store)",
+                                labels=["topic", "partition"])
+    for (topic, partition), progress in sorted(cleaner.progress.items()):
+        ratio.add_metric([topic, str(partition)], progress.dirty_ratio)
+        cleaned.add_metric([topic, str(partition)], progress.cleaned_end)
+    yield ratio
+    yield cleaned
 
 
 def _histogram(name: str, help_text: str, latencies: Latencies) -> HistogramMetricFamily:

@@ -51,3 +51,8 @@ class StorageConfig:
     # storage.index_repair: commitlog entries (or queue entries) a repair of damaged
     # consume-queue entries handles between two turns of the event loop.
     index_repair_slice_entries: int = 4096
+    # storage.compaction_cleaner (Kafka's log.cleaner.*): whether compacted topics are
+    # cleaned, the pause between the cleaner's passes, and the memory its key map may use.
+    cleaner_enable: bool = True
+    cleaner_backoff_ms: int = 15_000
+    cleaner_dedupe_buffer_bytes: int = 128 << 20

@@ -16,6 +16,8 @@ Files under ``data_dir``::
     commitlog/               segment files (the only source of truth)
     consumequeue/<id>/<p>/   consume queue files, time index and txnindex (aborted
                              transactions) (derived)
+    compaction/<id>/<p>/     a compacted partition's cleaned offsets (not derived: see
+                             storage.compaction_store; the commitlog keeps what is above)
     topics.json              topic names, ids, partition counts, configs, and its journal
                              topics.journal (always current; topics.json follows within
                              log.flush.interval.ms): either rebuilds the other
@@ -103,6 +105,8 @@ from . import record_batch
 from .batch_builder import empty_batch, subset_batch
 from .clock import Clock, SystemClock
 from .commitlog import CommitLog, Damage, DamagedSegmentError, Entry
+from .compaction_store import CompactedLog
+from .log_cleaner import LogCleaner
 from .config import StorageConfig
 from .consume_queue import ENTRY, ENTRY_SIZE, LOST_CODE
 from .disk_reserve import DiskReserve
@@ -279,6 +283,7 @@ class MessageStore:
         self._unchecked_partitions: set[PartitionLog] = set()
         self._checkpoint_soon: asyncio.Event | None = None
         self.retention = Retention(self)
+        self.cleaner = LogCleaner(self)
 
     # -- lifecycle -------------------------------------------------------------------------
     def open(self) -> None:
@@ -359,9 +364,10 @@ class MessageStore:
             state.recovered()
         start = self.commitlog.start_position
         for plog in self._partitions.values():
+            plog.commitlog_dropped_before(self._first_offset_kept(plog, start))
             # Never below what the txnindex dropped (DeleteRecords, then a crash before the
             # checkpoint recorded the new log start).
-            plog.advance_log_start(max(self._first_offset_kept(plog, start), plog.txn_index.start_offset))
+            plog.advance_log_start(plog.txn_index.start_offset)
         self._durable_position = self.commitlog.flush()
         for plog in self._partitions.values():
             plog.flush()
@@ -497,7 +503,8 @@ class MessageStore:
             # never below the log start: copies of what retention took since are dead
             start = max(plog.next_offset, min(base, max(floor, plog.log_start_offset)))
             plog.consume_queue.restart_at(start)
-            plog.log_start_offset = max(plog.log_start_offset, start)
+            if start > plog.cleaned_end:  # else the compaction store serves what is before it
+                plog.log_start_offset = max(plog.log_start_offset, start)
         if base > plog.next_offset and self._rebuild_floors and self._damage_seen is None:
             # moved batches of these offsets come later in the commitlog (storage.retention);
             # lost until one of them does (``_replay_move``)
@@ -594,6 +601,8 @@ class MessageStore:
             asyncio.create_task(self._checkpoint_loop(), name="checkpoint"),
             asyncio.create_task(self._retention_loop(), name="retention"),
         ]
+        if self.config.cleaner_enable:
+            self._tasks.append(asyncio.create_task(self.cleaner.run(), name="log-cleaner"))
         if self.config.flush == "sync":
             self._tasks.append(asyncio.create_task(self._group_commit_loop(), name="group-commit"))
 
@@ -651,6 +660,7 @@ class MessageStore:
             self.close_sync()
 
     def close_sync(self) -> None:
+        self.cleaner.close()  # a cleaning under way finishes; its file is not switched in
         if self._inflate_pool is not None:
             self._inflate_pool.shutdown(wait=True)  # a check under way finishes (nothing writes)
             self._inflate_pool = None
@@ -766,8 +776,21 @@ class MessageStore:
             self.config.tag_header,
         )
         plog.on_damage = partial(self._index_damaged, plog)
+        plog.compacted = CompactedLog.open(self.compaction_dir(plog))
+        if plog.compacted is not None:  # its index may start later (rebuilt after retention)
+            plog.log_start_offset = min(plog.log_start_offset, plog.compacted.first_offset)
+            plog.raise_commitlog_start(plog.compacted.end_offset)
         self._partitions[(meta.name, p)] = plog
         return plog
+
+    @property
+    def durable_position(self) -> int:
+        """The commitlog is fsynced below this position."""
+        return self._durable_position
+
+    def compaction_dir(self, plog: PartitionLog) -> Path:
+        """Where ``plog``'s compaction store lives (storage.compaction_store)."""
+        return self._dir / "compaction" / str(plog.topic_id) / str(plog.partition)
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicMeta:
         """Create a topic; refused past max_partitions_per_topic. The total (max_partitions)
@@ -868,7 +891,8 @@ class MessageStore:
         for _, plogs in withdrawn:
             for plog in plogs:
                 _close_deleted(plog)
-        await self._in_metadata_thread(_remove_dirs, [self._dir / "consumequeue" / str(m.topic_id) for m in metas])
+        await self._in_metadata_thread(_remove_dirs, [self._dir / kind / str(m.topic_id) for m in metas
+                                                      for kind in ("consumequeue", "compaction")])
         return outcomes
 
     async def _in_metadata_thread(self, fn: Callable, *args: object) -> object:
@@ -888,7 +912,7 @@ class MessageStore:
             plog = self._partitions.pop((name, p), None)
             if plog is not None:
                 _close_deleted(plog)
-        _remove_dirs([self._dir / "consumequeue" / str(meta.topic_id)])
+        _remove_dirs([self._dir / kind / str(meta.topic_id) for kind in ("consumequeue", "compaction")])
         return meta
 
     def add_partitions(self, name: str, count: int) -> TopicMeta:
@@ -1581,6 +1605,8 @@ def _divert(diverter: Diverter, name: str, p: int, base: int, batch: Buffer, rec
 
 def _close_deleted(plog: PartitionLog) -> None:
     plog.closed = True
+    if plog.compacted is not None:
+        plog.compacted.close()
     plog.consume_queue.destroy()
     plog.time_index.close()
     plog.txn_index.close()

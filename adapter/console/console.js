@@ -129,6 +129,19 @@ function renderTopics(doc) {
     });
   }
   fill("topics", rows, 7, "no topics yet");
+  // the log cleaner, once a compacted topic exists: its totals, and per partition (in the
+  // row's tooltip) how far it cleaned
+  const compacted = doc.topics.flatMap(t => t.partitions.filter(p => p.cleaner).map(p => [t.name, p]));
+  for (const [name, p] of compacted) {
+    const row = document.querySelector(`#topics tr[data-topic="${CSS.escape(name)}"][data-partition="${p.partition}"]`);
+    if (row) row.title = `cleaned to ${num(p.cleaner.cleaned_to)}, dirty ratio ${p.cleaner.dirty_ratio}` +
+      (p.cleaner.last_error ? `, last error: ${p.cleaner.last_error}` : "");
+  }
+  const c = doc.cleaner;
+  document.getElementById("cleaner").textContent = c && compacted.length
+    ? `log cleaner: ${num(c.runs)} runs, ${bytes(c.read_bytes)} read, ${bytes(c.written_bytes)} written, ` +
+      `${bytes(c.reclaimed_bytes)} reclaimed` + (c.failures ? `, ${num(c.failures)} failures` : "")
+    : "";
 }
 
 // A consumer-protocol (KIP-848) or share (KIP-932) group says so, with its group epoch,

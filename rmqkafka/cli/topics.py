@@ -151,11 +151,16 @@ def list_topics(as_json: bool, client: ClientOptions) -> None:
 @topics.command("describe", cls=Command)
 @click.argument("names", metavar="[TOPIC...]", nargs=-1)
 @click.option("--all-configs", is_flag=True, help="Show every config, not only those that differ from the defaults.")
+@click.option("--metrics-url", metavar="URL",
+              help="The broker's metrics address (what `rmqk serve` prints: http://HOST:PORT): compacted "
+                   "partitions then show the log cleaner's progress (cleaned to, dirty ratio, last run).")
 @json_option
 @client_options
 @handle_errors
-def describe(names: tuple[str, ...], all_configs: bool, as_json: bool, client: ClientOptions) -> None:
-    """Partitions (leader, replicas, ISR, offsets), topic id and configs of topics (default: all)."""
+def describe(names: tuple[str, ...], all_configs: bool, metrics_url: str | None, as_json: bool,
+             client: ClientOptions) -> None:
+    """Partitions (leader, replicas, ISR, offsets), topic id and configs of topics (default: all);
+    with --metrics-url, the log cleaner's progress on compacted ones."""
     from confluent_kafka import TopicCollection
 
     admin, metadata = admin_client(client)
@@ -179,6 +184,7 @@ def describe(names: tuple[str, ...], all_configs: bool, as_json: bool, client: C
     every_config = _configs(admin, client, present, True)
     configs = {n: _shown(c, all_configs) for n, c in every_config.items()}
     earliest, latest = _watermarks(admin, client, [(n, p.id) for n in present for p in descriptions[n].partitions])
+    cleaner = _cleaner_progress(metrics_url, client.timeout) if metrics_url else {}
 
     documents = []
     for name in present:
@@ -201,6 +207,7 @@ def describe(names: tuple[str, ...], all_configs: bool, as_json: bool, client: C
                         "isr": [r.id for r in p.isr],
                         "earliest_offset": earliest.get((name, p.id)),
                         "latest_offset": latest.get((name, p.id)),
+                        **({"cleaner": cleaner[(name, p.id)]} if (name, p.id) in cleaner else {}),
                     }
                     for p in parts
                 ],
@@ -236,6 +243,13 @@ def describe(names: tuple[str, ...], all_configs: bool, as_json: bool, client: C
                     for p in doc["partitions"]
                 ],
             )
+            compacted = [p for p in doc["partitions"] if "cleaner" in p]
+            if compacted:
+                echo_table(
+                    ["PARTITION", "CLEANED-TO", "DIRTY-RATIO", "LAST-CLEANED"],
+                    [(p["partition"], p["cleaner"]["cleaned_to"], f"{p['cleaner']['dirty_ratio']:.2f}",
+                      _when(p["cleaner"]["last_run_ms"])) for p in compacted],
+                )
     if missing:
         raise CliError("; ".join(f"topic {n!r} does not exist" for n in missing))
 
@@ -259,6 +273,29 @@ def _views_of(admin: Any, client: ClientOptions, metadata: Any, source: str) -> 
     except CliError:
         return []
     return [n for n, d in sorted(found.items()) if d is not None and d["source"] == source]
+
+
+def _cleaner_progress(metrics_url: str, timeout: float) -> dict[tuple[str, int], dict]:
+    """(topic, partition) -> the log cleaner's progress, from the broker's console API."""
+    import json
+    import urllib.request
+
+    url = metrics_url.rstrip("/") + "/api/topics"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (the user's URL)
+            doc = json.load(response)
+    except (OSError, ValueError) as exc:
+        raise CliError(f"cannot read the cleaner's progress from {url}: {exc}") from None
+    return {(t["name"], p["partition"]): p["cleaner"] for t in doc.get("topics", [])
+            for p in t.get("partitions", []) if "cleaner" in p}
+
+
+def _when(ms: int) -> str:
+    if ms < 0:
+        return "never"
+    import datetime
+
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _difference(high: int | None, low: int | None) -> int | None:
