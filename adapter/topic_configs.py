@@ -217,8 +217,8 @@ _define(
     "cleanup.policy", "LIST", "delete", list_of("compact", "delete"),
     "A list of 'delete' and/or 'compact'. Applied: with 'compact' the log cleaner keeps the "
     "latest record per key (storage.compaction_cleaner) and records without a key are "
-    "refused (INVALID_RECORD); 'delete': segments are deleted by the broker-wide retention "
-    f"(log.retention.*) because {_COMMITLOG}.",
+    "refused (INVALID_RECORD); 'delete': retention.ms / retention.bytes move the log start "
+    "(storage.retention); without 'delete' retention removes nothing.",
     applied=True,
 )
 _define(

@@ -94,7 +94,7 @@ import os
 import shutil
 import struct
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -271,6 +271,7 @@ class MessageStore:
         self._append_turns: dict[tuple[str, int], asyncio.Future] = {}
         # topic name -> done when the metadata change staged for it is durable or undone
         self._changing: dict[str, asyncio.Future] = {}
+        self._topic_changes: set[asyncio.Task] = set()  # see _to_the_end
         self._inflate_pool: ThreadPoolExecutor | None = None
         # the one thread that writes topic metadata: writes happen in the order asked for
         self._metadata_pool: ThreadPoolExecutor | None = None
@@ -653,6 +654,8 @@ class MessageStore:
             except asyncio.CancelledError:
                 pass
         self._tasks = []
+        if self._topic_changes:  # announced (or undone) before the checkpoint records them
+            await asyncio.gather(*self._topic_changes, return_exceptions=True)
         if self._checkpoint_lock is not None:
             async with self._checkpoint_lock:  # a checkpoint still writing finishes first
                 self.close_sync()
@@ -810,7 +813,7 @@ class MessageStore:
             self._check_topic_limit(name, partitions)
             return self.topics.reserve(name, partitions, configs)
 
-        return await self._stage_and_commit(specs, stage)
+        return await self._to_the_end(self._stage_and_commit(specs, stage))
 
     async def add_partitions_to(self, counts: list[tuple[str, int]]) -> list[TopicMeta | Exception]:
         """Grow topics (name, new partition count) with one metadata write, as
@@ -819,7 +822,18 @@ class MessageStore:
             self._check_topic_limit(name, count)
             return self.topics.prepare_change(name, partitions=count)
 
-        return await self._stage_and_commit(counts, stage)
+        return await self._to_the_end(self._stage_and_commit(counts, stage))
+
+    async def _to_the_end(self, change: Coroutine[object, object, list[TopicMeta | Exception]]
+                          ) -> list[TopicMeta | Exception]:
+        """Run a topic change to its end even if the caller is cancelled (its client went
+        away): one stopped between staging and announcing would leave its names reserved
+        (or its topics withdrawn) and unserved until a restart, while the metadata thread
+        may still make it durable."""
+        task = asyncio.ensure_future(change)
+        self._topic_changes.add(task)
+        task.add_done_callback(self._topic_changes.discard)
+        return await asyncio.shield(task)
 
     async def _stage_and_commit(self, items: list[tuple], stage: Callable[..., TopicMeta]) -> list[TopicMeta | Exception]:
         outcomes: list[TopicMeta | Exception] = []
@@ -861,6 +875,9 @@ class MessageStore:
     async def delete_topics(self, names: list[str]) -> list[TopicMeta | Exception]:
         """Delete topics with one metadata write (see ``delete_topic``). A topic is no
         longer served from the call on; its files go once the deletion is durable."""
+        return await self._to_the_end(self._delete_topics(names))
+
+    async def _delete_topics(self, names: list[str]) -> list[TopicMeta | Exception]:
         outcomes: list[TopicMeta | Exception] = []
         withdrawn: list[tuple[TopicMeta, list[PartitionLog]]] = []
         for name in names:
