@@ -151,9 +151,7 @@ class BrokerCollector:
             ("rmqk_share_lock_expiries", "Acquisition locks that expired", m.lock_expiries),
             ("rmqk_share_dead_letters", "Records archived by REJECT or the delivery limit", m.dead_letters),
         ):
-            family = CounterMetricFamily(name, doc)
-            family.add_metric([], value)
-            yield family
+            yield _counter(name, doc, value)
         acks = CounterMetricFamily("rmqk_share_acknowledged_records", "Records acknowledged, by type",
                                    labels=["type"])
         for kind in ("accept", "release", "reject", "gap"):
@@ -307,9 +305,7 @@ class BrokerCollector:
             ("rmqk_retention_moved_bytes",
              "Bytes of live batches retention moved out of old segments to the commitlog head", stats.bytes_moved),
         ):
-            counter = CounterMetricFamily(name, help_text)
-            counter.add_metric([], value)
-            yield counter
+            yield _counter(name, help_text, value)
         yield from _cleaner_metrics(store.cleaner)
 
     # -- RocketMQ semantics ------------------------------------------------------------------
@@ -397,6 +393,13 @@ class BrokerCollector:
         yield fraction
 
 
+def _counter(name: str, text: str, value: float) -> CounterMetricFamily:
+    """A counter without labels."""
+    family = CounterMetricFamily(name, text)
+    family.add_metric([], value)
+    return family
+
+
 def _cleaner_metrics(cleaner: LogCleaner) -> Iterator[Metric]:
     """The log cleaner's totals (Kafka's kafka.log:type=LogCleaner metrics, as counters), and
     per compacted partition its dirty ratio and cleaned offset."""
@@ -408,9 +411,7 @@ def _cleaner_metrics(cleaner: LogCleaner) -> Iterator[Metric]:
         ("rmqk_cleaner_failures", "Cleanings that failed (tried again later)", cleaner.failures),
         ("rmqk_cleaner_seconds", "Time spent in cleanings that wrote a file", cleaner.seconds),
     ):
-        counter = CounterMetricFamily(name, text)
-        counter.add_metric([], value)
-        yield counter
+        yield _counter(name, text, value)
     ratio = GaugeMetricFamily("rmqk_cleaner_dirty_ratio",
                               "Dirty bytes / all bytes of a compacted partition at the cleaner's last look",
                               labels=["topic", "partition"])
