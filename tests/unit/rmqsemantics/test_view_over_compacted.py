@@ -47,7 +47,7 @@ def clean(store) -> bool:
 @pytest.mark.parametrize("kind, expression", [("tags", "A"), ("sql", "TAGS = 'A'")])
 def test_a_view_over_a_compacted_topic_reads_the_cleaned_offsets(stores, clock, kind, expression):
     s = stores.open(segment_bytes=1024, retention_bytes=1)
-    s.create_topic(T, 1, {})
+    s.create_topic(T, 1, {"cleanup.policy": "compact"})
     for r in range(30):
         append(s, T, 0, make_batch([b"a%d" % r, b"b%d" % r], keys=[b"ka", b"kb"], tags=["A", "B"],
                                    timestamps=[clock.now_ms()] * 2))
