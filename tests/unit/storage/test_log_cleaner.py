@@ -53,7 +53,7 @@ def latest(store) -> dict[bytes, bytes | None]:
 @pytest.fixture
 def store(stores, clock):
     s = stores.open()
-    s.create_topic(T, 1, {})
+    s.create_topic(T, 1, {"cleanup.policy": "compact"})
     s.cleaner.settings_for = lambda name: EAGER if name == T else None
     return s
 
@@ -276,7 +276,7 @@ def test_the_compaction_store_survives_a_restart_and_unpins_the_commitlog(stores
 
 def test_retention_of_the_commitlog_below_the_cleaned_end_keeps_the_log_start(stores, clock):
     s = stores.open(segment_bytes=2048, retention_bytes=1)
-    s.create_topic(T, 1, {})
+    s.create_topic(T, 1, {"cleanup.policy": "compact"})
     fill(s, clock, rounds=20)
     assert clean(s)
     cleaned = s.partition(T, 0).cleaned_end
@@ -369,7 +369,7 @@ def test_partition_size_counts_the_compaction_store(stores, clock):
     from rmqkafka.adapter.handlers.describe_log_dirs import partition_size
 
     s = stores.open(segment_bytes=1024, retention_bytes=1)
-    s.create_topic(T, 1, {})
+    s.create_topic(T, 1, {"cleanup.policy": "compact"})
     fill(s, clock, rounds=20)
     assert clean(s)
     s.apply_retention()
