@@ -6,14 +6,19 @@ Usage:  python -m bench.scale [--quick] [--only partitions|connections|recovery]
 Every figure is read from the broker process itself (psutil: user + system CPU, RSS), so CPU
 per record is the robust figure on a shared machine; wall rates depend on its other load.
 
-1. partitions: a fresh broker per point; the same N records of 100 B (default 400,000)
-   produced with confluent-kafka (acks=all, the loops of ``bench.broker_vs_mock``) spread
-   evenly over one topic of 1, 100 and 10,000 partitions, then consumed (assign + poll).
-   Broker CPU us per record, records/s, RSS after each phase, files created per partition
-   (by CreateTopics and by the first produce) and records per stored batch (read back from
-   the commitlog), since librdkafka's batches shrink as the records spread over more
-   partitions. 10,000 partitions need ``max.partitions.per.topic`` raised: the broker gets
-   a server.properties with it (and ``max.partitions``) at 100,000.
+1. partitions: a fresh broker per point; one topic of 1, 100, 1,000, 4,000 and 10,000
+   partitions; one record to each partition first (its first use opens and creates its
+   files: CPU us per partition, files per partition), then the same N records of 100 B
+   (default 400,000) produced with confluent-kafka (acks=all, the loops of
+   ``bench.broker_vs_mock``) spread evenly over the partitions, then all consumed (assign +
+   poll). Broker CPU us per record, records/s, RSS after each phase and records per stored
+   batch (read back from the commitlog), since librdkafka's batches shrink as the records
+   spread over more partitions. Produce CPU includes the checkpoints that sync what it wrote
+   (until the broker's CPU stands still). Then kill -9 and a restart on the data directory:
+   seconds and CPU-s to ready; then SIGTERM: seconds to exit. The broker gets a server.properties raising
+   ``max.partitions.per.topic`` and ``max.partitions`` to 100,000. A point whose partitions
+   need more open files than the hard limit allows (4 a busy partition, see
+   FILES_PER_BUSY_PARTITION) is skipped and says so.
 2. connections: a fresh broker per point; 1, 100 and 1,000 asyncio sockets speaking Produce
    v9 and Fetch v12 (kio, the codec the broker uses) on one topic of 4 partitions, each
    producing an equal share of the same N records in batches of 100 (one request in flight
@@ -105,6 +110,19 @@ def commitlog_end(data_dir: str) -> int:
         commitlog.close()
 
 
+def settle(broker: BrokerProcess, timeout: float = 120) -> None:
+    """Until the broker's CPU time stands still (under 20 ms in a second): the checkpoint after
+    many partitions were written syncs two files of each, for seconds after the writes."""
+    deadline = time.monotonic() + timeout
+    last = broker_cpu_seconds(broker.process.pid)
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        now = broker_cpu_seconds(broker.process.pid)
+        if now - last < 0.02:
+            return
+        last = now
+
+
 class Phase:
     """Broker CPU and wall seconds across a ``with`` block (py-spy sampling it if asked)."""
 
@@ -153,45 +171,70 @@ def partitions_point(partitions: int, records: int, profile: str | None) -> dict
         create_topic(broker.bootstrap, topic, False, partitions, timeout=120)
         create_seconds = time.perf_counter() - began
         files_created = files_under(broker.data_dir)
-        position = commitlog_end(broker.data_dir)
-        with Phase(broker, profile, f"produce-{partitions}") as produced:
-            produce(broker.bootstrap, topic, records, 100, partitions)
+        with Phase(broker, None, "first use") as first_use:  # one record to each partition opens its files
+            produce(broker.bootstrap, topic, partitions, 100, partitions)
         files_used = files_under(broker.data_dir)
+        position = commitlog_end(broker.data_dir)
+        settle(broker)
+        with Phase(broker, profile, f"produce-{partitions}") as produced:
+            produce_seconds = produce(broker.bootstrap, topic, records, 100, partitions)
+            settle(broker)  # the checkpoints syncing what the produce wrote are its cost
         rss_produced = broker.rss_mb()
         batches, stored = stored_batches(broker.data_dir, position)
         with Phase(broker, profile, f"consume-{partitions}") as consumed:
-            consume(broker.bootstrap, topic, records, partitions)
+            consume(broker.bootstrap, topic, records + partitions, partitions)
         rss_consumed = broker.rss_mb()
+        broker.process.kill()  # SIGKILL: the restart recovers every used partition
+        broker.process.wait()
+        broker = broker_with_limits(scratch, data_dir=broker.data_dir)
+        killed_ready = broker.ready_seconds, broker_cpu_seconds(broker.process.pid)
+        stop_seconds = stop_cleanly(broker)
     finally:
-        broker.stop()
+        if broker.process.poll() is None:
+            broker.process.kill()
+            broker.process.wait()
+        shutil.rmtree(broker.data_dir, ignore_errors=True)
         shutil.rmtree(scratch, ignore_errors=True)
     return {
         "partitions": partitions, "records": records,
         "create_s": create_seconds,
         "files_per_partition_create": (files_created - files_before) / partitions,
         "files_per_partition_first_produce": (files_used - files_created) / partitions,
+        "first_use_us_per_partition": first_use.cpu / partitions * 1e6,
         "records_per_batch": stored / batches if batches else 0.0,
         "produce_us_per_record": produced.cpu / records * 1e6,
-        "produce_records_per_s": records / produced.seconds,
-        "consume_us_per_record": consumed.cpu / records * 1e6,
-        "consume_records_per_s": records / consumed.seconds,
+        "produce_records_per_s": records / produce_seconds,
+        "consume_us_per_record": consumed.cpu / (records + partitions) * 1e6,
+        "consume_records_per_s": (records + partitions) / consumed.seconds,
         "rss_mb_produced": rss_produced, "rss_mb_consumed": rss_consumed,
+        "kill9_ready_s": killed_ready[0], "kill9_ready_cpu_s": killed_ready[1], "stop_s": stop_seconds,
     }
+
+
+def stop_cleanly(broker: BrokerProcess) -> float:
+    """Seconds from SIGTERM to the broker's exit (it syncs and checkpoints every partition)."""
+    began = time.perf_counter()
+    broker.process.send_signal(signal.SIGTERM)
+    broker.process.wait(timeout=600)
+    return time.perf_counter() - began
 
 
 def print_partitions(rows: list[dict], header: bool = True) -> None:
     if header:
-        print(f"{'partitions':>10} {'rec/batch':>9} {'files/p':>8} {'create s':>8} {'prod us/rec':>11} "
-              f"{'prod rec/s':>10} {'cons us/rec':>11} {'cons rec/s':>10} {'RSS prod':>8} {'RSS cons':>8}")
+        print(f"{'partitions':>10} {'rec/batch':>9} {'files/p':>8} {'create s':>8} {'1st us/p':>8} {'prod us/rec':>11} "
+              f"{'prod rec/s':>10} {'cons us/rec':>11} {'cons rec/s':>10} {'RSS prod':>8} {'RSS cons':>8} "
+              f"{'kill9 s':>7} {'CPU-s':>5} {'stop s':>6}")
     for r in rows:
         if "skipped" in r:
             print(f"{r['partitions']:10d} skipped: {r['skipped']}", flush=True)
             continue
         files = r["files_per_partition_create"] + r["files_per_partition_first_produce"]
         print(f"{r['partitions']:10d} {r['records_per_batch']:9.1f} {files:8.2f} {r['create_s']:8.2f} "
+              f"{r['first_use_us_per_partition']:8.0f} "
               f"{r['produce_us_per_record']:11.3f} {r['produce_records_per_s']:10.0f} "
               f"{r['consume_us_per_record']:11.3f} {r['consume_records_per_s']:10.0f} "
-              f"{r['rss_mb_produced']:8.1f} {r['rss_mb_consumed']:8.1f}", flush=True)
+              f"{r['rss_mb_produced']:8.1f} {r['rss_mb_consumed']:8.1f} {r['kill9_ready_s']:7.2f} "
+              f"{r['kill9_ready_cpu_s']:5.2f} {r['stop_s']:6.2f}", flush=True)
 
 
 # -- a light asyncio client ---------------------------------------------------------------
@@ -468,11 +511,10 @@ def recovery_curve(sizes_gb: list[float]) -> list[dict]:
             broker.process.wait()
             killed = restart(data_dir, log_path, topic)
             broker = killed.pop("broker")
-            broker.process.send_signal(signal.SIGTERM)
-            broker.process.wait(timeout=300)
+            stop_seconds = stop_cleanly(broker)
             clean = restart(data_dir, log_path, topic)
             broker = clean.pop("broker")
-            rows.append({"gb": gb, **fill_row, **{f"kill9_{k}": v for k, v in killed.items()},
+            rows.append({"gb": gb, **fill_row, "stop_s": stop_seconds, **{f"kill9_{k}": v for k, v in killed.items()},
                          **{f"clean_{k}": v for k, v in clean.items()}})
             print_recovery(rows[-1:], header=len(rows) == 1)
     finally:
