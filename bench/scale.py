@@ -50,7 +50,7 @@ import time
 import uuid
 from pathlib import Path
 
-from storage.commitlog import CommitLog
+from rmqkafka.storage.commitlog import CommitLog
 from tests.integration.rawkafka import ApiKey, build, decode_response, encode_request, make_batch
 
 from .broker_vs_mock import consume, produce

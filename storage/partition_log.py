@@ -315,6 +315,11 @@ class PartitionLog:
             self.consume_queue.delete_before(self.log_start_offset)
             self.txn_index.drop_before(self.log_start_offset)
 
+    def take_dirty_fds(self) -> list[int]:
+        """Descriptors of its index files written since the last call, for a sync elsewhere."""
+        return [*self.consume_queue.take_dirty_fds(), *self.time_index.take_dirty_fds(),
+                *self.txn_index.take_dirty_fds()]
+
     def flush(self) -> None:
         self.consume_queue.flush()
         self.time_index.flush()
