@@ -13,6 +13,7 @@ from rmqkafka.rmqsemantics.semantics import Semantics
 from rmqkafka.rmqsemantics.share.state_store import ShareStateStore
 from rmqkafka.storage import record_batch
 from rmqkafka.storage.clock import Clock, SystemClock
+from rmqkafka.storage.compaction_cleaner import CompactionSettings
 from rmqkafka.storage.config import StorageConfig
 from rmqkafka.storage.store import MessageStore
 
@@ -40,6 +41,8 @@ from .topic_configs import effective
 from .transactions.coordinator import TxnSettings
 from .transactions.service import TransactionService
 
+from .topic_compaction import compaction_settings
+
 log = logging.getLogger(__name__)
 
 
@@ -51,6 +54,7 @@ class Broker:
         adapter_config, storage_config = self.adapter_config, self.storage_config
         self.clock = clock or SystemClock()
         self.store = MessageStore(storage_config, self.clock)
+        self.store.cleaner.settings_for = self._compaction_settings
         self.context: BrokerContext | None = None
         self.client_quotas: ClientQuotas | None = None
         self.semantics: Semantics | None = None
@@ -70,6 +74,13 @@ class Broker:
         self.metrics_address: tuple[str, int] | None = None
         self.serving = False
         self._live: Live | None = None
+
+    def _compaction_settings(self, topic: str) -> CompactionSettings | None:
+        """The log cleaner's rules for ``topic`` (None: not compacted), from its configs now."""
+        meta = self.store.topics.get(topic)
+        if meta is None:
+            return None
+        return compaction_settings(topic, meta.configs, self.adapter_config, self.storage_config)
 
     # The configs in force: replaced wholesale by a dynamic broker config change.
     @property

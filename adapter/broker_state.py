@@ -60,25 +60,28 @@ def topic_partitions(ctx: BrokerContext, include_system: bool = False) -> list[P
     return out
 
 
-def high_watermark(ctx: BrokerContext, name: str, partition: int) -> int | None:
+def high_watermark(ctx: BrokerContext, name: str, partition: int,
+                   built: dict[tuple[str, int], PartitionLog] | None = None) -> int | None:
     """The end offset of a topic's or view's partition (a view's is its source's); None when
-    there is no such partition any more."""
+    there is no such partition any more. ``built``: the store's partition table, when the
+    caller asks for many (``store.partitions()`` copies it on every call)."""
     entity = ctx.semantics.resolve(name)
     if entity is None:
         return None
     source = ctx.store.topics.get(entity.source) if isinstance(entity, View) else entity
     if source is None or not 0 <= partition < source.partitions:
         return None
-    plog = ctx.store.partitions().get((source.name, partition))
+    plog = (ctx.store.partitions() if built is None else built).get((source.name, partition))
     return plog.next_offset if plog is not None else 0
 
 
 def group_offsets(ctx: BrokerContext) -> list[GroupOffset]:
     """Every committed offset of every group, with its lag (high watermark - committed)."""
     out = []
+    built = ctx.store.partitions()  # once: a copy per committed offset made this quadratic
     for group in ctx.groups.known_group_ids():
         for (topic, partition), committed in sorted(ctx.groups.all_committed(group).items()):
-            end = high_watermark(ctx, topic, partition)
+            end = high_watermark(ctx, topic, partition, built)
             lag = None if end is None else max(0, end - committed.offset)
             out.append(GroupOffset(group, topic, partition, committed.offset, end, lag))
     return out

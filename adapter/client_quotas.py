@@ -10,6 +10,11 @@ What is charged, as KafkaApis does:
   than ``(quota.window.num - 1) x quota.window.size.seconds x quota`` bytes, Kafka's
   getMaxValueInQuotaWindow); when throttled, the bytes are taken back and the answer is an
   empty response with the throttle time (the consumer fetches the same data again later).
+- ShareFetch (KIP-932: the same fetch sensor as Fetch): the response's size against
+  ``consumer_byte_rate`` (MaxBytes bounded the same way), and its time; the response keeps
+  its records (they are acquired: answering empty would leave them locked until their
+  acquisition lock expires) and carries the larger throttle, then the connection is muted.
+  ShareAcknowledge is charged as any request.
 - Every other request after authentication: its time against ``request_percentage``, the
   throttle bounded by one quota window (Kafka's ClientRequestQuotaManager).
 - A new connection: against its IP's ``connection_creation_rate`` (KIP-612); one over it
@@ -221,6 +226,14 @@ class ClientQuotas:
         charge.decided = True
         charge.throttle_ms = throttle
         return throttle
+
+    def charge_share_fetch(self, charge: RequestCharge, response_bytes: int) -> int:
+        """A ShareFetch answer of ``response_bytes`` (records already acquired for the
+        member): recorded, and the throttle time its response carries."""
+        fetch = self.record(CONSUMER_BYTE_RATE, charge.user, charge.client_id, response_bytes)
+        charge.decided = True
+        charge.throttle_ms = max(fetch, self.charge_request(charge))
+        return charge.throttle_ms
 
 
 def client_throttles(api_key: int, api_version: int) -> bool:

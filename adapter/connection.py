@@ -120,8 +120,9 @@ class KafkaConnection(asyncio.Protocol):
 
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # A stream transport, though not always an asyncio.Transport subclass (uvloop's is
+        # its own type with the same methods: see rmqkafka.cli.serve.event_loop).
+        self._transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self._client_host = peer[0] if peer else ""

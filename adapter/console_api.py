@@ -2,9 +2,10 @@
 client quotas.
 
 Documents are built when asked for, from adapter.broker_state (the numbers /metrics shows
-too), so the page and a Prometheus graph never disagree. Message rates are the growth of
-the topics' end offsets between the page's polls (``RATE_WINDOW_S``): nothing is counted
-on the produce path for them.
+too), so the page and a Prometheus graph never disagree. Rates and lag over time come from
+adapter.console_history: ``sample`` reads the topics' end offsets, the positions groups
+reached and their lags every few seconds (WatchPort runs it); nothing is counted on the
+produce or fetch path for them.
 
 Resending dead letters runs ``rmqk dlq resend GROUP --json`` against this broker in a child
 process: the command line's logic (what was resent is the committed offset of
@@ -18,11 +19,11 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import time
-from collections import deque
 from collections.abc import Callable
 
 from rmqkafka.rmqsemantics.scheduler import DLQ_PREFIX
+from rmqkafka.rmqsemantics.semantics import SYSTEM_TOPICS
+from rmqkafka.rmqsemantics.views import View
 
 from .broker_state import (
     OPEN_TXN_STATES,
@@ -33,10 +34,10 @@ from .broker_state import (
     share_partitions,
     topic_partitions,
 )
+from .console_history import RATE_MIN_SPAN_S, ConsoleHistory, Sample
 from .context import BrokerContext
 from .handlers.describe_log_dirs import partition_size
 
-RATE_WINDOW_S = 10.0  # rates compare with the oldest sample this recent
 RESEND_GROUP_PREFIX = "rmq_dlq_resend."  # rmqkafka.cli.dlq.RESEND_GROUP_PREFIX
 RESEND_TIMEOUT_S = 60.0
 QUOTAS_SHOWN = 100  # quota entities and throttled clients listed on the page
@@ -50,7 +51,7 @@ class ConsoleApi:
     def __init__(self, context: Callable[[], BrokerContext | None], bootstrap: Callable[[], str | None]) -> None:
         self._context = context
         self._bootstrap = bootstrap
-        self._samples: deque[tuple[float, dict[str, int]]] = deque()
+        self.history = ConsoleHistory()
 
     def context(self) -> BrokerContext | None:
         return self._context()
@@ -59,13 +60,18 @@ class ConsoleApi:
     def topics(self, ctx: BrokerContext) -> dict:
         by_topic: dict[str, list[dict]] = {}
         ends: dict[str, int] = {}
+        cleaner = ctx.store.cleaner
         for entry in topic_partitions(ctx):
             size = partition_size(ctx, entry.log) if entry.log is not None else 0
-            by_topic.setdefault(entry.topic, []).append(
-                {"partition": entry.partition, "start": entry.start, "end": entry.end,
-                 "messages": entry.end - entry.start, "size_bytes": size})
+            doc = {"partition": entry.partition, "start": entry.start, "end": entry.end,
+                   "messages": entry.end - entry.start, "size_bytes": size}
+            progress = cleaner.progress.get((entry.topic, entry.partition))
+            if progress is not None:  # a compacted partition the cleaner has looked at
+                doc["cleaner"] = {"cleaned_to": progress.cleaned_end, "dirty_ratio": round(progress.dirty_ratio, 4),
+                                  "last_run_ms": progress.last_run_ms, "last_error": progress.last_error}
+            by_topic.setdefault(entry.topic, []).append(doc)
             ends[entry.topic] = ends.get(entry.topic, 0) + entry.end
-        rates = self._rates(ends)
+        now = ctx.clock.monotonic()
         topics = []
         for name, partitions in by_topic.items():
             meta = ctx.store.topics.get(name)
@@ -73,30 +79,21 @@ class ConsoleApi:
                 "name": name, "partitions": partitions,
                 "messages": sum(p["messages"] for p in partitions),
                 "size_bytes": sum(p["size_bytes"] for p in partitions),
-                "rate_per_s": rates.get(name),
+                "rate_per_s": self.history.rate("produced", name, now, ends[name]),
                 "configs": dict(meta.configs) if meta is not None else {},
             })
-        return {"topics": topics, "rate_window_s": RATE_WINDOW_S}
+        return {"topics": topics, "rate_min_span_s": RATE_MIN_SPAN_S,
+                "cleaner": {"runs": cleaner.runs, "read_bytes": cleaner.bytes_read,
+                            "written_bytes": cleaner.bytes_written, "reclaimed_bytes": cleaner.bytes_reclaimed,
+                            "failures": cleaner.failures}}
 
-    def _rates(self, ends: dict[str, int]) -> dict[str, float]:
-        """Messages per second per topic since the oldest sample of the window."""
-        now = time.monotonic()
-        samples = self._samples
-        while samples and now - samples[0][0] > RATE_WINDOW_S:
-            samples.popleft()
-        rates: dict[str, float] = {}
-        for then, before in samples:  # oldest first: each topic's oldest sample that has it
-            if now - then < 0.5:
-                break
-            for topic, end in ends.items():
-                if topic in before and topic not in rates:
-                    rates[topic] = round(max(0, end - before[topic]) / (now - then), 2)
-        if not samples or now - samples[-1][0] >= 1.0:  # at most one sample a second is kept
-            samples.append((now, ends))
-        else:  # but a topic new since the last one starts counting now
-            for topic, end in ends.items():
-                samples[-1][1].setdefault(topic, end)
-        return rates
+    # -- history -----------------------------------------------------------------------------
+    def sample(self, ctx: BrokerContext) -> None:
+        """Record one sample of the levels the charts show (adapter.console_history)."""
+        self.history.record(ctx.clock.monotonic(), ctx.clock.now_ms(), levels(ctx))
+
+    def history_document(self, ctx: BrokerContext) -> dict:  # noqa: ARG002 - the documents' signature
+        return self.history.document()
 
     def groups(self, ctx: BrokerContext) -> dict:
         offsets: dict[str, list[dict]] = {}
@@ -209,3 +206,39 @@ class ConsoleApi:
         document = {"group": group, "status": child.returncode, "resent": sent, "message": message,
                     "result": result}
         return (200 if child.returncode == 0 else 502), document
+
+
+def levels(ctx: BrokerContext) -> Sample:
+    """What the history samples: per topic the sum of its end offsets and of the positions
+    groups reached on it (a view's readers count on its source topic), per group its lag.
+
+    A classic or consumer-protocol group's position is its committed offset; a share group's
+    is each share-partition's start offset (SPSO), which moves as records are acknowledged.
+    One pass over the partitions and committed offsets, as a /metrics scrape makes (the
+    produced levels straight from the store's table: partitions never used hold nothing)."""
+    produced = {meta.name: 0 for meta in ctx.store.topics.all() if meta.name not in SYSTEM_TOPICS}
+    for (topic, _), plog in ctx.store.partitions().items():
+        if topic in produced:
+            produced[topic] += plog.next_offset
+    consumed = dict.fromkeys(produced, 0)  # a group's first commit shows as growth, not a start
+    lag: dict[str, int] = {}
+    sources: dict[str, str | None] = {}
+
+    def source_of(name: str) -> str | None:
+        if name not in sources:
+            entity = ctx.semantics.resolve(name)
+            sources[name] = None if entity is None else entity.source if isinstance(entity, View) else entity.name
+        return sources[name]
+
+    for entry in group_offsets(ctx):
+        topic = source_of(entry.topic)
+        if topic in produced:
+            consumed[topic] = consumed.get(topic, 0) + entry.committed
+        lag[entry.group] = lag.get(entry.group, 0) + (entry.lag or 0)
+    for group_id in ctx.groups.share.groups:
+        for p in share_partitions(ctx, group_id):
+            topic = source_of(p["topic"])
+            if p["start"] is not None and topic in produced:
+                consumed[topic] = consumed.get(topic, 0) + p["start"]
+            lag[group_id] = lag.get(group_id, 0) + (p["lag"] or 0)
+    return Sample(produced, consumed, lag)

@@ -71,6 +71,8 @@ SPECS: dict[str, GroupConfigSpec] = {
     "share.isolation.level": GroupConfigSpec(
         "STRING", _const(ShareGroupSettings().isolation_level),
         "Controls how to read records written transactionally (read_committed or read_uncommitted)."),
+    "share.renew.acknowledge.enable": GroupConfigSpec(
+        "BOOLEAN", _const("true"), "Whether the renew acknowledge type is enabled for the share group."),
     "errors.deadletterqueue.topic.name": GroupConfigSpec(
         "STRING", _const(""),
         "KIP-1191: the topic a share group's rejected or exhausted records are written to (empty: none)."),
@@ -144,10 +146,10 @@ def validate_group_configs(overrides: Mapping[str, str | None], config: AdapterC
     if len(dlq) > 249 or (dlq and not all(c.isascii() and (c.isalnum() or c in "._-") for c in dlq)):
         raise InvalidConfig(f"Invalid value {dlq} for configuration errors.deadletterqueue.topic.name: "
                             "not a legal topic name")
-    if merged["errors.deadletterqueue.copy.record.enable"].strip().lower() not in ("true", "false"):
-        raise InvalidConfig(f"Invalid value {merged['errors.deadletterqueue.copy.record.enable']} for "
-                            "configuration errors.deadletterqueue.copy.record.enable: Expected value to be "
-                            "either true or false")
+    for name in ("errors.deadletterqueue.copy.record.enable", "share.renew.acknowledge.enable"):
+        if merged[name].strip().lower() not in ("true", "false"):
+            raise InvalidConfig(f"Invalid value {merged[name]} for configuration {name}: "
+                                "Expected value to be either true or false")
     try:
         AutoOffsetReset.parse(merged["share.auto.offset.reset"])
         ShareGroupSettings(

@@ -28,6 +28,8 @@ from prometheus_client.core import (
     Metric,
 )
 
+from rmqkafka.storage.log_cleaner import LogCleaner
+
 from .broker_state import (
     OPEN_TXN_STATES,
     dlq_counts,
@@ -149,9 +151,7 @@ class BrokerCollector:
             ("rmqk_share_lock_expiries", "Acquisition locks that expired", m.lock_expiries),
             ("rmqk_share_dead_letters", "Records archived by REJECT or the delivery limit", m.dead_letters),
         ):
-            family = CounterMetricFamily(name, doc)
-            family.add_metric([], value)
-            yield family
+            yield _counter(name, doc, value)
         acks = CounterMetricFamily("rmqk_share_acknowledged_records", "Records acknowledged, by type",
                                    labels=["type"])
         for kind in ("accept", "release", "reject", "gap"):
@@ -297,6 +297,16 @@ class BrokerCollector:
                                       "Runs of damaged consume-queue entries rebuilt from the commitlog")
         repairs.add_metric([], store.index_repairs)
         yield repairs
+        stats = store.retention.stats
+        for name, help_text, value in (
+            ("rmqk_retention_runs", "Retention runs (every log.retention.check.interval.ms)", stats.runs),
+            ("rmqk_retention_segments_deleted", "Commitlog segments retention deleted", stats.segments_deleted),
+            ("rmqk_retention_reclaimed_bytes", "Bytes of commitlog segments retention deleted", stats.bytes_reclaimed),
+            ("rmqk_retention_moved_bytes",
+             "Bytes of live batches retention moved out of old segments to the commitlog head", stats.bytes_moved),
+        ):
+            yield _counter(name, help_text, value)
+        yield from _cleaner_metrics(store.cleaner)
 
     # -- RocketMQ semantics ------------------------------------------------------------------
     def _rocketmq_metrics(self, ctx: BrokerContext) -> Iterator[Metric]:
@@ -381,6 +391,38 @@ class BrokerCollector:
         yield scanned
         yield matched
         yield fraction
+
+
+def _counter(name: str, text: str, value: float) -> CounterMetricFamily:
+    """A counter without labels."""
+    family = CounterMetricFamily(name, text)
+    family.add_metric([], value)
+    return family
+
+
+def _cleaner_metrics(cleaner: LogCleaner) -> Iterator[Metric]:
+    """The log cleaner's totals (Kafka's kafka.log:type=LogCleaner metrics, as counters), and
+    per compacted partition its dirty ratio and cleaned offset."""
+    for name, text, value in (
+        ("rmqk_cleaner_runs", "Cleanings of compacted partitions that wrote a new compacted file", cleaner.runs),
+        ("rmqk_cleaner_read_bytes", "Bytes of batches the log cleaner read", cleaner.bytes_read),
+        ("rmqk_cleaner_written_bytes", "Bytes of batches the log cleaner wrote", cleaner.bytes_written),
+        ("rmqk_cleaner_reclaimed_bytes", "Bytes the log cleaner removed (read less written)", cleaner.bytes_reclaimed),
+        ("rmqk_cleaner_failures", "Cleanings that failed (tried again later)", cleaner.failures),
+        ("rmqk_cleaner_seconds", "Time spent in cleanings that wrote a file", cleaner.seconds),
+    ):
+        yield _counter(name, text, value)
+    ratio = GaugeMetricFamily("rmqk_cleaner_dirty_ratio",
+                              "Dirty bytes / all bytes of a compacted partition at the cleaner's last look",
+                              labels=["topic", "partition"])
+    cleaned = GaugeMetricFamily("rmqk_cleaner_cleaned_offset",
+                                "Offsets below it are served cleaned (the compaction store)",
+                                labels=["topic", "partition"])
+    for (topic, partition), progress in sorted(cleaner.progress.items()):
+        ratio.add_metric([topic, str(partition)], progress.dirty_ratio)
+        cleaned.add_metric([topic, str(partition)], progress.cleaned_end)
+    yield ratio
+    yield cleaned
 
 
 def _histogram(name: str, help_text: str, latencies: Latencies) -> HistogramMetricFamily:

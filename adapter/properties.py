@@ -86,6 +86,10 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
 ``log.retention.ms|minutes|hours``  Kafka's precedence ms > minutes > hours; -1 = unlimited
 ``log.retention.bytes``             -1 = unlimited
 ``log.retention.check.interval.ms`` (> 0)
+``log.cleaner.enable``              whether compacted topics are cleaned (true; Kafka's)
+``log.cleaner.backoff.ms``          the pause between two passes of the log cleaner (15000)
+``log.cleaner.dedupe.buffer.size``  memory the cleaner's key map may use (134217728); a
+                                    cleaning covers at most size / 176 keys
 ``node.id`` / ``broker.id``         (>= 0; if both are given they must agree)
 ``flush.policy``                    ``async`` or ``sync``; RocketMQ's ``flushDiskType=
                                     ASYNC_FLUSH|SYNC_FLUSH`` is accepted too
@@ -249,6 +253,9 @@ KNOWN_KEYS = frozenset(
         "log.retention.hours",
         "log.retention.bytes",
         "log.retention.check.interval.ms",
+        "log.cleaner.enable",
+        "log.cleaner.backoff.ms",
+        "log.cleaner.dedupe.buffer.size",
         "node.id",
         "broker.id",
         "flush.policy",
@@ -367,6 +374,9 @@ INTEGER_RANGES: dict[str, IntRange] = {
     "log.retention.hours": IntRange(-1, INT_MAX, "Kafka's type; -1 = unlimited"),
     "log.retention.bytes": IntRange(-1, LONG_MAX, "Kafka's type; -1 = unlimited"),
     "log.retention.check.interval.ms": IntRange(1, LONG_MAX, _KAFKA),
+    "log.cleaner.backoff.ms": IntRange(0, LONG_MAX, _KAFKA),
+    # Kafka's minimum is 1 MiB per cleaner thread; a key costs us 176 bytes
+    "log.cleaner.dedupe.buffer.size": IntRange(1 << 20, LONG_MAX, _KAFKA_TYPE),
     "node.id": IntRange(0, INT_MAX, _KAFKA),
     "broker.id": IntRange(0, INT_MAX, _KAFKA),
     "log.flush.interval.ms": IntRange(1, LONG_MAX, _KAFKA_TYPE),
@@ -851,6 +861,9 @@ def build_config(
         "disk_reserve_bytes": p.integer("log.dir.reserve.bytes"),
         "flush_interval_ms": p.integer("log.flush.interval.ms"),
         "retention_check_interval_ms": p.integer("log.retention.check.interval.ms"),
+        "cleaner_enable": p.boolean("log.cleaner.enable"),
+        "cleaner_backoff_ms": p.integer("log.cleaner.backoff.ms"),
+        "cleaner_dedupe_buffer_bytes": p.integer("log.cleaner.dedupe.buffer.size"),
     }
     storage_kwargs.update({k: v for k, v in optional.items() if v is not None})
     offsets_retention_minutes = p.integer("offsets.retention.minutes")

@@ -208,15 +208,18 @@ def _retention_bytes(_: AdapterConfig, s: StorageConfig) -> str:
 
 
 _COMMITLOG = "all topics share one commitlog"
-_NO_COMPACTION = "Stored and reported only: log compaction is not implemented here."
+_COMPACTION = ("Applied to compacted topics (cleanup.policy with 'compact'): see "
+               "storage.compaction_cleaner.")
 _ONE_REPLICA = "Stored and reported only: this is a single broker with one replica per partition."
 _NO_TIERED = "Stored and reported only: there is no tiered (remote) storage here."
 
 _define(
     "cleanup.policy", "LIST", "delete", list_of("compact", "delete"),
-    "A list of 'delete' and/or 'compact'. Stored and reported only: segments are deleted "
-    f"by the broker-wide retention (log.retention.*) because {_COMMITLOG}; 'compact' is "
-    "accepted but no compaction runs (and records without a key are not refused).",
+    "A list of 'delete' and/or 'compact'. Applied: with 'compact' the log cleaner keeps the "
+    "latest record per key (storage.compaction_cleaner) and records without a key are "
+    "refused (INVALID_RECORD); 'delete': retention.ms / retention.bytes move the log start "
+    "(storage.retention); without 'delete' retention removes nothing.",
+    applied=True,
 )
 _define(
     "compression.type", "STRING", lambda a, s: a.compression_type,
@@ -241,7 +244,9 @@ _define(
 )
 _define(
     "delete.retention.ms", "LONG", "86400000", at_least(0),
-    f"How long delete tombstones of compacted topics are kept. {_NO_COMPACTION}",
+    "How long delete tombstones (and transaction markers) of compacted topics are kept "
+    f"after the cleaning that first saw them. {_COMPACTION}",
+    applied=True,
 )
 _define(
     "file.delete.delay.ms", "LONG", "60000", at_least(0),
@@ -283,7 +288,10 @@ _define(
 )
 _define(
     "max.compaction.lag.ms", "LONG", str(LONG_MAX), at_least(1),
-    f"The longest a record stays ineligible for compaction. {_NO_COMPACTION}",
+    "The longest a record stays ineligible for compaction: a partition whose first dirty "
+    "batch is older is cleaned whatever its dirty ratio, and its segments roll at least "
+    f"this often. {_COMPACTION}",
+    applied=True,
 )
 _define(
     "max.message.bytes", "INT", lambda a, s: str(a.message_max_bytes), at_least(0),
@@ -327,11 +335,14 @@ _define(
 )
 _define(
     "min.cleanable.dirty.ratio", "DOUBLE", "0.5", between(0, 1),
-    f"How dirty a log must be before the cleaner compacts it. {_NO_COMPACTION}",
+    "How dirty a log must be (dirty bytes / all bytes) before the cleaner compacts it. "
+    f"{_COMPACTION}",
+    applied=True,
 )
 _define(
     "min.compaction.lag.ms", "LONG", "0", at_least(0),
-    f"The shortest a record stays uncompacted. {_NO_COMPACTION}",
+    f"The shortest a record stays uncompacted. {_COMPACTION}",
+    applied=True,
 )
 _define(
     "min.insync.replicas", "INT", "1", at_least(1),
@@ -355,17 +366,25 @@ _define(
 )
 _define(
     "retention.bytes", "LONG", _retention_bytes, None,
-    f"Stored and reported only: retention is broker-wide (log.retention.bytes) because {_COMMITLOG}.",
-    synonym="log.retention.bytes",
+    "Applied: each partition keeps the fewest newest whole batches that still hold this many "
+    "bytes (-1 = unlimited). A topic that sets neither retention.* follows the broker's "
+    "log.retention.* for the shared commitlog's segments (see docs/operations/retention.md).",
+    applied=True, synonym="log.retention.bytes",
 )
 _define(
     "retention.ms", "LONG", _retention_ms, at_least(-1),
-    f"Stored and reported only: retention is broker-wide (log.retention.ms) because {_COMMITLOG}.",
-    synonym="log.retention.ms",
+    "Applied: a batch is deleted once its newest timestamp is older than this and every older "
+    "batch of its partition is (-1 = unlimited). A topic that sets neither retention.* follows "
+    "the broker's log.retention.* for the shared commitlog's segments (see "
+    "docs/operations/retention.md).",
+    applied=True, synonym="log.retention.ms",
 )
 _define(
     "segment.bytes", "INT", lambda a, s: str(s.segment_bytes), at_least(1024 * 1024),
-    f"Stored and reported only: {_COMMITLOG}, whose segment size is log.segment.bytes.",
+    "Applied to compacted topics: the size of the partition's own segments the cleaner works "
+    "in (the active one is never cleaned). The commitlog's segment size is log.segment.bytes "
+    f"because {_COMMITLOG}.",
+    applied=True,
     synonym="log.segment.bytes",
 )
 _define(
@@ -378,7 +397,10 @@ _define(
 )
 _define(
     "segment.ms", "LONG", str(7 * 24 * 3600 * 1000), at_least(1),
-    f"Roll a segment after this long. Stored and reported only: {_COMMITLOG}, rolled by size.",
+    "Roll a segment after this long. Applied to compacted topics: when the partition's own "
+    "segments the cleaner works in roll (the active one is never cleaned). The commitlog is "
+    f"rolled by size because {_COMMITLOG}.",
+    applied=True,
 )
 _define(
     "unclean.leader.election.enable", "BOOLEAN", "false", None,

@@ -14,6 +14,12 @@ process while it starts:
   ``/api/...``: its JSON (adapter.console_api). ``POST /api/dlq/resend`` with a JSON body
   ``{"group": "G"}`` resends G's dead letters; only ``Content-Type: application/json`` is
   accepted, which a cross-site form cannot send, and no CORS header is ever given.
+  ``/api/history``: the last 15 minutes of produce and consume rates per topic and lag per
+  group, which a task of this port samples every 5 s (adapter.console_history); the page
+  charts them with uPlot, vendored in adapter/console/vendor/ (nothing is loaded from
+  elsewhere).
+- ``/docs/``: the documentation site, when ``rmqk docs`` has built it (adapter.docs_site);
+  404 otherwise, and the page shows no link to it.
 
 The port has no authentication: bind it where only operators reach it (``metrics.host``;
 the default is the primary listener's address).
@@ -23,20 +29,27 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Callable
 from importlib import resources
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from . import http_server
+from . import docs_site
 from .console_api import ConsoleApi
+from .console_history import pause_after
 from .context import BrokerContext
 from .http_server import Request, Response
 from .metrics import BrokerCollector, new_registry
 from .request_stats import RequestStats
 
+log = logging.getLogger(__name__)
+
 STATIC = {"index.html": "text/html; charset=utf-8", "console.js": "text/javascript; charset=utf-8",
-          "console.css": "text/css; charset=utf-8"}
+          "console.css": "text/css; charset=utf-8",
+          "vendor/uPlot.iife.min.js": "text/javascript; charset=utf-8",
+          "vendor/uPlot.min.css": "text/css; charset=utf-8"}
 
 
 class WatchPort:
@@ -52,21 +65,45 @@ class WatchPort:
         self.registry = new_registry(BrokerCollector(stats, context, connections, lambda: context() is not None))
         self.api = ConsoleApi(context, bootstrap)
         self._server: asyncio.Server | None = None
+        self._sampler: asyncio.Task[None] | None = None
+        self._docs_dir = docs_site.docs_dir()  # the environment is read once, at start
         self._documents = {"/api/topics": self.api.topics, "/api/groups": self.api.groups,
                            "/api/views": self.api.views, "/api/delays": self.api.delays,
                            "/api/transactions": self.api.transactions, "/api/dlq": self.api.dlq,
-                           "/api/quotas": self.api.quotas}
+                           "/api/quotas": self.api.quotas, "/api/history": self.api.history_document}
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         """Bind; returns the bound (host, port)."""
         self._server = await http_server.start(host, port, self.handle)
+        self._sampler = asyncio.create_task(self._sample_forever(), name="console-history")
         bound = self._server.sockets[0].getsockname()
         return bound[0], bound[1]
 
     def close(self) -> None:
+        if self._sampler is not None:
+            self._sampler.cancel()
+            self._sampler = None
         if self._server is not None:
             self._server.close()
             self._server = None
+
+    async def _sample_forever(self) -> None:
+        """A sample at once when the broker serves, then every SAMPLE_INTERVAL_S (none while
+        it recovers or shuts down: there is no state to read).
+
+        A sample reads every partition and committed offset, so its cost grows with what
+        clients created: console_history.pause_after keeps it under 1 % of the loop."""
+        while True:
+            ctx = self._context()
+            pause = 0.2
+            if ctx is not None:
+                started = ctx.clock.monotonic()
+                try:
+                    self.api.sample(ctx)
+                except Exception:  # a bug here must not stop the charts for good, nor the broker
+                    log.exception("console history: a sample failed")
+                pause = pause_after(ctx.clock.monotonic() - started)
+            await asyncio.sleep(pause)
 
     async def handle(self, request: Request) -> Response:
         path = request.path
@@ -90,6 +127,10 @@ class WatchPort:
             return _static("index.html")
         if path.startswith("/console/"):
             return _static(path[len("/console/"):])
+        if path == "/docs":
+            return Response(302, b"", headers={"Location": "/docs/"})
+        if path.startswith("/docs/"):
+            return self._docs(path[len("/docs/"):])
         if path == "/api/overview":
             return _json(200, self._overview())
         document = self._documents.get(path)
@@ -104,7 +145,8 @@ class WatchPort:
         ctx = self._context()
         failure = self._failure()
         document = {"ready": ctx is not None, "healthy": failure is None,
-                    "failure": None if failure is None else str(failure)}
+                    "failure": None if failure is None else str(failure),
+                    "docs": "/docs/" if docs_site.built_site({docs_site.ENV_DIR: str(self._docs_dir)}) else None}
         if ctx is not None:
             document.update({
                 "node_id": ctx.config.node_id, "bootstrap": f"{ctx.advertised_host}:{ctx.advertised_port}",
@@ -112,6 +154,14 @@ class WatchPort:
                 "commitlog_bytes": ctx.store.commitlog.size_bytes(), "now_ms": ctx.clock.now_ms(),
             })
         return document
+
+    def _docs(self, rest: str) -> Response:
+        site = docs_site.built_site({docs_site.ENV_DIR: str(self._docs_dir)})
+        found = docs_site.site_file(site, rest) if site is not None else None
+        if found is None:
+            return Response(404, b"not found (rmqk docs builds the documentation site)\n")
+        file, kind = found
+        return Response(200, file.read_bytes(), kind)
 
     async def _resend(self, request: Request) -> Response:
         if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":

@@ -8,6 +8,10 @@ produce and consume loops as ``bench.broker_vs_mock``):
   user + system time (psutil) across each phase, so the figure depends less on what else runs
   on the machine than throughput does;
 - wall throughput (records/s, MB/s) and the broker's busy share of the wall time;
+- records per request and broker CPU per request (us) of the phase's Produce or Fetch
+  requests, counted by the broker's metrics port: what a record costs is mostly what its
+  request costs divided by the records the client put in it; "sys" is the kernel's share of
+  the broker's CPU (system time: socket and file syscalls);
 - the librdkafka mock cluster's throughput for the same workload, in the same run.
 Prints a table and then one JSON line (``{"bench": "cost", ...}``) for scripts.
 
@@ -21,11 +25,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 
 from .broker_vs_mock import consume, produce
@@ -36,19 +42,25 @@ MOCK_CAP = {100: 100_000, 1024: 16_000}
 
 
 def broker_cpu_seconds(pid: int) -> float:
+    return sum(broker_cpu_times(pid))
+
+
+def broker_cpu_times(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of the broker process so far."""
     import psutil
 
     times = psutil.Process(pid).cpu_times()
-    return times.user + times.system
+    return times.user, times.system
 
 
-def start_profiler(pid: int, directory: str, name: str) -> subprocess.Popen:
+def start_profiler(pid: int, directory: str, name: str, native: bool = False) -> subprocess.Popen:
     """py-spy sampling the broker into ``directory``/``name``.txt (collapsed stacks, one line
     per stack with its sample count: ``sort -t' ' -k2 -n`` or a flame graph tool reads it)."""
     os.makedirs(directory, exist_ok=True)
     spy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
     process = subprocess.Popen([spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "250",
-                                "--nonblocking", "-o", os.path.join(directory, f"{name}.txt")],
+                                *(["--native"] if native else ["--nonblocking"]),
+                                "-o", os.path.join(directory, f"{name}.txt")],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1.0)  # py-spy attaches before the phase starts
     return process
@@ -59,6 +71,22 @@ def stop_profiler(process: subprocess.Popen) -> None:
     process.wait(timeout=30)
 
 
+_REQUEST_COUNT = re.compile(r'^rmqk_request_duration_seconds_count\{api="(\w+)"\} (\S+)$', re.MULTILINE)
+PHASE_API = {"produce": "Produce", "consume": "Fetch"}
+
+
+def metrics_url(broker) -> str:
+    """The broker's metrics address: the second line ``rmqk serve --metrics-port`` prints."""
+    line = broker.process.stdout.readline()
+    return "http://" + line.strip().rsplit("http://", 1)[1] + "/metrics"
+
+
+def request_counts(url: str) -> dict[str, float]:
+    """Requests answered so far, per Kafka API (the broker's request-duration histograms)."""
+    text = urllib.request.urlopen(url, timeout=30).read().decode()
+    return {api: float(n) for api, n in _REQUEST_COUNT.findall(text)}
+
+
 def counts(args) -> dict[int, int]:
     return {100: args.records, 1024: max(1, args.records // 10)}
 
@@ -67,6 +95,7 @@ def measure_broker(broker, args) -> dict[str, dict[str, float]]:
     """Per phase ("produce 100B", ...): seconds, records, bytes and broker CPU seconds
     (the median round by CPU)."""
     pid = broker.process.pid
+    url = metrics_url(broker)
     warm = f"cost-warmup-{uuid.uuid4().hex[:8]}"  # first-use costs (imports, files) are not per record
     create_topic(broker.bootstrap, warm, False)
     produce(broker.bootstrap, warm, 20_000, 100)
@@ -78,14 +107,18 @@ def measure_broker(broker, args) -> dict[str, dict[str, float]]:
             create_topic(broker.bootstrap, topic, False)
             for phase, run in (("produce", lambda: produce(broker.bootstrap, topic, count, size)),
                                ("consume", lambda: consume(broker.bootstrap, topic, count))):
-                profiler = start_profiler(pid, args.profile, f"{phase}-{size}") if args.profile else None
-                cpu_before = broker_cpu_seconds(pid)
+                profiler = start_profiler(pid, args.profile, f"{phase}-{size}", args.native) if args.profile else None
+                requests_before = request_counts(url).get(PHASE_API[phase], 0.0)
+                user_before, system_before = broker_cpu_times(pid)
                 seconds = run()
-                cpu = broker_cpu_seconds(pid) - cpu_before
+                user, system = broker_cpu_times(pid)
+                cpu = user + system - user_before - system_before
+                requests = request_counts(url).get(PHASE_API[phase], 0.0) - requests_before
                 if profiler is not None:
                     stop_profiler(profiler)
                 phases.setdefault(f"{phase} {size}B", []).append(
-                    {"seconds": seconds, "records": count, "bytes": count * size, "cpu": cpu})
+                    {"seconds": seconds, "records": count, "bytes": count * size, "cpu": cpu,
+                     "requests": requests, "system": system - system_before})
     return {name: sorted(rounds, key=lambda r: r["cpu"])[len(rounds) // 2] for name, rounds in phases.items()}
 
 
@@ -111,6 +144,9 @@ def summarise(ours: dict[str, dict[str, float]], mock: dict[str, float]) -> dict
             "broker_cpu_us_per_record": r["cpu"] / r["records"] * 1e6,
             "broker_cpu_s_per_gb": r["cpu"] / (r["bytes"] / 1e9),
             "broker_busy": r["cpu"] / r["seconds"],
+            "broker_system_share": r["system"] / r["cpu"] if r["cpu"] else 0.0,
+            "records_per_request": r["records"] / r["requests"] if r["requests"] else 0.0,
+            "broker_cpu_us_per_request": r["cpu"] / r["requests"] * 1e6 if r["requests"] else 0.0,
             "records_per_s": rate,
             "mb_per_s": r["bytes"] / r["seconds"] / 1e6,
             "mock_records_per_s": mock.get(name, 0.0),
@@ -132,12 +168,14 @@ def main() -> None:
                         help="sample the broker with py-spy during each phase into DIR/<phase>.txt "
                              "(pip install py-spy); the sampling costs broker CPU, so figures of a "
                              "profiled run are not comparable")
+    parser.add_argument("--native", action="store_true",
+                        help="with --profile: py-spy --native (C frames too; pauses the broker to sample)")
     parser.add_argument("--no-mock", action="store_true", help="skip the librdkafka mock cluster")
     args = parser.parse_args()
     if args.quick:
         args.records, args.rounds = 100_000, 1
 
-    broker = start_broker(flush=args.flush)
+    broker = start_broker(flush=args.flush, extra=["--metrics-port", "0"])
     try:
         ours = measure_broker(broker, args)
         rss = broker.rss_mb()
@@ -151,11 +189,12 @@ def main() -> None:
           f"{counts(args)[1024]} x 1 KiB records, {args.rounds} round(s); client confluent-kafka "
           f"(librdkafka); load average {load:.2f} on {os.cpu_count()} cores")
     print(f"{'phase':13} {'records':>8} {'us/record':>10} {'CPU-s/GB':>9} {'busy':>6} "
-          f"{'records/s':>11} {'MB/s':>7} {'mock rec/s':>11} {'vs mock':>8}")
+          f"{'records/s':>11} {'MB/s':>7} {'mock rec/s':>11} {'vs mock':>8} {'rec/req':>8} {'us/req':>7} {'sys':>5}")
     for name, row in rows.items():
         print(f"{name:13} {row['records']:8d} {row['broker_cpu_us_per_record']:10.3f} "
               f"{row['broker_cpu_s_per_gb']:9.2f} {row['broker_busy']:6.0%} {row['records_per_s']:11.0f} "
-              f"{row['mb_per_s']:7.1f} {row['mock_records_per_s']:11.0f} {row['vs_mock']:8.2f}")
+              f"{row['mb_per_s']:7.1f} {row['mock_records_per_s']:11.0f} {row['vs_mock']:8.2f} "
+              f"{row['records_per_request']:8.0f} {row['broker_cpu_us_per_request']:7.0f} {row['broker_system_share']:5.0%}")
     print(f"broker RSS after the workload: {rss:.1f} MB")
     print(json.dumps({"bench": "cost", "flush": args.flush, "rounds": args.rounds, "load_average": load,
                       "rss_mb": round(rss, 1), "phases": {k: {f: round(v, 4) for f, v in row.items()}

@@ -213,9 +213,33 @@ class _Walk:
         self._bytes_left = scan_bytes
 
     def __iter__(self) -> Iterator[tuple[int, int, bytes, str]]:
+        yield from self._cleaned_batches()
         if self.flt.codes is None:
-            return self._every_batch()
-        return self._tagged_batches()
+            yield from self._every_batch()
+        else:
+            yield from self._tagged_batches()
+
+    # -- a compacted source's cleaned offsets: its compaction store, every batch read ------
+    def _cleaned_batches(self) -> Iterator[tuple[int, int, bytes, str]]:
+        compacted = self.plog.compacted
+        if compacted is None or self.position >= compacted.end_offset:
+            return
+        stop = min(self.end, compacted.end_offset)
+        for batch in compacted.batches_from(self.position):
+            base = record_batch.base_offset_of(batch)
+            if base >= stop or self._spent():
+                break
+            self._bytes_left -= len(batch)
+            nxt = record_batch.next_offset_of(batch)
+            out = self._filtered(batch, base, max(base, self.position))
+            self.position = nxt
+            if out is not None:
+                yield base, nxt, *out
+        else:
+            self.position = max(self.position, stop)
+            return
+        if not self.limited:
+            self.position = max(self.position, min(stop, base))
 
     def _spent(self) -> bool:
         if self._entries_left <= 0 or self._bytes_left <= 0:

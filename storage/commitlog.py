@@ -63,6 +63,9 @@ _MIN_ENTRY = ENTRY_HEADER_SIZE + record_batch.HEADER_SIZE
 _SUFFIX = ".log"
 _MAGIC_BYTES = struct.pack(">i", ENTRY_MAGIC)
 _RESYNC_CHUNK = 1 << 20  # bytes read at a time while looking for the next entry
+# a batch's head up to its last offset delta: base offset, length, epoch, magic, crc, attributes
+_BATCH_HEAD = struct.Struct(">qiibIhi")
+_HEAD_BYTES = ENTRY_HEADER_SIZE + _BATCH_HEAD.size
 
 
 def _segment_name(base_position: int) -> str:
@@ -79,6 +82,10 @@ class Segment:
     @property
     def end_position(self) -> int:
         return self.base_position + self.size
+
+    def mtime_ms(self) -> float:
+        """When the file was last written (the broker's segment retention rule)."""
+        return os.fstat(self.fd).st_mtime * 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +115,26 @@ class Damage:
     def describe(self) -> str:
         return (f"{self.segment} bytes {self.start - self.segment_base}..{self.end - self.segment_base} "
                 f"(commitlog positions {self.start}..{self.end}, {self.end - self.start} bytes)")
+
+
+@dataclass(frozen=True, slots=True)
+class EntryHead:
+    """Where one entry's batch is and which offsets it spans (``CommitLog.heads``)."""
+
+    position: int  # of the batch
+    topic_id: UUID
+    partition: int
+    base_offset: int
+    last_offset_delta: int
+    size: int  # of the batch
+
+
+class DamagedSegmentError(Exception):
+    """``CommitLog.heads`` met bytes that are not an entry header at ``position``."""
+
+    def __init__(self, position: int) -> None:
+        super().__init__(f"no entry header at commitlog position {position}")
+        self.position = position
 
 
 def encode_entry_header(topic_id: UUID, partition: int, batch_size: int, batch_head: bytes) -> bytes:
@@ -353,6 +380,28 @@ class CommitLog:
             segment.base_position + local + ENTRY_HEADER_SIZE, UUID(bytes=topic_bytes), partition, batch
         )
 
+    def heads(self, segment: Segment) -> Iterator[EntryHead]:
+        """The entries of closed ``segment`` in order, from their headers alone (no CRC is
+        checked: retention only asks the consume queues whether each batch is still the one
+        they point at), read a chunk at a time. Raises DamagedSegmentError at the first
+        header that does not chain (damage): the caller then treats the rest of the segment
+        as unknown, never as dead."""
+        local, chunk, at = 0, b"", 0  # ``chunk`` holds the segment's bytes from ``at``
+        while local < segment.size:
+            if local + _HEAD_BYTES > at + len(chunk):
+                at = local
+                chunk = os.pread(segment.fd, min(_RESYNC_CHUNK, segment.size - local), local)
+            i = local - at
+            if len(chunk) - i < _HEAD_BYTES:
+                raise DamagedSegmentError(segment.base_position + local)
+            length, magic, _, topic, partition = ENTRY_HEADER.unpack_from(chunk, i)
+            if magic != ENTRY_MAGIC or length < _MIN_ENTRY or local + length > segment.size:
+                raise DamagedSegmentError(segment.base_position + local)
+            base, _, _, _, _, _, last_delta = _BATCH_HEAD.unpack_from(chunk, i + ENTRY_HEADER_SIZE)
+            yield EntryHead(segment.base_position + local + ENTRY_HEADER_SIZE, UUID(bytes=topic), partition,
+                            base, last_delta, length - ENTRY_HEADER_SIZE)
+            local += length
+
     # -- recovery and retention ------------------------------------------------------------
     def recover(self, from_position: int, dispatch: Callable[[Entry], None],
                 damaged: Callable[[Damage], None] | None = None) -> int:
@@ -395,13 +444,16 @@ class CommitLog:
         self._unflushed_from = min(self._unflushed_from, self.end_position)
 
     def delete_oldest_segment(self) -> Segment | None:
-        """Remove the oldest closed segment (never the active one); returns what it removed."""
+        """Remove the oldest closed segment (never the active one); returns what it removed.
+        The file goes first and the segment list after: a crash in between leaves the next
+        segment as the first, which is what the list would say."""
         if len(self._segments) < 2:
             return None
-        segment = self._segments.pop(0)
+        segment = self._segments[0]
+        segment.path.unlink()
+        self._segments.pop(0)
         self._bases.pop(0)
         os.close(segment.fd)
-        segment.path.unlink()
         return segment
 
     def close(self) -> None:

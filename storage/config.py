@@ -26,6 +26,10 @@ class StorageConfig:
     retention_ms: int | None = 168 * 3600 * 1000
     retention_bytes: int | None = None
     retention_check_interval_ms: int = 300_000
+    # storage.retention: the live batches of the oldest segments are moved to the head (and
+    # the segments deleted) when they are at most this fraction of those segments' bytes;
+    # each byte moved reclaims at least (1 - ratio) / ratio bytes. 0 never moves.
+    retention_move_ratio: float = 0.5
     consume_queue_entries_per_file: int = 300_000
     # Kafka's offsets.retention.minutes (default 10080): committed offsets of a group without
     # live members expire this long after their commit. The group coordinator drives expiry.
@@ -47,3 +51,8 @@ class StorageConfig:
     # storage.index_repair: commitlog entries (or queue entries) a repair of damaged
     # consume-queue entries handles between two turns of the event loop.
     index_repair_slice_entries: int = 4096
+    # storage.compaction_cleaner (Kafka's log.cleaner.*): whether compacted topics are
+    # cleaned, the pause between the cleaner's passes, and the memory its key map may use.
+    cleaner_enable: bool = True
+    cleaner_backoff_ms: int = 15_000
+    cleaner_dedupe_buffer_bytes: int = 128 << 20

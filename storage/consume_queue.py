@@ -25,7 +25,10 @@ values stored in 64 bits, so CONTROL_CODE (the int64 minimum) and PARKED_CODE ar
 tag's: a reader that must pass control batches through finds them from the queue alone.
 
 Invariants: entries are dense from ``min_offset`` to ``next_offset - 1``; positions never
-decrease. (An index rebuilt after retention may hold zero entries below the partition's log
+decrease, except where retention moved a batch to the commitlog head (storage.retention:
+its entries are re-pointed, ``rewrite``) -- only in partitions of topics with their own
+retention, whose log start retention never finds by position (``first_offset_at_position``
+then only serves a recovery that cuts at a checkpoint, which a move always precedes). (An index rebuilt after retention may hold zero entries below the partition's log
 start offset, see ``restart_at``; readers never go below that offset.) The file is derived data: after a crash the store truncates it to what the
 commitlog proves and re-dispatches the rest; a partial trailing entry is dropped on open.
 """
@@ -37,6 +40,7 @@ import shutil
 import struct
 from pathlib import Path
 
+from . import batch_scan
 from .files import pwrite_all
 
 ENTRY = struct.Struct(">qiq")
@@ -108,6 +112,8 @@ class ConsumeQueue:
             raise ValueError(f"{len(tag_codes)} tag codes for {count} offsets")
         if tag_codes is None:
             data = ENTRY.pack(position, size, 0) * count
+        elif batch_scan.cq_entries is not None and type(tag_codes) is list:
+            data = batch_scan.cq_entries(position, size, tag_codes)  # one C loop
         else:
             data = b"".join(ENTRY.pack(position, size, code) for code in tag_codes)
         offset = self._next_offset

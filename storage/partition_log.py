@@ -11,6 +11,11 @@ the earliest transaction still open (no end marker yet), never below the log sta
 or the log end offset when none is open; ``aborted_transactions`` lists what such a
 consumer must drop (see storage.txn_index).
 
+Compacted partitions: offsets below ``cleaned_end`` are served from the partition's
+compaction store (storage.compaction_store), the rest from the commitlog; the commitlog is
+needed only from ``commitlog_start_offset`` on, and retention deleting the commitlog below
+the cleaned end does not move the log start offset.
+
 Lost offsets: offsets whose batch was in a damaged commitlog range that recovery skipped
 (LOST_CODE entries, see storage.consume_queue) stay in the partition, so no offset is
 handed out twice, and are read as a covering batch without records: a consumer moves past
@@ -30,6 +35,7 @@ from uuid import UUID
 from . import record_batch
 from .batch_builder import covering_batch
 from .commitlog import CommitLog
+from .compaction_store import CompactedLog
 from .consume_queue import CONTROL_CODE, LOST_CODE, PARKED_CODE, ConsumeQueue
 from .errors import CorruptIndexError, OffsetOutOfRangeError
 from .producer_state import ProducerStateTable
@@ -83,10 +89,32 @@ class PartitionLog:
         self.log_start_offset = self.consume_queue.min_offset
         # called with the offset whose entry a read found damaged: the store repairs it
         self.on_damage: Callable[[int], None] | None = None
+        self._commitlog_start_floor = 0  # see commitlog_start_offset
+        self.closed = False
+        # a compacted partition's cleaned offsets (storage.compaction_store), served from
+        # there below its end offset
+        self.compacted: CompactedLog | None = None
 
     @property
     def next_offset(self) -> int:
         return self.consume_queue.next_offset
+
+    @property
+    def commitlog_start_offset(self) -> int:
+        """The first offset whose batch this partition keeps in the commitlog: the log start
+        offset, unless something else holds the offsets below (a compaction store raises it
+        with ``raise_commitlog_start``). Retention treats the partition's batches below it as
+        dead: only from here on does the partition pin commitlog segments."""
+        return max(self.log_start_offset, self._commitlog_start_floor)
+
+    def raise_commitlog_start(self, offset: int) -> None:
+        """The offsets below ``offset`` are served from elsewhere from now on."""
+        self._commitlog_start_floor = max(self._commitlog_start_floor, min(offset, self.next_offset))
+
+    @property
+    def cleaned_end(self) -> int:
+        """Offsets below it are served from the compaction store (0: none are)."""
+        return 0 if self.compacted is None else self.compacted.end_offset
 
     @property
     def last_stable_offset(self) -> int:
@@ -115,6 +143,8 @@ class PartitionLog:
         view = memoryview(batch)
         if view[22] & record_batch.CONTROL_BIT:  # attributes' low byte
             return [CONTROL_CODE] * record_batch.read_info(view).records_count
+        if isinstance(records, record_batch.ScannedRecords) and records.tag == self._tag_header:
+            return records.tag_codes  # found by the compiled scan, no record read
         tags = record_batch.header_values(batch, self._tag_header, records)
         return None if tags is None else [tag_code(t) for t in tags]
 
@@ -217,6 +247,12 @@ class PartitionLog:
         stop = end if max_offset is None else min(max_offset, end)
         batches: list[bytes] = []
         size = 0
+        compacted = self.compacted
+        if compacted is not None and offset < min(stop, compacted.end_offset):
+            batches, size, full = compacted.read(offset, min(stop, compacted.end_offset), max_bytes, min_one)
+            if full:
+                return FetchResult(batches, size, self.log_start_offset, end)
+            offset = compacted.end_offset
         while offset < stop:
             position, batch_size, code = self.consume_queue.entry(offset)
             if code == LOST_CODE:
@@ -240,6 +276,10 @@ class PartitionLog:
         if offset < self.log_start_offset or offset >= end:
             return 0
         size = 0
+        compacted = self.compacted
+        if compacted is not None and offset < compacted.end_offset:
+            size = compacted.bytes_from(offset, limit)
+            offset = compacted.end_offset
         while offset < end and size < limit:
             position, batch_size, _ = self.consume_queue.entry(offset)
             if not self._commitlog.start_position <= position < self._commitlog.end_position or batch_size <= 0:
@@ -257,6 +297,14 @@ class PartitionLog:
         return self._commitlog.read(position, size)
 
     def batch_at(self, offset: int) -> bytes:
+        """The batch holding ``offset``; below the cleaned end of a compacted partition, the
+        first one at or after it (the offset itself may have been cleaned away)."""
+        compacted = self.compacted
+        if compacted is not None and offset < compacted.end_offset:
+            batch = compacted.batch_at_or_after(offset)
+            if batch is not None:
+                return batch
+            offset = compacted.end_offset
         position, size, code = self.consume_queue.entry(offset)
         if code == LOST_CODE:
             return self._lost(offset, self.next_offset)
@@ -315,6 +363,12 @@ class PartitionLog:
             self.consume_queue.delete_before(self.log_start_offset)
             self.txn_index.drop_before(self.log_start_offset)
 
+    def commitlog_dropped_before(self, offset: int) -> None:
+        """Retention deleted the commitlog up to this partition's ``offset``: the log start
+        offset moves there, unless the compaction store serves the offsets below it."""
+        if offset > self.cleaned_end:
+            self.advance_log_start(offset)
+
     def take_dirty_fds(self) -> list[int]:
         """Descriptors of its index files written since the last call, for a sync elsewhere."""
         return [*self.consume_queue.take_dirty_fds(), *self.time_index.take_dirty_fds(),
@@ -326,6 +380,9 @@ class PartitionLog:
         self.txn_index.flush()
 
     def close(self) -> None:
+        self.closed = True
+        if self.compacted is not None:
+            self.compacted.close()
         self.consume_queue.close()
         self.time_index.close()
         self.txn_index.close()

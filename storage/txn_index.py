@@ -189,10 +189,15 @@ class TxnIndex(SingleFileIndex):
         transaction still open when that marker went in started at or after that LSO, and
         every later one starts after the marker, so no later entry can start below ``upper``.
         """
+        return [(producer_id, first) for producer_id, first, _ in self.aborted_ranges(start, upper)]
+
+    def aborted_ranges(self, start: int, upper: int) -> list[tuple[int, int, int]]:
+        """``aborted_between`` with each transaction's last offset (its ABORT marker's):
+        (producer id, first offset, last offset)."""
         found = []
-        for producer_id, first, _, stable in self._entries_from(self._first_ending_at_or_after(start)):
+        for producer_id, first, last, stable in self._entries_from(self._first_ending_at_or_after(start)):
             if first < upper:
-                found.append((producer_id, first))
+                found.append((producer_id, first, last))
             if stable >= upper:
                 break
         return found

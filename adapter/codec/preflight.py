@@ -69,8 +69,10 @@ _read_i8 = struct.Struct(">b").unpack_from
 _read_i16 = struct.Struct(">h").unpack_from
 _read_i32 = struct.Struct(">i").unpack_from
 
-# Step kinds an entity's walk runs inline; anything else is a nested call.
-_FIXED, _COMPACT, _LEGACY_STRING, _LEGACY_BYTES, _NESTED = range(5)
+# Step kinds an entity's walk runs inline; anything else is a nested call. _FIXED_ARRAY: a
+# compact, non-nullable array of fixed-size items (ShareAcknowledge's AcknowledgeTypes: one
+# per acknowledgement batch, and librdkafka sends a batch per record).
+_FIXED, _COMPACT, _LEGACY_STRING, _LEGACY_BYTES, _NESTED, _FIXED_ARRAY = range(6)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -217,6 +219,8 @@ def _array(item: _Shape, flexible: bool, nullable: bool) -> _Shape:
             pos = item_skip(data, pos)
         return pos
 
+    if flexible and not nullable and item_fixed is not None:
+        return _Shape(skip, 1, _FIXED_ARRAY, item_fixed)
     return _Shape(skip, 1 if flexible else 4)
 
 
@@ -274,6 +278,19 @@ def _fields_walk(steps: list[tuple[int, Any]], tagged: Skipper | None) -> Skippe
                 pos += arg
                 if pos > end:
                     raise BoundsError("truncated")
+            elif kind == _FIXED_ARRAY:  # _array's rules, inline
+                if pos >= end:
+                    raise BoundsError("truncated varint")
+                count = data[pos]
+                if count < 0x80:
+                    pos += 1
+                else:
+                    count, pos = _read_long_uvarint(data, pos)
+                if not count:  # 0 on the wire is null
+                    raise BoundsError("null for a non-nullable array")
+                pos += (count - 1) * arg
+                if pos > end:
+                    raise BoundsError(f"array of {count - 1} items longer than the request")
             elif kind == _COMPACT:
                 if pos >= end:
                     raise BoundsError("truncated varint")

@@ -1,9 +1,12 @@
 // The rmqkafka console: polls the broker's JSON API (adapter/console_api.py) and fills the
-// page's tables. Plain DOM, no framework and no build step: the broker serves this file as is.
+// page's tables and charts. Plain DOM, no framework and no build step: the broker serves this
+// file as is. Charts are uPlot's (vendored: /console/vendor/, see its README.md).
 "use strict";
 
 const REFRESH_MS = 3000;
-const API = ["overview", "topics", "groups", "views", "delays", "transactions", "dlq", "quotas"];
+const API = ["overview", "topics", "groups", "views", "delays", "transactions", "dlq", "quotas", "history"];
+const CHART_SERIES = 6; // lines per chart: the busiest series; the rest are named in the note
+const COLORS = ["#2f6fdb", "#1f8a4c", "#c0392b", "#b7791f", "#7e57c2", "#00838f"];
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -28,6 +31,7 @@ function bytes(n) {
   while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
   return (i ? n.toFixed(1) : String(n)) + " " + units[i];
 }
+const rate = (r) => (r === null || r === undefined ? "–" : Number(r).toLocaleString("en-US", { maximumFractionDigits: 1 }) + " msg/s");
 function duration(ms) {
   if (ms < 1000) return ms + " ms";
   const s = Math.round(ms / 1000);
@@ -52,6 +56,65 @@ function renderOverview(o) {
   healthy.className = "badge " + (o.healthy ? "ok" : "bad");
   healthy.title = o.failure || "";
   document.getElementById("commitlog").textContent = o.commitlog_bytes !== undefined ? "commitlog " + bytes(o.commitlog_bytes) : "";
+  document.getElementById("docs-link").hidden = !o.docs;
+}
+
+// One uPlot per chart, made again only when its set of lines changes (setData otherwise, so
+// the cursor and legend stay put between refreshes). The container's data-points counts the
+// points drawn and data-series names the lines: what the browser test reads.
+const charts = {};
+
+// Axis labels fit their 48 px: 12,500 is "12.5k".
+function compact(n) {
+  if (n === null || n === undefined) return "";
+  for (const [size, unit] of [[1e9, "G"], [1e6, "M"], [1e3, "k"]]) {
+    if (Math.abs(n) >= size) return +(n / size).toFixed(1) + unit;
+  }
+  return +n.toFixed(2) + "";
+}
+
+function busiest(rows, limit) {
+  const peak = (values) => Math.max(0, ...values.filter((v) => v !== null));
+  return Object.entries(rows).map(([name, values]) => [name, values, peak(values)])
+    .sort((a, b) => b[2] - a[2] || (a[0] < b[0] ? -1 : 1)).slice(0, limit);
+}
+
+function drawChart(id, times, rows) {
+  const box = document.getElementById(id);
+  const shown = busiest(rows, CHART_SERIES);
+  const points = shown.reduce((n, [, values]) => n + values.filter((v) => v !== null).length, 0);
+  box.dataset.points = String(points);
+  box.dataset.series = shown.map(([name]) => name).join(",");
+  const key = box.dataset.series;
+  if (!shown.length || times.length < 2) {
+    if (charts[id]) { charts[id].plot.destroy(); delete charts[id]; }
+    box.replaceChildren(el("div", { class: "empty" }, shown.length ? "waiting for a second sample…" : "nothing yet"));
+    return;
+  }
+  const data = [times.map((ms) => ms / 1000), ...shown.map(([, values]) => values)];
+  if (charts[id] && charts[id].key === key) {
+    charts[id].plot.setData(data);
+    return;
+  }
+  if (charts[id]) charts[id].plot.destroy();
+  box.replaceChildren();
+  const plot = new uPlot({
+    width: Math.max(280, box.clientWidth || 380), height: 150,
+    series: [{}, ...shown.map(([name], i) => ({ label: name, stroke: COLORS[i % COLORS.length], width: 1.5 }))],
+    axes: [{ size: 30 }, { size: 48, values: (u, splits) => splits.map(compact) }],
+    scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(1, max)] } },
+  }, data, box);
+  charts[id] = { key, plot };
+}
+
+function renderHistory(doc) {
+  document.getElementById("history-window").textContent = duration(doc.window_s * 1000);
+  drawChart("chart-produced", doc.times_ms, doc.produced);
+  drawChart("chart-consumed", doc.times_ms, doc.consumed);
+  drawChart("chart-lag", doc.times_ms, doc.lag);
+  const omitted = doc.omitted.produced + doc.omitted.consumed + doc.omitted.lag;
+  document.getElementById("history-note").textContent =
+    `a sample every ${doc.interval_s} s` + (omitted ? ` · ${num(omitted)} idle series not kept (at most ${doc.max_series} of each kind)` : "");
 }
 
 function renderTopics(doc) {
@@ -62,10 +125,23 @@ function renderTopics(doc) {
         el("td", {}, i === 0 ? t.name : ""), el("td", {}, p.partition),
         el("td", { class: "num" }, num(p.start)), el("td", { class: "num" }, num(p.end)),
         el("td", { class: "num messages" }, num(p.messages)), el("td", { class: "num" }, bytes(p.size_bytes)),
-        el("td", { class: "num" }, i === 0 && t.rate_per_s !== null && t.rate_per_s !== undefined ? t.rate_per_s + " msg/s" : "")));
+        el("td", { class: "num rate" }, i === 0 ? rate(t.rate_per_s) : "")));
     });
   }
   fill("topics", rows, 7, "no topics yet");
+  // the log cleaner, once a compacted topic exists: its totals, and per partition (in the
+  // row's tooltip) how far it cleaned
+  const compacted = doc.topics.flatMap(t => t.partitions.filter(p => p.cleaner).map(p => [t.name, p]));
+  for (const [name, p] of compacted) {
+    const row = document.querySelector(`#topics tr[data-topic="${CSS.escape(name)}"][data-partition="${p.partition}"]`);
+    if (row) row.title = `cleaned to ${num(p.cleaner.cleaned_to)}, dirty ratio ${p.cleaner.dirty_ratio}` +
+      (p.cleaner.last_error ? `, last error: ${p.cleaner.last_error}` : "");
+  }
+  const c = doc.cleaner;
+  document.getElementById("cleaner").textContent = c && compacted.length
+    ? `log cleaner: ${num(c.runs)} runs, ${bytes(c.read_bytes)} read, ${bytes(c.written_bytes)} written, ` +
+      `${bytes(c.reclaimed_bytes)} reclaimed` + (c.failures ? `, ${num(c.failures)} failures` : "")
+    : "";
 }
 
 // A consumer-protocol (KIP-848) or share (KIP-932) group says so, with its group epoch,
@@ -211,9 +287,10 @@ async function refresh() {
   clearTimeout(timer);
   const error = document.getElementById("error");
   try {
-    const [overview, topics, groups, views, delays, transactions, dlq, quotas] = await Promise.all(API.map(getJSON));
+    const [overview, topics, groups, views, delays, transactions, dlq, quotas, history] = await Promise.all(API.map(getJSON));
     renderOverview(overview);
     if (overview.ready) {
+      renderHistory(history);
       renderTopics(topics);
       renderGroups(groups);
       renderViews(views);

@@ -23,8 +23,8 @@ from ..share.sessions import (
     ShareSessionError,
 )
 
-RENEW = 4  # KIP-1222: off here, as with share.renew.acknowledge.enable=false
-_ACK_TYPES = frozenset(int(t) for t in AckType)  # GAP, ACCEPT, RELEASE, REJECT
+RENEW_SINCE = 2  # KIP-1222: the RENEW type (4) exists in ShareFetch/ShareAcknowledge v2+
+_ACK_TYPES = frozenset(int(t) for t in AckType)  # GAP, ACCEPT, RELEASE, REJECT, RENEW
 NO_LEADER = dict(leader_id=-1, leader_epoch=-1)
 # A request names at most this many acknowledgement batches per partition: each costs a
 # check of its range against the in-flight window, which SharePartition bounds.
@@ -92,15 +92,16 @@ def ack_batches(raw) -> list[AckBatch]:
 
 
 def acknowledge(ctx: BrokerContext, group_id: str, member_id: str, meta: Entity, partition: int,
-                raw_batches) -> tuple[ErrorCode, str | None]:
-    """Apply one partition's acknowledgements; (Kafka code, message)."""
+                raw_batches, api_version: int) -> tuple[ErrorCode, str | None]:
+    """Apply one partition's acknowledgements; (Kafka code, message). RENEW (type 4) is a
+    type of v2 on: in a v1 request it is an unknown type (INVALID_REQUEST)."""
     if not partition_exists(ctx, meta, partition):
         return ErrorCode.unknown_topic_or_partition, None
     if len(raw_batches) > MAX_ACK_BATCHES:
         return ErrorCode.invalid_request, f"More than {MAX_ACK_BATCHES} acknowledgement batches"
     batches = ack_batches(raw_batches)
-    if any(RENEW in b.types for b in batches):
-        return ErrorCode.invalid_record_state, "The renew acknowledge type is not enabled"
+    if api_version < RENEW_SINCE and any(AckType.RENEW in b.types for b in batches):
+        return ErrorCode.invalid_request, f"Invalid acknowledge type: {int(AckType.RENEW)}"
     try:
         manager(ctx).acknowledge(group_id, member_id, meta, partition, batches)
     except InvalidRecordState as exc:

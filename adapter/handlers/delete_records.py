@@ -13,6 +13,8 @@ Choices (following Kafka's Partition.deleteRecordsOnLeader / maybeIncrementLogSt
   One checkpoint covers every partition of the request; concurrent requests each wait for
   their own (the checkpoint lock serialises them). ``timeout`` is not needed: there are no
   followers to wait for.
+- A topic whose ``cleanup.policy`` lacks ``delete`` (compacted only) is refused with
+  POLICY_VIOLATION, as Kafka's deleteRecordsOnLeader refuses it.
 - A subscription view has no records of its own: every partition of a view is refused with
   INVALID_TOPIC_EXCEPTION, as Kafka refuses DeleteRecords on an internal topic (and as
   Produce to a view is refused). The response has no message field; delete the source's
@@ -27,6 +29,7 @@ from ..codec import Request, response_type
 from ..codec.entities import make
 from ..context import BrokerContext
 from ..security.acls import AclOperation, ResourceType
+from ..topic_configs import effective
 
 API_KEY = 21
 HIGH_WATERMARK = -1
@@ -52,6 +55,9 @@ async def handle(ctx: BrokerContext, request: Request):
                 continue
             if meta is None or not 0 <= req.partition_index < meta.partitions:
                 entry["error_code"] = ErrorCode.unknown_topic_or_partition
+                continue
+            if "delete" not in effective("cleanup.policy", meta.configs, ctx.config, ctx.storage_config).split(","):
+                entry["error_code"] = ErrorCode.policy_violation
                 continue
             plog = store.partition(topic.name, req.partition_index)
             offset = plog.next_offset if req.offset == HIGH_WATERMARK else req.offset

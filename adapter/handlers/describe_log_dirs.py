@@ -19,7 +19,8 @@ Choices
   offset (size / offsets the batch spans, from the batch header), scaled to the partition's
   offset count -- exact when all batches have the same bytes per offset, and an unbiased
   estimate otherwise. Either way about 1-2 ms per partition, whatever its length, so a
-  describe of every partition never stalls the event loop for long.
+  describe of every partition never stalls the event loop for long. A compacted partition's
+  cleaned offsets count as the bytes its compaction store holds (storage.compaction_store).
 """
 
 from __future__ import annotations
@@ -43,7 +44,13 @@ _POSITION_AND_SIZE = itemgetter(0, 1)
 
 
 def partition_size(ctx: BrokerContext, plog) -> int:
-    start, end = plog.log_start_offset, plog.next_offset
+    # a compacted partition's cleaned offsets are its compaction store's bytes (the
+    # commitlog below them may be gone)
+    cleaned = plog.compacted.data_bytes if plog.compacted is not None else 0
+    return cleaned + _log_size(ctx, plog, max(plog.log_start_offset, plog.cleaned_end), plog.next_offset)
+
+
+def _log_size(ctx: BrokerContext, plog, start: int, end: int) -> int:
     count = end - start
     if count <= 0:
         return 0

@@ -19,6 +19,7 @@ import uuid
 
 from kio.schema.errors import ErrorCode
 from rmqkafka.rmqsemantics.views import View
+from rmqkafka.storage.errors import TopicExistsError
 from rmqkafka.storage.topics import TopicMeta
 
 from .. import acl_operations
@@ -109,6 +110,13 @@ async def handle(ctx: BrokerContext, request: Request):
             if meta is None and may_create:
                 try:
                     meta = await auto_create(ctx, item.name)
+                except TopicExistsError:
+                    # another request's creation of it is not served yet: retriable, as
+                    # Kafka answers for a topic being created
+                    meta = ctx.semantics.resolve(item.name)
+                    if meta is None:
+                        topics.append(_error_entry(item.name, ErrorCode.leader_not_available))
+                        continue
                 except Exception as exc:  # an invalid name, mostly
                     topics.append(_error_entry(item.name, error_code_for(exc)))
                     continue

@@ -59,6 +59,7 @@ from ..codec import Encoded, Request, encode_produce_response
 from ..context import BrokerContext
 from ..errors import CloseConnection, error_code_for
 from ..security.acls import AclOperation, ResourceType
+from ..topic_compaction import is_compacted
 from ..topic_configs import LONG_MAX, effective
 
 API_KEY = 0
@@ -89,7 +90,7 @@ def append_options(ctx: BrokerContext, configs: dict[str, str], now_ms: int) -> 
                 after = int(difference)
         if before < LONG_MAX or after < LONG_MAX:
             options["timestamp_range"] = (now_ms - before, now_ms + after)
-    if "compact" in get("cleanup.policy").split(","):
+    if is_compacted(configs, ctx.config, ctx.storage_config):
         options["require_keys"] = True  # Kafka's LogValidator: a compacted topic needs keys
     codec = _CODECS.get(get("compression.type"))  # None for "producer"
     if codec is not None:

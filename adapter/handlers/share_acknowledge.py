@@ -41,7 +41,7 @@ async def handle(ctx: BrokerContext, request: Request):
             code, message = refused, None
             if meta is not None:
                 code, message = _share.acknowledge(ctx, group_id, member_id, meta, p.partition_index,
-                                                   p.acknowledgement_batches)
+                                                   p.acknowledgement_batches, request.api_version)
             partitions.append(dict(partition_index=p.partition_index, error_code=code, error_message=message,
                                    current_leader=_share.NO_LEADER))
         responses.append(dict(topic_id=topic.topic_id, partitions=partitions))

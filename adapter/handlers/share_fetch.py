@@ -18,14 +18,19 @@ once they suffice, or at MaxWaitMs, it acquires what there is and answers as soo
 anything. (On a view the source's bytes are counted, filtered or not.) v2's ShareAcquireMode (record_limit) is honoured through MaxRecords,
 which this broker never exceeds in either mode. v2's IsRenewAck (KIP-1222): such a request
 acknowledges only, and any non-zero MaxWaitMs, MinBytes, MaxBytes or MaxRecords is
-INVALID_REQUEST; the RENEW type itself is refused with INVALID_RECORD_STATE, Kafka's answer
-with ``share.renew.acknowledge.enable=false``.
+INVALID_REQUEST. The RENEW type (4, v2 on) restarts the acquisition lock of records the
+member holds (SharePartition.acknowledge); with the group config
+``share.renew.acknowledge.enable=false`` it is INVALID_RECORD_STATE, as in Kafka.
 
 Partitions in the answer: all the session's on the request opening it, else those with
 records, an error or acknowledgements. A partition whose share-partition has no state and that
 the group's coordinator assigns to no member gets UNKNOWN_TOPIC_OR_PARTITION (Kafka: state is
 initialized only for assigned partitions, and reading an uninitialized one fails so). Per-topic errors: UNKNOWN_TOPIC_ID,
 TOPIC_AUTHORIZATION_FAILED (READ on the topic).
+
+Client quotas (adapter.client_quotas): MaxBytes is bounded by what ``consumer_byte_rate``
+lets through in one quota window, and the answer's bytes and time are charged as a Fetch's;
+the answer keeps its acquired records and carries the throttle time (KIP-219 muting follows).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from ..codec import Request, response_type
+from ..client_quotas import CHARGE
 from ..codec.entities import make
 from ..context import BrokerContext
 from ..errors import error_code_for
@@ -66,6 +72,7 @@ async def handle(ctx: BrokerContext, request: Request):
     except ShareSessionError as exc:
         return _whole(cls, _share.session_code(exc), str(exc))
     settings = shares.settings_for(group_id)
+    charge = CHARGE.get()
     entries: dict[tuple, dict] = {}
 
     def entry(topic_id, partition: int) -> dict:
@@ -79,7 +86,8 @@ async def handle(ctx: BrokerContext, request: Request):
         meta, code = _share.topic_refusal(ctx, topic_id)
         message = None
         if meta is not None:
-            code, message = _share.acknowledge(ctx, group_id, member_id, meta, partition, raw)
+            code, message = _share.acknowledge(ctx, group_id, member_id, meta, partition, raw,
+                                                request.api_version)
         e = entry(topic_id, partition)
         e["acknowledge_error_code"], e["acknowledge_error_message"] = int(code), message
     if acks:
@@ -95,8 +103,11 @@ async def handle(ctx: BrokerContext, request: Request):
             for topic_id, partition in context.partitions:
                 entry(topic_id, partition)
         if targets:
-            await _acquire(ctx, body, group_id, member_id, targets, entry)
-    return make(cls, throttle_time=0, error_code=ErrorCode.none,
+            await _acquire(ctx, body, group_id, member_id, targets, entry, ctx.client_quotas.fetch_limit(charge))
+    throttle_ms = 0
+    if charge is not None:  # consumer_byte_rate and request_percentage, as a Fetch
+        throttle_ms = ctx.client_quotas.charge_share_fetch(charge, sum(len(e["records"]) for e in entries.values()))
+    return make(cls, throttle_time=throttle_ms, error_code=ErrorCode.none,
                 acquisition_lock_timeout=settings.record_lock_duration_ms,
                 responses=_by_topic(entries), node_endpoints=())
 
@@ -116,7 +127,11 @@ def _targets(ctx: BrokerContext, partitions, entry) -> list:
     return out
 
 
-async def _acquire(ctx: BrokerContext, body, group_id: str, member_id: str, targets: list, entry) -> None:
+async def _acquire(ctx: BrokerContext, body, group_id: str, member_id: str, targets: list, entry,
+                   quota_bytes: float | None) -> None:
+    """Acquire across the targets, waiting as the docstring above says. ``quota_bytes``: what
+    the client's consumer_byte_rate lets through in one quota window (None: no quota), a
+    bound on MaxBytes as for Fetch."""
     shares = _share.manager(ctx)
     deadline = ctx.clock.monotonic() + body.max_wait.total_seconds()
     keys: list[WaitKey] = [ctx.semantics.arrivals(meta, p) for _, meta, p in targets]
@@ -127,6 +142,8 @@ async def _acquire(ctx: BrokerContext, body, group_id: str, member_id: str, targ
             if deadline - ctx.clock.monotonic() > 0:
                 continue  # woken: count again
         budget = min(body.max_bytes, ctx.config.fetch_max_bytes)
+        if quota_bytes is not None:
+            budget = int(min(budget, quota_bytes))
         records_left = body.max_records
         got = False
         for topic_id, meta, partition in targets:

@@ -327,15 +327,14 @@ class SharePartitionManager:
         if not isinstance(meta, TopicMeta):
             return list(self.semantics.read(meta, partition, offset, max_bytes, min_one,
                                             max_offset=max_offset).batches)
-        key = (meta.topic_id, partition)
         plog = self.semantics.source_partition(meta, partition)
-        cached = self.read_cache.get(key, plog, offset, max_bytes, min_one, max_offset)
-        if cached is not None:
-            return cached
-        batches = list(self.semantics.read(meta, partition, offset, max_bytes, min_one,
-                                           max_offset=max_offset).batches)
-        self.read_cache.put(key, plog, batches)
-        return batches
+
+        def read_log(offset: int, max_bytes: int, min_one: bool) -> list[bytes]:
+            return list(self.semantics.read(meta, partition, offset, max_bytes, min_one,
+                                            max_offset=max_offset).batches)
+
+        return self.read_cache.read((meta.topic_id, partition), plog, offset, max_bytes, min_one, max_offset,
+                                    read_log)
 
     def bytes_available(self, group_id: str, meta: Entity, partition: int, limit: int) -> int | None:
         """Bytes of log from the share-partition's next fetch offset to the log end (the LSO

@@ -34,6 +34,7 @@ def group_settings(overrides: Mapping[str, str], defaults: ShareBrokerDefaults) 
         redelivery_backoff=overrides.get("rmq.redelivery.backoff", "none"),
         max_reconsume_times=None if reconsume is None else int(reconsume),
         delay_levels_ms=defaults.delay_levels_ms,
+        renew_acknowledge_enable=overrides.get("share.renew.acknowledge.enable", "true").strip().lower() == "true",
     )
 
 

@@ -2,7 +2,7 @@
 
 This module only assembles the group; each command lives in its own module of this package:
 ``serve``, and the Kafka-client commands ``topics``, ``configs``, ``produce``, ``consume``, ``groups``,
-``views``, ``delays``, ``dlq`` and ``transactions`` (all registered lazily, see ``_Lazy``; the client commands' conventions are in ``common``). The command line is a
+``views``, ``delays``, ``dlq``, ``transactions`` and ``docs`` (all registered lazily, see ``_Lazy``; the client commands' conventions are in ``common``). The command line is a
 Kafka admin client and the broker's launcher, not protocol code, hence a package of its own. Plain click rather than typer: typer now imports pydantic,
 which alone would add ~0.1 s to every broker start, and start-up time is a feature here.
 The broker itself is imported only when ``serve`` actually starts it, so ``rmqk --help`` and
@@ -77,4 +77,5 @@ main.add_command(_Lazy("configs", "rmqkafka.cli.configs:configs", "Describe and 
 main.add_command(_Lazy("views", "rmqkafka.cli.views:views", "Create, list, describe and delete subscription views."))
 main.add_command(_Lazy("delays", "rmqkafka.cli.delays:delays", "Show delay levels and pending timers of the broker's scheduler."))
 main.add_command(_Lazy("dlq", "rmqkafka.cli.dlq:dlq", "List and re-send a consumer group's dead letters."))
+main.add_command(_Lazy("docs", "rmqkafka.cli.docs:docs", "Build the documentation site if needed (offline) and print or serve it."))
 main.add_command(_Lazy("transactions", "rmqkafka.cli.transactions:transactions", "Kafka transactions (list, describe, find hanging ones) and RocketMQ half messages."))

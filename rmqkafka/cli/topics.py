@@ -41,6 +41,9 @@ from rmqkafka.cli.common import (
 )
 
 DYNAMIC_TOPIC_CONFIG = 1  # ConfigSource of a per-topic override
+# Kafka's other ConfigSource values: a broker's dynamic config, the cluster-wide dynamic
+# default, server.properties, the built-in default
+DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 2, 3, 4, 5
 
 
 @click.group("topics", cls=Group, no_args_is_help=True)
@@ -148,11 +151,16 @@ def list_topics(as_json: bool, client: ClientOptions) -> None:
 @topics.command("describe", cls=Command)
 @click.argument("names", metavar="[TOPIC...]", nargs=-1)
 @click.option("--all-configs", is_flag=True, help="Show every config, not only those that differ from the defaults.")
+@click.option("--metrics-url", metavar="URL",
+              help="The broker's metrics address (what `rmqk serve` prints: http://HOST:PORT): compacted "
+                   "partitions then show the log cleaner's progress (cleaned to, dirty ratio, last run).")
 @json_option
 @client_options
 @handle_errors
-def describe(names: tuple[str, ...], all_configs: bool, as_json: bool, client: ClientOptions) -> None:
-    """Partitions (leader, replicas, ISR, offsets), topic id and configs of topics (default: all)."""
+def describe(names: tuple[str, ...], all_configs: bool, metrics_url: str | None, as_json: bool,
+             client: ClientOptions) -> None:
+    """Partitions (leader, replicas, ISR, offsets), topic id and configs of topics (default: all);
+    with --metrics-url, the log cleaner's progress on compacted ones."""
     from confluent_kafka import TopicCollection
 
     admin, metadata = admin_client(client)
@@ -173,8 +181,10 @@ def describe(names: tuple[str, ...], all_configs: bool, as_json: bool, client: C
                 else:
                     raise error_from_exception(exc, f"cannot describe topic {name!r}") from None
     present = [n for n in present if n in descriptions]
-    configs = _configs(admin, client, present, all_configs)
+    every_config = _configs(admin, client, present, True)
+    configs = {n: _shown(c, all_configs) for n, c in every_config.items()}
     earliest, latest = _watermarks(admin, client, [(n, p.id) for n in present for p in descriptions[n].partitions])
+    cleaner = _cleaner_progress(metrics_url, client.timeout) if metrics_url else {}
 
     documents = []
     for name in present:
@@ -188,6 +198,7 @@ def describe(names: tuple[str, ...], all_configs: bool, as_json: bool, client: C
                 "partition_count": len(parts),
                 "replication_factor": max((len(p.replicas) for p in parts), default=0),
                 "configs": configs.get(name, {}),
+                "retention": _retention(every_config.get(name, {})),
                 "partitions": [
                     {
                         "partition": p.id,
@@ -196,6 +207,7 @@ def describe(names: tuple[str, ...], all_configs: bool, as_json: bool, client: C
                         "isr": [r.id for r in p.isr],
                         "earliest_offset": earliest.get((name, p.id)),
                         "latest_offset": latest.get((name, p.id)),
+                        **({"cleaner": cleaner[(name, p.id)]} if (name, p.id) in cleaner else {}),
                     }
                     for p in parts
                 ],
@@ -212,6 +224,10 @@ def describe(names: tuple[str, ...], all_configs: bool, as_json: bool, client: C
                 f"Topic: {doc['topic']}  TopicId: {doc['topic_id'] or '-'}  Partitions: {doc['partition_count']}  "
                 f"ReplicationFactor: {doc['replication_factor']}  Configs: {shown_configs}"
             )
+            if doc["retention"]:
+                echo("Retention: " + "  ".join(
+                    f"{k}={v['value']} ({v['source']})" for k, v in doc["retention"].items() if k != "rule"
+                ) + f"  [{doc['retention']['rule']}]")
             echo_table(
                 ["PARTITION", "LEADER", "REPLICAS", "ISR", "EARLIEST-OFFSET", "LATEST-OFFSET", "RECORDS"],
                 [
@@ -227,6 +243,13 @@ def describe(names: tuple[str, ...], all_configs: bool, as_json: bool, client: C
                     for p in doc["partitions"]
                 ],
             )
+            compacted = [p for p in doc["partitions"] if "cleaner" in p]
+            if compacted:
+                echo_table(
+                    ["PARTITION", "CLEANED-TO", "DIRTY-RATIO", "LAST-CLEANED"],
+                    [(p["partition"], p["cleaner"]["cleaned_to"], f"{p['cleaner']['dirty_ratio']:.2f}",
+                      _when(p["cleaner"]["last_run_ms"])) for p in compacted],
+                )
     if missing:
         raise CliError("; ".join(f"topic {n!r} does not exist" for n in missing))
 
@@ -252,24 +275,80 @@ def _views_of(admin: Any, client: ClientOptions, metadata: Any, source: str) -> 
     return [n for n, d in sorted(found.items()) if d is not None and d["source"] == source]
 
 
+def _cleaner_progress(metrics_url: str, timeout: float) -> dict[tuple[str, int], dict]:
+    """(topic, partition) -> the log cleaner's progress, from the broker's console API."""
+    import json
+    import urllib.request
+
+    url = metrics_url.rstrip("/") + "/api/topics"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (the user's URL)
+            doc = json.load(response)
+    except (OSError, ValueError) as exc:
+        raise CliError(f"cannot read the cleaner's progress from {url}: {exc}") from None
+    return {(t["name"], p["partition"]): p["cleaner"] for t in doc.get("topics", [])
+            for p in t.get("partitions", []) if "cleaner" in p}
+
+
+def _when(ms: int) -> str:
+    if ms < 0:
+        return "never"
+    import datetime
+
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def _difference(high: int | None, low: int | None) -> int | None:
     return None if high is None or low is None else max(0, high - low)
 
 
-def _configs(admin: Any, client: ClientOptions, names: list[str], all_configs: bool) -> dict[str, dict[str, str]]:
+def _configs(admin: Any, client: ClientOptions, names: list[str], all_configs: bool) -> dict[str, dict[str, Any]]:
+    """Each topic's config entries (only those set on the topic unless ``all_configs``)."""
     from confluent_kafka.admin import ConfigResource, ResourceType
 
     if not names:
         return {}
-    out: dict[str, dict[str, str]] = {}
+    out: dict[str, dict[str, Any]] = {}
     futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, n) for n in names], **request_kwargs(client))
     for resource, future in futures.items():
         entries = future_result(future, f"cannot describe configs of topic {resource.name!r}")
         out[resource.name] = {
-            name: entry.value
+            name: entry
             for name, entry in sorted(entries.items())
             if all_configs or _source(entry) == DYNAMIC_TOPIC_CONFIG
         }
+    return out
+
+
+def _shown(entries: dict[str, Any], all_configs: bool) -> dict[str, str]:
+    return {name: entry.value for name, entry in entries.items()
+            if all_configs or _source(entry) == DYNAMIC_TOPIC_CONFIG}
+
+
+_SOURCE_NAMES = {DYNAMIC_TOPIC_CONFIG: "topic", DYNAMIC_BROKER_CONFIG: "broker, dynamic",
+                 DYNAMIC_DEFAULT_BROKER_CONFIG: "cluster default, dynamic", STATIC_BROKER_CONFIG: "broker",
+                 DEFAULT_CONFIG: "default"}
+_RETENTION_KEYS = ("retention.ms", "retention.bytes", "cleanup.policy")
+
+
+def _retention(entries: dict[str, Any]) -> dict[str, Any]:
+    """The effective retention.ms, retention.bytes and cleanup.policy, where each comes from
+    (topic, broker (a broker setting), default), and the rule this broker applies: a topic
+    setting either retention.* is retained per partition (Kafka's rule); otherwise by the
+    broker's log.retention.* on the shared commitlog's segments (docs/operations/retention.md)."""
+    out: dict[str, Any] = {}
+    for key in _RETENTION_KEYS:
+        entry = entries.get(key)
+        if entry is not None:
+            out[key] = {"value": entry.value, "source": _SOURCE_NAMES.get(_source(entry), "broker")}
+    if not out:  # not this broker (or not allowed to describe configs)
+        return out
+    own = any(out.get(k, {}).get("source") == "topic" for k in _RETENTION_KEYS[:2])
+    policy = {p.strip() for p in out.get("cleanup.policy", {}).get("value", "delete").split(",")}
+    if "delete" not in policy:
+        out["rule"] = "none (compact only)"
+    else:
+        out["rule"] = "per partition" if own else "broker log.retention.* on commitlog segments"
     return out
 
 

@@ -82,6 +82,9 @@ class ShareGroupSettings:
     max_retry_records: int = 10_000
     # messageDelayLevel of rmqsemantics (SemanticsConfig.delay_levels_ms)
     delay_levels_ms: tuple[int, ...] = DEFAULT_DELAY_LEVELS_MS
+    # share.renew.acknowledge.enable (KIP-1222; Kafka's GroupConfig default true): whether a
+    # RENEW acknowledgement extends an acquisition lock, else INVALID_RECORD_STATE
+    renew_acknowledge_enable: bool = True
 
     def __post_init__(self) -> None:
         _check_range("share.record.lock.duration.ms", self.record_lock_duration_ms, 1000, 3_600_000)

@@ -11,7 +11,18 @@ Offsets, not positions: every number here is a Kafka offset of the data partitio
 - An acquisition raises the delivery count and locks the record for one member until
   ``record_lock_duration_ms`` passes. ACCEPT acknowledges it, REJECT and GAP archive it,
   RELEASE or lock expiry make it available again, or archive it when its delivery count has
-  reached the limit. SPSO moves over every done prefix of the window.
+  reached the limit. SPSO moves over every done prefix of the window. RENEW (KIP-1222) keeps
+  the record acquired by the same member with the same delivery count and starts its lock
+  again (now + ``record_lock_duration_ms``); nothing is persisted for it, as for an
+  acquisition (Kafka's SharePartition renews the lock "without changing the state or
+  persisting anything").
+
+State per offset range, as Kafka's InFlightBatch: the records a member acquires for their
+first delivery are one *run* (one entry, one lock-heap entry) until a request looks at part of
+it (a release, a reject, an expiry, a type per offset, an acknowledgement of part of it), which
+splits it into one entry per record. A run accepted whole becomes one acknowledged entry, SPSO
+passes it in one step, and its state is written as one StateBatch: a consumer acknowledging
+what it fetched costs O(batches), not O(records). The persisted format is the same.
 
 RocketMQ's ``rmq.redelivery.backoff=levels``: a released or expired record becomes available
 only after its retry delay (``due_ms``). A waiting record does not hold SPSO: SPSO moves over
@@ -32,7 +43,8 @@ from __future__ import annotations
 
 import enum
 import heapq
-from bisect import bisect_right
+import itertools
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -54,12 +66,13 @@ class RecordState(enum.IntEnum):
 
 
 class AckType(enum.IntEnum):
-    """ShareFetch/ShareAcknowledge ``AcknowledgeTypes`` values."""
+    """ShareFetch/ShareAcknowledge ``AcknowledgeTypes`` values (RENEW: KIP-1222, v2)."""
 
     GAP = 0
     ACCEPT = 1
     RELEASE = 2
     REJECT = 3
+    RENEW = 4
 
 
 REJECTED, EXHAUSTED = "rejected", "exhausted"  # why a record went to the dead-letter sink
@@ -87,6 +100,19 @@ class InFlight:
     member_id: str = NO_MEMBER
     deadline_ms: int = 0  # acquisition lock expiry (ACQUIRED only)
     due_ms: int = 0  # not acquirable before (rmq.redelivery.backoff=levels)
+
+
+@dataclass(slots=True)
+class _Run:
+    """Records ``[first, last]`` acquired together for their first delivery and not looked
+    at one by one since (Kafka's InFlightBatch before an acknowledgement splits it): ACQUIRED
+    by one member under one lock, or ACKNOWLEDGED together. Delivery count 1, no backoff."""
+
+    first: int
+    last: int
+    state: RecordState
+    member_id: str
+    deadline_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,9 +196,17 @@ class SharePartition:
         self._dead_letter = dead_letter
         self._start = start_offset
         self._records: dict[int, InFlight] = {}
-        # (deadline_ms, first offset, offsets): one entry per acquisition call, not per record;
-        # lazily invalidated (an offset counts only while its record holds that deadline)
-        self._locks: list[tuple[int, int, tuple[int, ...]]] = []
+        # Every window offset is in exactly one of _records and the runs: a run keeps a batch
+        # of first deliveries as one entry until a request looks at part of it (_materialize),
+        # so acquiring and accepting whole batches, and SPSO passing them, cost O(1) each.
+        self._runs: dict[int, _Run] = {}  # first offset -> run
+        self._run_starts: list[int] = []  # the runs' first offsets, ascending
+        self._run_offsets = 0  # offsets the runs hold
+        # (deadline_ms, sequence number, offsets): one entry per acquisition call, not per
+        # record (a run's offsets are a range); lazily invalidated (an offset counts only while
+        # its record holds that deadline)
+        self._locks: list[tuple[int, int, Sequence[int]]] = []
+        self._lock_seq = itertools.count()  # orders entries of one deadline (offsets do not compare)
         self._locked = 0  # offsets the lock heap names (its memory)
         self._retries: list[tuple[int, int]] = []  # (due_ms, offset) below SPSO, lazily invalidated
         # no window record below this offset is available: acquisitions start looking here,
@@ -181,6 +215,9 @@ class SharePartition:
         # offset -> its fields before the change (a tuple: cheaper than a copy), None if new
         self._undo: dict[int, tuple | None] | None = None
         self._gone: dict[int, InFlight] = {}  # records this change removed, by final state
+        # first -> (run, last, state, member, deadline) before the change; runs it removed
+        self._run_undo: dict[int, tuple] = {}
+        self._gone_runs: list[_Run] = []
         self.dead_letters = 0  # records archived (REJECT, delivery limit) since this object was built
         end = start_offset
         for batch in restored:
@@ -209,10 +246,52 @@ class SharePartition:
         return self._end - self._start
 
     def retry_count(self) -> int:
-        return len(self._records) - (self._end - self._start)
+        return len(self._records) + self._run_offsets - (self._end - self._start)
 
     def record(self, offset: int) -> InFlight | None:
-        return self._records.get(offset)
+        """The record's state (of a run's record, a copy: to read, not to change)."""
+        rec = self._records.get(offset)
+        if rec is None:
+            run = self._run_at(offset)
+            if run is not None:
+                return InFlight(run.state, 1, run.member_id, run.deadline_ms)
+        return rec
+
+    def _run_at(self, offset: int) -> _Run | None:
+        starts = self._run_starts
+        i = bisect_right(starts, offset) - 1
+        if i >= 0:
+            run = self._runs[starts[i]]
+            if offset <= run.last:
+                return run
+        return None
+
+    def _add_run(self, run: _Run) -> None:
+        self._runs[run.first] = run
+        if not self._run_starts or self._run_starts[-1] < run.first:
+            self._run_starts.append(run.first)  # the usual case: new records at the end
+        else:
+            insort(self._run_starts, run.first)
+        self._run_offsets += run.last - run.first + 1
+
+    def _drop_run(self, run: _Run) -> None:
+        del self._runs[run.first]
+        del self._run_starts[bisect_left(self._run_starts, run.first)]
+        self._run_offsets -= run.last - run.first + 1
+
+    def _materialize(self, run: _Run, first: int | None = None, last: int | None = None) -> None:
+        """Hold ``run``'s records from ``first`` to ``last`` (all by default) one by one, same
+        states; the rest of it stays runs (never inside ``_write``)."""
+        first = run.first if first is None else max(first, run.first)
+        last = run.last if last is None else min(last, run.last)
+        self._drop_run(run)
+        if run.first < first:
+            self._add_run(_Run(run.first, first - 1, run.state, run.member_id, run.deadline_ms))
+        if last < run.last:
+            self._add_run(_Run(last + 1, run.last, run.state, run.member_id, run.deadline_ms))
+        records = self._records
+        for offset in range(first, last + 1):
+            records[offset] = InFlight(run.state, 1, run.member_id, run.deadline_ms)
 
     def counts(self) -> WindowCounts:
         """The window's records by state: one pass over the window (bounded by the
@@ -224,6 +303,8 @@ class SharePartition:
             by_state[rec.state] += 1
             if rec.state == RecordState.AVAILABLE and rec.due_ms > now:
                 waiting += 1
+        for run in self._runs.values():
+            by_state[run.state] += run.last - run.first + 1
         return WindowCounts(self.in_flight_count(), by_state[RecordState.AVAILABLE], by_state[RecordState.ACQUIRED],
                             by_state[RecordState.ACKNOWLEDGED], by_state[RecordState.ARCHIVED], waiting,
                             self.retry_count())
@@ -231,6 +312,7 @@ class SharePartition:
     def next_wakeup_ms(self) -> int | None:
         """When the next lock expires or the next waiting record becomes due."""
         times = [rec.deadline_ms for rec in self._records.values() if rec.state == RecordState.ACQUIRED]
+        times += [run.deadline_ms for run in self._runs.values() if run.state == RecordState.ACQUIRED]
         times += [rec.due_ms for rec in self._records.values()
                   if rec.state == RecordState.AVAILABLE and rec.due_ms > self._clock.now_ms()]
         return min(times, default=None)
@@ -239,10 +321,15 @@ class SharePartition:
         """The first offset of the window an acquisition could take now (an available,
         due record), else the end offset: where the next read of the log starts."""
         now = self._clock.now_ms()
-        for offset in range(max(self._start, self._hint), self._end):
-            rec = self._records[offset]
+        offset, records = max(self._start, self._hint), self._records
+        while offset < self._end:
+            rec = records.get(offset)
+            if rec is None:  # a run: none of it is available
+                offset = self._run_at(offset).last + 1  # type: ignore[union-attr]
+                continue
             if rec.state == RecordState.AVAILABLE and rec.due_ms <= now:
                 return offset
+            offset += 1
         return self._end
 
     def has_due_retries(self) -> bool:
@@ -252,9 +339,9 @@ class SharePartition:
     def snapshot(self) -> StateUpdate:
         """The state as a snapshot record would hold it; an acquired record appears as
         available with the delivery count it has now (this acquisition counted)."""
-        return StateUpdate(self._start, state_batches(
+        return StateUpdate(self._start, _with_runs(state_batches(
             (offset, rec) for offset, rec in sorted(self._records.items())
-            if rec.state != RecordState.AVAILABLE or rec.delivery_count or rec.due_ms))
+            if rec.state != RecordState.AVAILABLE or rec.delivery_count or rec.due_ms), self._runs.values()))
 
     # -- acquisition ---------------------------------------------------------------------------
     def acquire(self, member_id: str, log_end: int, max_records: int, batch_size: int | None = None, *,
@@ -301,7 +388,10 @@ class SharePartition:
         waiting = None  # the first available record not taken (not due, or the limit reached)
         records, available = self._records, RecordState.AVAILABLE
         while offset < window_limit and len(taken) < max_records:
-            rec = records[offset]
+            rec = records.get(offset)
+            if rec is None:  # a run: none of it is available
+                offset = self._run_at(offset).last + 1  # type: ignore[union-attr]
+                continue
             if rec.state == available:
                 if rec.due_ms <= now:
                     take(offset, rec)
@@ -311,8 +401,9 @@ class SharePartition:
         self._hint = offset if waiting is None else waiting
         window_end = self._end
         archived_unseen = []
-        # new records: made acquired at once (the common case of a consumer keeping up, so
-        # one object per record and no per-record call)
+        new = range(0)
+        # new records: made acquired at once, as one run (the common case of a consumer
+        # keeping up: no object and no call per record)
         window_cap = self._start + self.settings.max_record_locks
         taken_before_new = len(taken)
         if has_unseen:
@@ -328,38 +419,44 @@ class SharePartition:
             last_new = min(limit, first_new + max_records - len(taken), window_cap)
             if last_new > first_new:
                 self._end = last_new
-                for offset in range(first_new, last_new):
-                    records[offset] = InFlight(acquired, 1, member_id, deadline)
-                taken.extend(range(first_new, last_new))
+                self._add_run(_Run(first_new, last_new - 1, acquired, member_id, deadline))
+                new = range(first_new, last_new)
         if waiting is None and self._hint == window_end:
             # the window was walked to its end and every new record is taken or archived
             # unseen: the next fetch need not walk them again to find nothing available
             self._hint = self._end
         if taken:
-            heapq.heappush(self._locks, (deadline, taken[0], tuple(taken)))
+            heapq.heappush(self._locks, (deadline, next(self._lock_seq), tuple(taken)))
             self._locked += len(taken)
+        if new:
+            heapq.heappush(self._locks, (deadline, next(self._lock_seq), new))
+            self._locked += len(new)
         if archived_unseen:  # archived unseen, persisted so a restart does not deliver them
             self._write(lambda: [self._set(o, RecordState.ARCHIVED, 0) for o in archived_unseen])
         self._trim_heaps()
-        if not has_unseen and not taken_before_new and taken:
+        if not taken and new:
             # only new records, all first deliveries: the ranges need no look at each record
-            step = batch_size or len(taken)
-            return [AcquiredRange(first, min(first + step, self._end) - 1, 1)
-                    for first in range(taken[0], self._end, step)]
-        return _ranges(sorted(taken), self._records, batch_size)
+            step = batch_size or len(new)
+            return [AcquiredRange(first, min(first + step, new.stop) - 1, 1) for first in range(new.start, new.stop, step)]
+        return _ranges([*sorted(taken), *new], self._records, batch_size)
 
     def _trim_heaps(self) -> None:
         """Acknowledged records leave stale heap entries until their deadline: rebuild the
         heaps once they name twice the records (or twice the window's bound, so that a window
         kept small by fast acknowledgements is not rebuilt every few fetches), so memory
         follows the window's bound, not the rate."""
-        if self._locked + len(self._retries) > 2 * max(len(self._records), self.settings.max_record_locks) + 64:
-            self._locks = [(r.deadline_ms, o, (o,)) for o, r in self._records.items()
-                           if r.state == RecordState.ACQUIRED]
+        held = self.in_flight_count() + self.retry_count()
+        if self._locked + len(self._retries) > 2 * max(held, self.settings.max_record_locks) + 64:
+            seq = self._lock_seq
+            locks: list[tuple[int, int, Sequence[int]]] = [
+                (r.deadline_ms, next(seq), (o,)) for o, r in self._records.items() if r.state == RecordState.ACQUIRED]
+            locks += [(run.deadline_ms, next(seq), range(run.first, run.last + 1)) for run in self._runs.values()
+                      if run.state == RecordState.ACQUIRED]
+            self._locks = locks
             self._retries = [(r.due_ms, o) for o, r in self._records.items()
                              if o < self._start and r.state == RecordState.AVAILABLE]
             heapq.heapify(self._locks)
-            self._locked = len(self._locks)
+            self._locked = sum(len(offsets) for _, _, offsets in locks)
             heapq.heapify(self._retries)
 
     # -- acknowledgement -----------------------------------------------------------------------
@@ -368,8 +465,9 @@ class SharePartition:
         self.expire_locks()
         now = self._clock.now_ms()
         plan: dict[int, int] = {}  # offset -> AckType value
+        run_plan: dict[int, int] = {}  # first offset of a whole run -> ACCEPT or RENEW
         for batch in batches:
-            self._check_batch(member_id, batch, plan)
+            self._check_batch(member_id, batch, plan, run_plan)
         dead: list[tuple[int, int, str]] = []
         acknowledged = RecordState.ACKNOWLEDGED
 
@@ -388,11 +486,36 @@ class SharePartition:
                     self._set(offset, RecordState.ARCHIVED, rec.delivery_count)
                     if ack == AckType.REJECT:
                         dead.append((offset, rec.delivery_count, REJECTED))
+            run_undo = self._run_undo
+            for run in accepted:  # a whole batch accepted: one entry changes
+                run_undo.setdefault(run.first, (run, run.last, run.state, run.member_id, run.deadline_ms))
+                run.state, run.member_id, run.deadline_ms = acknowledged, NO_MEMBER, 0
 
-        self._write(apply)
-        self._dead_lettered(dead)
+        renewed = [o for o, ack in plan.items() if ack == AckType.RENEW]
+        renewed_runs = [self._runs[f] for f, ack in run_plan.items() if ack == AckType.RENEW]
+        if renewed or renewed_runs:
+            if not self.settings.renew_acknowledge_enable:
+                raise InvalidRecordState("The renew acknowledge type is not enabled")
+            for offset in renewed:
+                del plan[offset]
+        accepted = [self._runs[f] for f, ack in run_plan.items() if ack == AckType.ACCEPT]
+        if plan or accepted:
+            self._write(apply)
+            self._dead_lettered(dead)
+        if renewed or renewed_runs:  # after the other types were written: a failed write renews nothing
+            deadline = now + self.settings.record_lock_duration_ms
+            for offset in renewed:
+                self._records[offset].deadline_ms = deadline
+            if renewed:
+                heapq.heappush(self._locks, (deadline, next(self._lock_seq), tuple(renewed)))
+                self._locked += len(renewed)
+            for run in renewed_runs:
+                run.deadline_ms = deadline
+                heapq.heappush(self._locks, (deadline, next(self._lock_seq), range(run.first, run.last + 1)))
+                self._locked += run.last - run.first + 1
+            self._trim_heaps()
 
-    def _check_batch(self, member_id: str, batch: AckBatch, plan: dict[int, int]) -> None:
+    def _check_batch(self, member_id: str, batch: AckBatch, plan: dict[int, int], run_plan: dict[int, int]) -> None:
         first, last, types = batch.first_offset, batch.last_offset, batch.types
         if first > last or first < 0:
             raise InvalidShareRequest(f"Invalid acknowledgement batch: first offset {first}, last offset {last}")
@@ -415,13 +538,40 @@ class SharePartition:
         if last < self._start and not retried:
             raise InvalidRecordState("Batch record not found. The request batch offsets are not found in the cache.")
         records, acquired, one = self._records, RecordState.ACQUIRED, len(types) == 1
-        for offset in [*retried, *range(max(first, self._start), last + 1)]:
-            rec = records[offset]
+        whole = one and types[0] in (AckType.ACCEPT, AckType.RENEW)
+
+        def check(offset: int, rec: InFlight) -> None:
             if rec.state != acquired or offset in plan:
                 raise InvalidRecordState("The batch cannot be acknowledged. The offset is not acquired.")
             if rec.member_id != member_id:
                 raise InvalidRecordState("Member is not the owner of offset")
             plan[offset] = types[0] if one else types[offset - first]  # checked above
+
+        for offset in retried:  # records below SPSO are never in runs
+            check(offset, records[offset])
+        offset = max(first, self._start)
+        while offset <= last:
+            rec = records.get(offset)
+            if rec is None:  # in a run
+                run = self._run_at(offset)
+                assert run is not None
+                if whole and offset == run.first and run.last <= last and run.first not in run_plan:
+                    if run.state != acquired:
+                        raise InvalidRecordState("The batch cannot be acknowledged. The offset is not acquired.")
+                    if run.member_id != member_id:
+                        raise InvalidRecordState("Member is not the owner of offset")
+                    run_plan[run.first] = types[0]
+                    offset = run.last + 1
+                    continue
+                planned = run_plan.pop(run.first, None)
+                if planned is not None:  # an earlier batch of this request took it whole
+                    self._materialize(run)
+                    plan.update(dict.fromkeys(range(run.first, run.last + 1), planned))
+                else:  # part of it, or a type per offset: that part's records one by one
+                    self._materialize(run, offset, last)
+                rec = records[offset]
+            check(offset, rec)
+            offset += 1
 
     # -- lock expiry and members ------------------------------------------------------------------
     def expire_locks(self) -> int:
@@ -432,6 +582,18 @@ class SharePartition:
         while self._locks and self._locks[0][0] <= now:
             deadline, _, offsets = heapq.heappop(self._locks)
             self._locked -= len(offsets)
+            if type(offsets) is range:  # a run's lock: the runs left of it (parts may be split off)
+                run = self._runs.get(offsets.start)
+                if run is not None and run.last == offsets[-1]:  # still whole
+                    if run.state != RecordState.ACQUIRED or run.deadline_ms != deadline:
+                        continue  # accepted, or renewed: nothing of it expires now
+                    self._materialize(run)
+                else:
+                    starts = self._run_starts
+                    for first in starts[bisect_left(starts, offsets.start):bisect_left(starts, offsets.stop)]:
+                        part = self._runs[first]
+                        if part.state == RecordState.ACQUIRED and part.deadline_ms == deadline:
+                            self._materialize(part)
             for offset in offsets:
                 rec = self._records.get(offset)
                 # an offset acquired again within one ms has several entries with one deadline
@@ -448,6 +610,8 @@ class SharePartition:
         was fetched but never handed to the application) each count is first lowered by
         one, as Kafka does since KAFKA-17541."""
         self.expire_locks()
+        for run in [r for r in self._runs.values() if r.state == RecordState.ACQUIRED and r.member_id == member_id]:
+            self._materialize(run)
         mine = [o for o, rec in self._records.items()
                 if rec.state == RecordState.ACQUIRED and rec.member_id == member_id]
         if mine:
@@ -465,6 +629,8 @@ class SharePartition:
 
     def advance_log_start(self, log_start: int) -> None:
         """Retention removed the records below ``log_start``: they can never be delivered."""
+        for run in [r for r in self._runs.values() if r.first < log_start]:
+            self._materialize(run)
         if log_start <= self._start and not any(o < log_start for o in self._records):
             return
 
@@ -521,6 +687,7 @@ class SharePartition:
     def _write(self, apply: Callable[[], object]) -> None:
         """Apply a change, move SPSO, persist; on a persist failure undo all of it."""
         self._undo, self._gone = {}, {}
+        self._run_undo, self._gone_runs = {}, []
         start, end = self._start, self._end
         try:
             apply()
@@ -531,14 +698,20 @@ class SharePartition:
             final = self._gone
             if changed:
                 final = {**final, **{o: records[o] for o in changed}}
-            update = StateUpdate(self._start, state_batches(sorted(final.items())))
-            self._persist(update)
+            batches = state_batches(sorted(final.items()))
+            if self._run_undo:
+                batches = _with_runs(batches, [entry[0] for entry in self._run_undo.values()])
+            self._persist(StateUpdate(self._start, batches))
         except BaseException:
             for offset, old in self._undo.items():
                 if old is None:
                     self._records.pop(offset, None)
                 else:
                     self._records[offset] = InFlight(*old)
+            for run, last, state, member_id, deadline in self._run_undo.values():
+                run.last, run.state, run.member_id, run.deadline_ms = last, state, member_id, deadline
+                if run.first not in self._runs:
+                    self._add_run(run)
             self._start, self._end = start, end
             self._hint = min(self._hint, start)  # records the undo made available again
             raise
@@ -560,7 +733,16 @@ class SharePartition:
         records, gone, undo = self._records, self._gone, self._undo
         start, end = self._start, self._end
         while start < end:
-            rec = records[start]
+            rec = records.get(start)
+            if rec is None:  # a run begins here: SPSO passes it whole once it is accepted
+                run = self._runs.get(start)
+                if run is None or run.state != RecordState.ACKNOWLEDGED:
+                    break
+                self._run_undo.setdefault(start, (run, run.last, run.state, run.member_id, run.deadline_ms))
+                self._drop_run(run)
+                self._gone_runs.append(run)
+                start = run.last + 1
+                continue
             if rec.state in _DONE:
                 if start not in undo:
                     self._remember(start)
@@ -595,12 +777,33 @@ def state_batches(items: Iterable[tuple[int, InFlight]]) -> tuple[StateBatch, ..
     return tuple(out)
 
 
+def _with_runs(batches: tuple[StateBatch, ...], runs: Iterable[_Run]) -> tuple[StateBatch, ...]:
+    """``batches`` and the runs' states (an acquired run as available, count 1), in offset
+    order, adjacent batches of one state joined: what ``state_batches`` would make of the
+    same records one by one."""
+    available, acquired = RecordState.AVAILABLE, RecordState.ACQUIRED
+    items = sorted([*batches, *(StateBatch(r.first, r.last, available if r.state == acquired else r.state, 1)
+                                for r in runs)], key=lambda b: b.first_offset)
+    out: list[StateBatch] = []
+    for b in items:
+        if out:
+            p = out[-1]
+            if p.last_offset + 1 == b.first_offset and (p.state, p.delivery_count, p.due_ms) == (
+                    b.state, b.delivery_count, b.due_ms):
+                out[-1] = StateBatch(p.first_offset, b.last_offset, p.state, p.delivery_count, p.due_ms)
+                continue
+        out.append(b)
+    return tuple(out)
+
+
 def _ranges(offsets: list[int], records: Mapping[int, InFlight], batch_size: int | None) -> list[AcquiredRange]:
-    """Consecutive acquired offsets with one delivery count, at most ``batch_size`` each."""
+    """Consecutive acquired offsets with one delivery count, at most ``batch_size`` each
+    (an offset without a record is of a run just made: a first delivery)."""
     out: list[AcquiredRange] = []
     first = last = count = -1
     for offset in offsets:
-        c = records[offset].delivery_count
+        rec = records.get(offset)
+        c = 1 if rec is None else rec.delivery_count
         if first >= 0 and last + 1 == offset and c == count and (batch_size is None or offset - first < batch_size):
             last = offset
             continue

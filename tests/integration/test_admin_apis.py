@@ -586,7 +586,7 @@ def test_incremental_alter_configs_operations(conn, admin, version):
         == ok
     )
     assert overrides(admin, topic) == {"retention.ms": "2000", "cleanup.policy": "delete"}
-    # APPEND compact as Kafka does (stored; no compaction runs here) ...
+    # APPEND compact as Kafka does ...
     assert (
         alter(
             conn,

@@ -270,6 +270,16 @@ def test_topics_create_list_describe_delete(bootstrap: str) -> None:
     assert re.fullmatch(r"[A-Za-z0-9_-]{22}", doc["topic_id"])
     assert doc["configs"] == {"retention.ms": "86400000"}  # only what differs from the defaults
     assert doc["partitions"][2] == {"partition": 2, "leader": 0, "replicas": [0], "isr": [0], "earliest_offset": 0, "latest_offset": 2}
+    assert doc["retention"] == {
+        "retention.ms": {"value": "86400000", "source": "topic"},
+        "retention.bytes": {"value": "-1", "source": "default"},
+        "cleanup.policy": {"value": "delete", "source": "default"},
+        "rule": "per partition",
+    }
+    assert "Retention: retention.ms=86400000 (topic)  retention.bytes=-1 (default)" in text.splitlines()[1]
+    [other] = json.loads(ok("topics", "describe", b, "-b", bootstrap, "--json").stdout)
+    assert other["retention"]["retention.ms"]["source"] != "topic"
+    assert other["retention"]["rule"] == "broker log.retention.* on commitlog segments"
     all_configs = json.loads(ok("topics", "describe", b, "--all-configs", "-b", bootstrap, "--json").stdout)[0]["configs"]
     assert "cleanup.policy" in all_configs and "retention.ms" in all_configs
 

@@ -257,3 +257,39 @@ def test_a_fatal_signal_leaves_a_traceback_in_the_log(tmp_path: Path, signum: si
     assert "Fatal Python error" in err, err
     assert "Current thread" in err or "Thread 0x" in err, err
     assert 'File "' in err, err
+
+
+# --------------------------------------------------------------------------- hot-path choices
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_the_start_up_log_names_the_event_loop_and_the_batch_scan(tmp_path: Path, loop: str):
+    """``rmqk serve`` says which event loop it runs on and which path reads produced batches
+    (the compiled scan, or Python and why); RMQK_EVENT_LOOP and RMQK_PURE_PYTHON select them."""
+    if loop == "uvloop":
+        pytest.importorskip("uvloop")
+    for pure in ("1", ""):
+        env = dict(os.environ, RMQK_EVENT_LOOP=loop, RMQK_PURE_PYTHON=pure)
+        proc = subprocess.Popen([sys.executable, "-m", "rmqkafka", "serve", "--port", "0", "--data-dir",
+                                 str(tmp_path / f"data-{pure}")], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+        wait_ready(proc)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
+        line = next((x for x in err.splitlines() if "event loop: " in x), "")
+        assert f"event loop: {loop}" in line, err
+        if pure:
+            assert "scanned in Python (RMQK_PURE_PYTHON is set)" in line, line
+        else:
+            from rmqkafka.storage import batch_scan
+
+            assert ("compiled extension (rmqkafka" in line) == (batch_scan.IMPLEMENTATION == "c"), line
+
+
+def test_an_unknown_event_loop_is_one_error_line(tmp_path: Path):
+    result = subprocess.run([sys.executable, "-m", "rmqkafka", "serve", "--port", "0", "--data-dir",
+                             str(tmp_path / "data")], capture_output=True, text=True, timeout=30,
+                            env=dict(os.environ, RMQK_EVENT_LOOP="trio"))
+    assert result.returncode == 2
+    assert "RMQK_EVENT_LOOP" in one_error_line(result.stderr)

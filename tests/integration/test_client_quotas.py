@@ -318,3 +318,86 @@ def _scrape(url: str) -> dict:
         text = answer.read().decode()
     return {(s.name, frozenset(s.labels.items())): s.value
             for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def _share_setup(conn: KafkaRaw, topic: str, group: str) -> uuid.UUID:
+    """A topic a share group reads from its start: a member joins (the coordinator assigns
+    the partition, so its share state may be made) and share.auto.offset.reset=earliest."""
+    conn.create_topic(topic)
+    joined = conn.request(76, 1, group_id=group, member_id="keeper", member_epoch=0, subscribed_topic_names=(topic,))
+    assert joined.error_code == ErrorCode.none
+    configured = conn.request(44, 1, validate_only=False, resources=[dict(
+        resource_type=32, resource_name=group,
+        configs=[dict(name="share.auto.offset.reset", config_operation=0, value="earliest")])])
+    assert configured.responses[0].error_code == ErrorCode.none
+    return conn.metadata([topic], version=12).topics[0].topic_id
+
+
+def test_a_share_fetch_is_charged_to_the_consumer_byte_rate_and_muted(broker_factory):
+    """ShareFetch is charged as a Fetch (Kafka: the same fetch sensor): its MaxBytes is bounded
+    by a quota window's worth, its answer's bytes counted, and once over the rate the answer
+    carries the throttle time and the connection is read no more for it (KIP-219). The
+    answer keeps its records: they are acquired for the member."""
+    broker = broker_factory()
+    topic, group = f"qs-{uuid.uuid4().hex[:8]}", f"gs-{uuid.uuid4().hex[:8]}"
+    with KafkaRaw.connect(broker.bootstrap_servers) as admin:
+        tid = _share_setup(admin, topic, group)
+        for _ in range(10):
+            admin.produce_ok(topic, 0, make_batch([b"s" * 1000] * 4))
+        assert alter(admin, {"client-id": "share-muted"}, {"consumer_byte_rate": 1000})[0] == ErrorCode.none
+    with KafkaRaw.connect(broker.bootstrap_servers, client_id="share-muted", timeout=30) as conn:
+        epoch, got, throttled = 0, [], None
+        while throttled is None and epoch < 10:
+            answer = conn.request(78, 1, group_id=group, member_id="m", share_session_epoch=epoch, max_wait=0,
+                                  min_bytes=1, max_bytes=52428800, max_records=500, batch_size=500,
+                                  topics=[dict(topic_id=tid, partitions=[dict(partition_index=0,
+                                                                              acknowledgement_batches=[])])],
+                                  forgotten_topics_data=[])
+            assert answer.error_code == ErrorCode.none
+            epoch += 1
+            parts = [p for t in answer.responses for p in t.partitions]
+            got += [o for p in parts for r in p.acquired_records for o in range(r.first_offset, r.last_offset + 1)]
+            if answer.throttle_time.total_seconds() > 0:
+                throttled = answer
+        assert throttled is not None, "a share consumer over its byte rate is never throttled"
+        # a quota window's worth (10 windows of 1 s: 10 kB) at most per answer, the first batch always
+        assert len(got) <= 16, got
+        assert any(p.acquired_records for t in throttled.responses for p in t.partitions), \
+            "the throttled answer keeps the records it acquired"
+        throttle_s = throttled.throttle_time.total_seconds()
+        began = time.monotonic()
+        conn.metadata([topic])  # read only once the mute ends
+        waited = time.monotonic() - began
+        assert waited >= 0.8 * throttle_s, (waited, throttle_s)
+
+
+def test_a_share_consumer_is_held_to_its_byte_rate(broker_factory, tmp_path):
+    from confluent_kafka import ShareConsumer
+
+    config = tmp_path / "server.properties"
+    config.write_text("quota.window.num=3\nquota.window.size.seconds=1\n")
+    broker = broker_factory(config_file=config)
+    topic, group = f"qs-{uuid.uuid4().hex[:8]}", f"gs-{uuid.uuid4().hex[:8]}"
+    rate = 200_000
+    with KafkaRaw.connect(broker.bootstrap_servers) as conn:
+        _share_setup(conn, topic, group)
+        for _ in range(80):  # 8 MB in batches of 100 kB (a fetch's first batch goes whole)
+            conn.produce_ok(topic, 0, make_batch([b"y" * 10_000] * 10))
+        assert alter(conn, {"client-id": "slow-share"}, {"consumer_byte_rate": rate})[0] == ErrorCode.none
+    consumer = ShareConsumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
+                              "client.id": "slow-share"})
+    consumer.subscribe([topic])
+    received: list[tuple[float, int]] = []
+    began = None
+    try:
+        deadline = time.monotonic() + 60
+        while (began is None or time.monotonic() - began < 9) and time.monotonic() < deadline:
+            for message in consumer.poll(0.2):
+                if message.error() is None:
+                    began = began or time.monotonic()
+                    received.append((time.monotonic() - began, len(message.value())))
+    finally:
+        consumer.close()
+    steady = sum(size for at, size in received if 3 <= at < 9) / 6
+    print(f"share consumer at {rate} B/s quota: {steady:.0f} B/s from 3 s to 9 s")
+    assert 0.3 * rate < steady < 2.5 * rate, steady

@@ -7,17 +7,22 @@ page's fetches finish) and ``--screenshot``; the DOM must show watch_seed.py's d
 topics with their offsets, both groups with members and lag per partition, the share group
 with its members per share-partition, the view, the
 delay level, the timer, the half message, the open Kafka transaction and the dead letters
-with their Resend button.
+with their Resend button. A second test produces and consumes and checks that the charts of
+the last minutes (uPlot, vendored) draw points and the RATE column shows a number, and that
+the header links to the documentation site once one is built.
 """
 
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -124,3 +129,87 @@ def test_console_page_shows_the_broker(broker_factory: Any, tmp_path: Path) -> N
     width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
     assert (width, height) == WINDOW
     assert len(png) > 30_000, "the screenshot looks blank"
+
+
+def attribute(dom: str, element_id: str, name: str) -> str:
+    match = re.search(rf'<[^>]*id="{element_id}"[^>]*>', dom)
+    assert match, f"no element {element_id}"
+    found = re.search(rf'{name}="([^"]*)"', match.group(0))
+    return html.unescape(found.group(1)) if found else ""
+
+
+def test_console_charts_rates_and_lag_over_time(broker_factory: Any, tmp_path: Path) -> None:
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    chromium()
+    site = tmp_path / "docs" / "site"  # as rmqk docs leaves it (adapter.docs_site)
+    site.mkdir(parents=True)
+    (site / "index.html").write_text("<!doctype html><title>rmqkafka docs</title><h1>the docs</h1>")
+    broker = broker_factory(args=["--metrics-port", "0"], env={"RMQK_DOCS_DIR": str(tmp_path / "docs")})
+    url = broker.metrics_url
+
+    def history() -> dict:
+        with urllib.request.urlopen(url + "/api/history", timeout=60) as response:
+            return json.load(response)
+
+    def wait_for(ready: Any, what: str) -> dict:
+        deadline = time.monotonic() + 120  # a sample every 5 s, on a loaded machine
+        while not ready(document := history()):
+            assert time.monotonic() < deadline, f"{what}: {document}"
+            time.sleep(0.5)
+        return document
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    for future in admin.create_topics([NewTopic("charted", 2, 1)]).values():
+        future.result(30)
+    # a sample with the topic at 0, so that the records below are growth on the chart
+    wait_for(lambda h: (h["produced"].get("charted") or [None])[-1] == 0, "the topic never sampled")
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for i in range(200):
+        producer.produce("charted", f"r{i}".encode(), partition=i % 2)
+    assert producer.flush(60) == 0
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "charters",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe(["charted"])
+    read, deadline = 0, time.monotonic() + 60
+    try:
+        while read < 150 and time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is not None and message.error() is None:
+                read += 1
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    assert read >= 150
+    lag = 200 - read
+    def known(series: list | None) -> int:
+        return sum(v is not None for v in series or [])
+
+    # the growth sampled, and each line at least two points long (a line needs two)
+    wait_for(lambda h: any(h["produced"]["charted"][1:]) and any(h["consumed"]["charted"][1:])
+             and h["lag"].get("charters", [None])[-1] == lag
+             and min(known(h["produced"]["charted"]), known(h["consumed"]["charted"]), known(h["lag"].get("charters"))) >= 2,
+             "the growth never sampled")
+
+    result = run_chromium(tmp_path, "--dump-dom", url + "/")
+    assert result.returncode == 0, result.stderr[-2000:]
+    dom = result.stdout
+    screenshot = tmp_path / "charts.png"
+    shot = run_chromium(tmp_path, "--hide-scrollbars", "--window-size=1280,900", f"--screenshot={screenshot}", url + "/")
+    assert shot.returncode == 0, shot.stderr[-2000:]
+
+    assert '<body data-loaded="true">' in dom, "the page never finished loading its data"
+    assert re.search(r'id="error"[^>]*hidden', dom), "the page reports an error"
+    for chart, series in (("chart-produced", "charted"), ("chart-consumed", "charted"), ("chart-lag", "charters")):
+        assert series in attribute(dom, chart, "data-series").split(","), chart
+        assert int(attribute(dom, chart, "data-points")) >= 2, chart
+    # uPlot drew into the containers: its root element and a canvas in each
+    assert dom.count('class="uplot') >= 3 and dom.count("<canvas") >= 3
+    [row] = [r for r in rows(dom, "topics") if r[0] == "charted"]
+    assert re.fullmatch(r"[\d,]+(\.\d)? msg/s", row[6]), row
+    # the docs link shows (a site is built) and /docs/ serves it
+    assert not re.search(r'id="docs-link"[^>]*hidden', dom)
+    with urllib.request.urlopen(url + "/docs/", timeout=30) as response:
+        assert b"the docs" in response.read()
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

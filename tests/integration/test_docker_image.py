@@ -38,6 +38,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_DIR = ROOT / "compose"
+EXAMPLES = ROOT / "docs" / "examples"  # the getting-started pages include these files
 BUILD_SCRIPT = COMPOSE_DIR / "build-offline.sh"
 IMAGE = "rmqkafka:latest"
 SPARK_IMAGE = "rmqkafka-spark:latest"
@@ -88,12 +89,15 @@ def built_images(docker: str) -> dict[str, float]:
         pytest.skip(f"no base image {BASE_IMAGE}, no debootstrap and no apt-get to install it")
     started = time.monotonic()
     env = dict(os.environ, PYTHON=sys.executable)
-    proc = _run("bash", str(BUILD_SCRIPT), "--spark", timeout=1500, env=env, cwd=ROOT)
+    # the documentation's build example, as a reader runs it from the checkout: the broker
+    # image, then both (the second finds the first in Docker's cache)
+    assert str(BUILD_SCRIPT.relative_to(ROOT)) + " --spark" in (EXAMPLES / "build_images.sh").read_text()
+    proc = _run("bash", "-e", str(EXAMPLES / "build_images.sh"), timeout=1500, env=env, cwd=ROOT)
     elapsed = time.monotonic() - started
     log = proc.stdout + proc.stderr
     sys.stderr.write("".join(line + "\n" for line in log.splitlines()
                              if line.startswith("[build-offline")))
-    assert proc.returncode == 0, f"compose/build-offline.sh failed:\n{log[-6000:]}"
+    assert proc.returncode == 0, f"docs/examples/build_images.sh failed:\n{log[-6000:]}"
     return {"build_seconds": elapsed}
 
 
@@ -299,10 +303,14 @@ def test_compose_up_pipeline_check_ok(docker: str, built_images: dict[str, float
             consumer.close()
         assert got == [f"host-{i}".encode() for i in range(50)]
 
-        # the example pipeline on the Spark standalone cluster, against broker:9092
+        # the example pipeline on the Spark standalone cluster, against broker:9092: the
+        # documentation's compose example as it is shown (up, then down -v), with this host's
+        # compose CLI
+        example = (EXAMPLES / "compose_pipeline.sh").read_text()
+        assert example.count("docker-compose ") == 2
+        script = example.replace("docker-compose ", " ".join(cli) + " ")
         started = time.monotonic()
-        run = _run(*cli, "up", "--no-color", "--exit-code-from", "pipeline", "pipeline",
-                   env=env, cwd=COMPOSE_DIR, timeout=1200)
+        run = _run("bash", "-e", "-c", script, env=env, cwd=ROOT, timeout=1200)
         sys.stderr.write(f"compose pipeline finished in {time.monotonic() - started:.1f}s\n")
         out = run.stdout + run.stderr
         assert run.returncode == 0, out[-8000:]
@@ -311,6 +319,50 @@ def test_compose_up_pipeline_check_ok(docker: str, built_images: dict[str, float
         down = _run(*cli, "down", "-v", "--remove-orphans", env=env, cwd=COMPOSE_DIR, timeout=300)
         if down.returncode != 0:
             sys.stderr.write(f"compose down failed: {down.stderr}\n")
+
+
+def test_the_testcontainers_example_runs(broker_image: str, tmp_path: Path) -> None:
+    """docs/examples/testcontainers_example.py, as the testcontainers page shows it."""
+    pytest.importorskip("testcontainers", reason="testcontainers is not installed: pip install -e '.[test]'")
+    source = (EXAMPLES / "testcontainers_example.py").read_text()
+    assert "RmqkafkaContainer()" in source
+    script = tmp_path / "testcontainers_example.py"
+    script.write_text(source.replace("RmqkafkaContainer()", f"RmqkafkaContainer({broker_image!r})"))
+    started = time.monotonic()
+    run = _run(sys.executable, str(script), cwd=tmp_path, timeout=300)
+    sys.stderr.write(f"testcontainers example took {time.monotonic() - started:.1f}s\n")
+    assert run.returncode == 0, run.stdout + run.stderr[-4000:]
+    assert run.stdout.strip() == "b'hello' {'TAGS': b'TagA'}", run.stdout
+
+
+def test_the_docker_run_example_runs(docker: str, broker_image: str) -> None:
+    """docs/examples/docker_run.sh, as the compose page shows it, with a container name, volume
+    and metrics port of its own (19092 is the port server.properties advertises: it stays)."""
+    if shutil.which("curl") is None:
+        pytest.skip("no curl on PATH (apt-get install curl): the docker run example uses it")
+    if _port_taken(EXTERNAL_PORT):
+        pytest.skip(f"port {EXTERNAL_PORT} (the image's advertised EXTERNAL listener) is in use on this host")
+    name, volume, metrics_port = f"rmqk-doc-{uuid.uuid4().hex[:8]}", f"rmqk-doc-{uuid.uuid4().hex[:8]}", _free_port()
+    source = (EXAMPLES / "docker_run.sh").read_text()
+    replacements = {"--name rmqk ": f"--name {name} ", "docker stop rmqk ": f"docker stop {name} ",
+                    "rmqk-data:": f"{volume}:", "127.0.0.1:9404:9404": f"127.0.0.1:{metrics_port}:9404",
+                    "localhost:9404": f"localhost:{metrics_port}", "rmqkafka:latest": broker_image,
+                    "rmqk topics": f"{sys.executable} -m rmqkafka topics"}
+    script = source
+    for documented, used in replacements.items():
+        assert documented in source, documented
+        script = script.replace(documented, used)
+    try:
+        # timeout: the example's wait for /ready has no bound of its own
+        run = _run("timeout", "120", "bash", "-e", "-c", script, timeout=300)
+        assert run.returncode == 0, run.stdout + run.stderr
+        lines = run.stdout.splitlines()  # the container id, ready, created ..., greetings, the name
+        assert "ready" in lines and "greetings" in lines, run.stdout
+        state = _run(docker, "inspect", "--format", "{{.State.Running}} {{.State.ExitCode}}", name).stdout.split()
+        assert state == ["false", "0"], state  # stopped by SIGTERM, exited cleanly
+    finally:
+        _run(docker, "rm", "-f", name, timeout=60)
+        _run(docker, "volume", "rm", volume, timeout=60)
 
 
 def test_container_without_a_metrics_port_waits_for_the_started_line(broker_image: str) -> None:

@@ -157,6 +157,8 @@ def test_broker_requests_bytes_connections_storage(watched: tuple[Any, str]) -> 
     assert value(samples, "rmqk_storage_failed") == 0
     assert value(samples, "rmqk_disk_reserve_ready") == 1
     assert value(samples, "rmqk_index_repairs_total") == 0
+    assert value(samples, "rmqk_retention_segments_deleted_total") == 0
+    assert value(samples, "rmqk_retention_moved_bytes_total") == 0
     assert value(samples, "rmqk_ready") == 1
     assert value(samples, "process_resident_memory_bytes") > 0
     before = value(samples, "rmqk_request_duration_seconds_count", api="Metadata")
@@ -249,28 +251,63 @@ def test_console_api_documents(watched: tuple[Any, str]) -> None:
     assert get(url + "/api/nothing")[0] == 404
 
 
-def test_topic_rates(watched: tuple[Any, str]) -> None:
-    from confluent_kafka import Producer
+def poll_json(url: str, ready: Any, timeout: float = 90.0) -> Any:
+    """GET ``url`` until ``ready(document)`` holds (a sample comes every 5 s; generous for a
+    loaded machine); the last document."""
+    deadline = time.monotonic() + timeout
+    while True:
+        document = get_json(url)
+        if ready(document) or time.monotonic() > deadline:
+            return document
+        time.sleep(0.5)
+
+
+def test_topic_rates_and_their_history(watched: tuple[Any, str]) -> None:
+    """The broker samples every 5 s (adapter.console_history): the chart's points add up to
+    what was produced and consumed, and the RATE column shows a rate."""
+    from confluent_kafka import Consumer, Producer
 
     broker, url = watched
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
     producer.produce("rated", b"first")
     assert producer.flush(60) == 0  # generous: a loaded CI machine once took over 15 s
-    began = time.monotonic()
-    get_json(url + "/api/topics")  # a sample with "rated" in it
-    sampled = time.monotonic()
+    # a sample that holds "rated" at 1, so that what follows is growth the chart shows
+    poll_json(url + "/api/history", lambda h: (h["produced"].get("rated") or [None])[-1] is not None)
     for i in range(40):
         producer.produce("rated", str(i).encode())
-    assert producer.flush(60) == 0  # generous: a loaded CI machine once took over 15 s
-    time.sleep(1.0)
-    asked = time.monotonic()
+    assert producer.flush(60) == 0
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "rated-readers",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe(["rated"])
+    read, deadline = 0, time.monotonic() + 60
+    try:
+        while read < 30 and time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is not None and message.error() is None:
+                read += 1
+                if read == 30:
+                    consumer.commit(message, asynchronous=False)
+    finally:
+        consumer.close()
+    assert read == 30
+
     rated = next(t for t in get_json(url + "/api/topics")["topics"] if t["name"] == "rated")
-    answered = time.monotonic()
     assert rated["messages"] == 41
-    # 40 records over the time between the two samples: at least the gap between the two
-    # calls, at most their whole span plus the second a kept sample may be older (the rate
-    # counts from the sample "rated" first entered), however slow a loaded machine made them
-    assert 40 / (answered - began + 1.0) <= rated["rate_per_s"] <= 40 / (asked - sampled)
+    # records over at least half a second (RATE_FIRST_SPAN_S), none before "first"
+    assert rated["rate_per_s"] is not None and 0 <= rated["rate_per_s"] <= 41 / 0.5
+
+    def area(history: dict, kind: str, name: str) -> float:
+        """Records under a rate chart: rate x the seconds of its interval."""
+        points, times = history[kind].get(name) or [], history["times_ms"]
+        return sum(r * (times[i] - times[i - 1]) / 1000 for i, r in enumerate(points) if i and r is not None)
+
+    history = poll_json(url + "/api/history", lambda h: round(area(h, "produced", "rated")) == 40
+                        and round(area(h, "consumed", "rated")) == 30 and h["lag"].get("rated-readers", [None])[-1] == 11)
+    assert round(area(history, "produced", "rated")) == 40, history["produced"].get("rated")
+    assert round(area(history, "consumed", "rated")) == 30, history["consumed"].get("rated")
+    assert history["lag"]["rated-readers"][-1] == 11  # 41 - 30 committed
+    assert history["interval_s"] == 5 and history["window_s"] == 900
+    assert len(history["times_ms"]) == len(history["produced"]["rated"]) <= 180
 
 
 def test_dlq_resend_runs_rmqk_dlq_resend(watched: tuple[Any, str]) -> None:

@@ -483,25 +483,46 @@ def test_rocketmq_backoff_holds_a_released_record_back_without_holding_the_parti
 
 
 def test_version_2_requests_and_renew_acknowledgements(share_broker):
+    """KIP-1222 as Kafka 4.2+ answers it: RENEW (type 4, v2) restarts the lock of a record the
+    member holds, so it outlives its first lock; a renew-ack ShareFetch acknowledges only;
+    ``share.renew.acknowledge.enable=false`` makes a renewal INVALID_RECORD_STATE; in v1 the
+    type does not exist (INVALID_REQUEST)."""
+    renew = 4
     with KafkaRaw.connect(share_broker.bootstrap_servers) as raw:
-        tid = setup_topic(raw, "sf-v2", "g15", 3, share_record_lock_duration_ms="20000")
+        tid = setup_topic(raw, "sf-v2", "g15", 3, share_record_lock_duration_ms="2000")
         got = acquired(share_fetch(raw, "g15", "m", 0, tid, version=2, max_records=2))
         assert [o for o, _, _ in got] == [0, 1]
-        renewed = share_ack(raw, "g15", "m", 1, tid, {0: [(0, 0, [4])]}, version=2)
-        assert renewed.acquisition_lock_timeout.total_seconds() == 20
-        assert renewed.responses[0].partitions[0].error_code == ErrorCode.invalid_record_state
-        accepted = share_ack(raw, "g15", "m", 2, tid, {0: [(0, 1, [ACCEPT])]}, version=2)
-        assert accepted.responses[0].partitions[0].error_code == ErrorCode.none
-        assert [o for o, _, _ in acquired(share_fetch(raw, "g15", "m", 3, version=2))] == [2]
-        renew_fetch = dict(group_id="g15", member_id="m", share_session_epoch=4, max_wait=0, min_bytes=0,
+        acquired_at = time.monotonic()
+        old = share_ack(raw, "g15", "m", 1, tid, {0: [(0, 0, [renew])]}, version=1)
+        assert old.responses[0].partitions[0].error_code == ErrorCode.invalid_request
+        epoch = 2
+        while time.monotonic() - acquired_at < 3.5:  # renewed every 0.5 s, past the 2 s lock
+            renewed = share_ack(raw, "g15", "m", epoch, tid, {0: [(0, 0, [renew])]}, version=2)
+            assert renewed.acquisition_lock_timeout.total_seconds() == 2
+            assert renewed.responses[0].partitions[0].error_code == ErrorCode.none
+            epoch += 1
+            time.sleep(0.5)
+        # offset 1 was not renewed: its lock expired and another member gets it
+        other = acquired(share_fetch(raw, "g15", "other", 0, tid, version=2, max_records=1, max_wait_ms=5000))
+        assert [(o, c) for o, c, _ in other] == [(1, 2)]
+        accepted = share_ack(raw, "g15", "m", epoch, tid, {0: [(0, 0, [ACCEPT])]}, version=2)
+        assert accepted.responses[0].partitions[0].error_code == ErrorCode.none, "0 was still m's"
+        epoch += 1
+        assert [o for o, _, _ in acquired(share_fetch(raw, "g15", "m", epoch, version=2))] == [2]
+        epoch += 1
+        renew_fetch = dict(group_id="g15", member_id="m", share_session_epoch=epoch, max_wait=0, min_bytes=0,
                            max_bytes=0, max_records=0, batch_size=0, is_renew_ack=True, forgotten_topics_data=[],
                            topics=[dict(topic_id=tid, partitions=[dict(partition_index=0, acknowledgement_batches=[
-                               dict(first_offset=2, last_offset=2, acknowledge_types=[4])])])])
+                               dict(first_offset=2, last_offset=2, acknowledge_types=[renew])])])])
         bad = raw.request(SHARE_FETCH, 2, **dict(renew_fetch, max_records=10))
         assert bad.error_code == ErrorCode.invalid_request, "a renew fetch fetches nothing"
         ok = raw.request(SHARE_FETCH, 2, **renew_fetch)
         assert ok.error_code == ErrorCode.none
-        assert ok.responses[0].partitions[0].acknowledge_error_code == ErrorCode.invalid_record_state
+        assert ok.responses[0].partitions[0].acknowledge_error_code == ErrorCode.none
+        assert not ok.responses[0].partitions[0].acquired_records
+        set_group_configs(raw, "g15", share_renew_acknowledge_enable="false")
+        refused = share_ack(raw, "g15", "m", epoch + 1, tid, {0: [(2, 2, [renew])]}, version=2)
+        assert refused.responses[0].partitions[0].error_code == ErrorCode.invalid_record_state
 
 
 def test_authorization_read_on_the_group_and_on_each_topic_or_view_source(broker_factory, tmp_path: Path):

@@ -184,7 +184,8 @@ def test_describe_configs_types_documentation_and_synonyms(conn):
         assert entry.config_type == CONFIG_TYPES[SPECS[name].kind], name
         assert entry.documentation == SPECS[name].doc, name
         assert not entry.is_sensitive and not entry.read_only
-    assert "Stored and reported only" in entries["delete.retention.ms"].documentation
+    assert "Stored and reported only" in entries["segment.index.bytes"].documentation
+    assert "Applied" in entries["delete.retention.ms"].documentation
     assert "Applied" in entries["compression.type"].documentation
     assert [(s.name, s.value, s.source) for s in entries["retention.ms"].synonyms] == [
         ("retention.ms", "5000", 1),

@@ -34,6 +34,8 @@ RANGES = {
     "log.retention.hours": (-1, INT_MAX),
     "log.retention.bytes": (-1, LONG_MAX),
     "log.retention.check.interval.ms": (1, LONG_MAX),
+    "log.cleaner.backoff.ms": (0, LONG_MAX),
+    "log.cleaner.dedupe.buffer.size": (1 << 20, LONG_MAX),
     "node.id": (0, INT_MAX),
     "broker.id": (0, INT_MAX),
     "log.flush.interval.ms": (1, LONG_MAX),
@@ -89,6 +91,7 @@ RELATED = {
 
 # keys whose value is not one integer (or not a number at all)
 NOT_INTEGERS = {
+    "log.cleaner.enable",
     "listeners", "advertised.listeners", "listener.security.protocol.map",
     "controller.listener.names", "sasl.enabled.mechanisms", "sasl.jaas.config", "sasl.users.file",
     "ssl.keystore.location", "ssl.keystore.type", "ssl.key.password", "ssl.truststore.location",

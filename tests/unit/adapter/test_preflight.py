@@ -153,3 +153,24 @@ def test_nullable_struct_marker() -> None:
     assert null_cursor[-2:] == b"\xff\x00"  # -1 marker, then the empty tagged section
     with pytest.raises(BoundsError, match="nullable struct marker"):
         entity_skipper(schema)(null_cursor[:-2], 0)
+
+
+def test_an_acknowledgement_batchs_types_array_inline() -> None:
+    # ShareAcknowledge v1's AcknowledgeTypes (a compact int8 array, one per acknowledgement
+    # batch) is walked inline in its batch's walk: its count, null and bounds rules hold there
+    schema = load_request_schema(79, 1)
+    head = b"\x02g\x02m" + struct.pack(">i", 1) + b"\x02" + bytes(16) + b"\x02" + struct.pack(">i", 0)
+
+    def request(types_section: bytes, batches: int = 1) -> bytes:
+        batch = struct.pack(">qq", 5, 5) + types_section + b"\x00"
+        return head + bytes([batches + 1]) + batch * batches + b"\x00\x00\x00"
+
+    good = request(b"\x02\x01", 3)
+    assert entity_skipper(schema)(good, 0) == len(good)
+    assert entity_reader(schema)(good, 0)[1] == len(good)
+    with pytest.raises(BoundsError, match="null for a non-nullable array"):
+        entity_skipper(schema)(request(b"\x00"), 0)
+    with pytest.raises(BoundsError, match="longer than the request"):
+        entity_skipper(schema)(request(b"\x7f\x01"), 0)  # 126 types claimed
+    with pytest.raises(BoundsError, match="longer than the request"):
+        entity_skipper(schema)(request(b"\xff\xff\xff\xff\x07"), 0)  # 2**31 types claimed

@@ -109,7 +109,10 @@ def test_a_fetch_reads_a_chunk_of_the_log_not_its_max_bytes(world):
     asked.clear()
     many = world.acquire("m", max_records=1500)
     assert offsets(many) == list(range(5, 1505)), "more than one chunk when the records ask for it"
-    assert asked[0] == 1500 * 128 and all(size <= 1 << 20 for size in asked) and len(asked) > 1
+    # the first chunk (1500 x 128 B) is partly the cached batch of the first fetch: only the
+    # rest is read from the log, with the bytes left
+    first_batch = len(fetched.batches[0])
+    assert asked[0] == 1500 * 128 - first_batch and all(size <= 1 << 20 for size in asked) and len(asked) > 1
 
 
 def test_a_deleted_group_forgets_its_share_partitions_durably(world):
@@ -211,6 +214,48 @@ def test_members_fetching_one_batch_read_it_once_and_get_the_same_bytes(world):
     assert [offsets(g)[0] for g in got] == [0, 500, 1000, 1500] and all(g.count == 500 for g in got)
     assert all(g.batches == got[0].batches for g in got)
     assert world.shares.read_cache.misses == 1 and world.shares.read_cache.hits == 3
+
+
+def test_a_cached_batch_larger_than_the_read_is_a_hit_with_more_log_behind_it(world):
+    # librdkafka's producer writes batches of thousands of 100 B records, larger than a share
+    # fetch's first read: that read would stop after the batch, so the batch cached is all
+    # of it, whatever follows in the log
+    world.produce([b"y" * 100] * 2000)
+    world.produce([b"z" * 100] * 2000)
+    got = [world.acquire(f"m{i}") for i in range(4)]
+    assert [offsets(g)[0] for g in got] == [0, 500, 1000, 1500]
+    assert world.shares.read_cache.misses == 1 and world.shares.read_cache.hits == 3
+
+
+def test_members_reading_overlapping_chunks_read_each_batch_of_the_log_once(world):
+    # batches smaller than a read: each member's read starts inside the last one's and goes
+    # past it; only the batches past the cached run are read from the log
+    for start in range(0, 2000, 100):  # 100 records of 54 B: a 64 KiB read holds ~10 batches
+        world.produce([b"%04d" % i + b"x" * 50 for i in range(start, start + 100)])
+    read_from_log: list[int] = []
+    read = world.semantics.read
+    world.semantics.read = lambda *a, **kw: read_from_log.append(a[2]) or read(*a, **kw)
+    got = [world.acquire(f"m{i}") for i in range(4)]
+    assert [offsets(g)[0] for g in got] == list(range(0, 2000, 500))
+    assert read_from_log == sorted(set(read_from_log)), "no batch read twice"
+    assert world.shares.read_cache.hits == 3 and world.shares.read_cache.size <= world.shares.read_cache.max_bytes // 4
+    for g in got:  # the same batches a read of the log gives
+        first = offsets(g)[0]
+        assert [record_batch.base_offset_of(b) for b in g.batches] == list(range(first, first + 500, 100))
+
+
+def test_a_redelivery_behind_the_cached_run_does_not_replace_it(world):
+    for start in range(0, 2000, 100):
+        world.produce([b"%04d" % i + b"x" * 50 for i in range(start, start + 100)])
+    assert offsets(world.acquire("m0"))[0] == 0
+    assert offsets(world.acquire("m1"))[0] == 500  # the run now starts at 500
+    world.shares.acknowledge("g", "m0", world.meta, 0, [AckBatch(0, 0, (2,)), AckBatch(1, 499, (1,))])
+    assert offsets(world.acquire("m2", max_records=1)) == [0], "the released record, read again"
+    read_from_log: list[int] = []
+    read = world.semantics.read
+    world.semantics.read = lambda *a, **kw: read_from_log.append(a[2]) or read(*a, **kw)
+    assert offsets(world.acquire("m3"))[0] == 1000
+    assert 1000 not in read_from_log, "the forward run still holds what m1's read read"
 
 
 def test_the_read_cache_reads_on_past_its_run_and_never_serves_another_log(world):

@@ -107,3 +107,33 @@ def test_http_server_bounds() -> None:
     assert posted.endswith(b"POST /p abc")
     assert too_large.startswith(b"HTTP/1.1 413")
     assert bad.startswith(b"HTTP/1.1 400")
+
+
+def test_the_vendored_chart_library_is_served_and_the_history_waits_for_the_broker() -> None:
+    watch = port()
+    script = ask(watch, "/console/vendor/uPlot.iife.min.js")
+    assert script.status == 200 and script.content_type.startswith("text/javascript") and b"uPlot" in script.body
+    assert ask(watch, "/console/vendor/uPlot.min.css").status == 200
+    assert ask(watch, "/console/vendor/uPlot.LICENSE").status == 404  # shipped, not served
+    assert b"/console/vendor/uPlot.iife.min.js" in ask(watch, "/").body
+    assert ask(watch, "/api/history").status == 503
+
+
+def test_docs_are_served_only_once_built(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    monkeypatch.setenv("RMQK_DOCS_DIR", str(tmp_path))
+    watch = port()
+    redirect = ask(watch, "/docs")
+    assert redirect.status == 302 and redirect.headers["Location"] == "/docs/"
+    assert ask(watch, "/docs/").status == 404
+    assert json.loads(ask(watch, "/api/overview").body)["docs"] is None
+    (tmp_path / "site" / "guides").mkdir(parents=True)
+    (tmp_path / "site" / "index.html").write_text("<h1>docs</h1>")
+    (tmp_path / "site" / "guides" / "index.html").write_text("guides")
+    (tmp_path / "secret").write_text("no")
+    page = ask(watch, "/docs/")
+    assert page.status == 200 and page.body == b"<h1>docs</h1>" and page.content_type == "text/html; charset=utf-8"
+    assert ask(watch, "/docs/guides/").body == b"guides"
+    assert ask(watch, "/docs/../secret").status == 404
+    assert json.loads(ask(watch, "/api/overview").body)["docs"] == "/docs/"

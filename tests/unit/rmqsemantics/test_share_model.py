@@ -108,6 +108,40 @@ class ShareModel(RuleBasedStateMachine):
             rec.member = ""
             rec.durable = (rec.count, rec.due)
 
+    @rule(member=st.sampled_from(MEMBERS), data=st.data())
+    def acknowledge_ranges(self, member, data):
+        """Ranges with one type each (what clients send most: a fetch's records accepted
+        together), ACCEPT, RELEASE or RENEW: a whole batch acquired together, part of one, or
+        several, so the state kept per acquired batch is split, joined and passed by SPSO."""
+        self._expire()
+        mine = [o for o, rec in enumerate(self.model) if rec.state == ACQUIRED and rec.member == member]
+        if not mine:
+            return
+        runs: list[list[int]] = []  # the member's consecutive acquired offsets
+        for o in mine:
+            if runs and runs[-1][1] + 1 == o:
+                runs[-1][1] = o
+            else:
+                runs.append([o, o])
+        batches = []
+        for i in sorted(data.draw(st.sets(st.sampled_from(range(len(runs))), min_size=1, max_size=4))):
+            first, last = runs[i]
+            if not data.draw(st.booleans()):  # part of it
+                first = data.draw(st.integers(first, last))
+                last = data.draw(st.integers(first, last))
+            batches.append((first, last, data.draw(st.sampled_from((1, 1, 2, 4)))))
+        self.sp.acknowledge(member, [AckBatch(f, l, (t,)) for f, l, t in batches])
+        for f, l, t in batches:
+            for o in range(f, l + 1):
+                rec = self.model[o]
+                if t == 1:
+                    rec.state, rec.member = ACCEPTED, ""
+                    rec.durable = (rec.count, rec.due)
+                elif t == 2:
+                    self._settle(o, backoff=True)
+                else:  # RENEW: the lock starts again, nothing else changes
+                    rec.deadline = self.clock.now_ms() + LOCK_MS
+
     @rule(member=st.sampled_from(MEMBERS), offset=st.integers(0, N - 1), t=st.sampled_from((1, 2, 3)))
     def acknowledge_someone_elses(self, member, offset, t):
         self._expire()

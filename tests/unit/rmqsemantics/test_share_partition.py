@@ -11,6 +11,7 @@ from rmqkafka.rmqsemantics.share.partition import (
     AcquiredRange,
     RecordState,
     SharePartition,
+    StateBatch,
     StateUpdate,
     initial_start_offset,
 )
@@ -113,8 +114,8 @@ def test_ack_errors_are_kafkas():
         ack(sp, "a", 3, 4, ACCEPT)
     with pytest.raises(InvalidShareRequest, match="last offset in request is past acquired records"):
         ack(sp, "a", 2, 4, ACCEPT)
-    with pytest.raises(InvalidShareRequest, match="Invalid acknowledge type: 4"):
-        ack(sp, "a", 0, 0, 4)
+    with pytest.raises(InvalidShareRequest, match="Invalid acknowledge type: 5"):
+        ack(sp, "a", 0, 0, 5)
     with pytest.raises(InvalidShareRequest):
         ack(sp, "a", 0, 2, ACCEPT, ACCEPT)  # two types for three offsets
     ack(sp, "a", 0, 0, ACCEPT)
@@ -371,3 +372,122 @@ def test_counts_by_state_over_the_window():
     assert (after.in_flight, after.acknowledged, after.archived, after.retrying) == (5, 0, 0, 1)
     clock.advance(3_600_000)  # past every backoff level (the locks expired too)
     assert sp.counts().waiting == 0
+
+
+RENEW = 4
+
+
+def test_renew_restarts_the_lock_keeping_state_and_count_and_persists_nothing():
+    # KIP-1222 (Kafka's SharePartition, KAFKA-19843): the lock is cancelled and started
+    # again for the record lock duration; the record stays acquired by its member
+    sp, clock, updates, _ = make(record_lock_duration_ms=1000)
+    assert sp.acquire("a", 4, 4) == [AcquiredRange(0, 3, 1)]
+    clock.advance(900)
+    before = len(updates)
+    ack(sp, "a", 0, 1, RENEW)
+    assert len(updates) == before, "a renewal writes no state"
+    clock.advance(100)  # the first lock's end: only 2 and 3 expire
+    assert sp.expire_locks() == 2
+    assert [sp.record(o).state for o in range(4)] == [RecordState.ACQUIRED] * 2 + [RecordState.AVAILABLE] * 2
+    assert sp.record(0).delivery_count == 1 and sp.record(0).member_id == "a"
+    assert sp.next_wakeup_ms() == clock.now_ms() + 900  # renewed at 900: 1000 ms from there
+    clock.advance(899)
+    assert sp.expire_locks() == 0
+    ack(sp, "a", 0, 0, ACCEPT)  # still the member's: it may accept it after the renewal
+    clock.advance(1)
+    assert sp.expire_locks() == 1  # 1, renewed once, expires at the renewed deadline
+    assert sp.acquire("b", 4, 10) == [AcquiredRange(1, 3, 2)]
+
+
+def test_renew_mixed_with_other_types_and_its_refusals():
+    sp, clock, updates, _ = make(record_lock_duration_ms=1000)
+    sp.acquire("a", 3, 3)
+    sp.acknowledge("a", [AckBatch(0, 2, (RENEW, ACCEPT, RELEASE))])
+    assert [sp.record(o).state for o in range(3)] == [RecordState.ACQUIRED, RecordState.ACKNOWLEDGED,
+                                                      RecordState.AVAILABLE]
+    with pytest.raises(InvalidRecordState):  # another member's record
+        ack(sp, "b", 0, 0, RENEW)
+    with pytest.raises(InvalidRecordState):  # not acquired
+        ack(sp, "a", 2, 2, RENEW)
+    # a failed write of the other types renews nothing either (all or none)
+    sp._persist = lambda update: (_ for _ in ()).throw(OSError("disk full"))
+    deadline = sp.record(0).deadline_ms
+    sp.acquire("a", 3, 3)
+    clock.advance(10)
+    with pytest.raises(OSError):
+        sp.acknowledge("a", [AckBatch(0, 0, (RENEW,)), AckBatch(2, 2, (ACCEPT,))])
+    assert sp.record(0).deadline_ms == deadline
+
+
+def test_renew_disabled_by_the_group_config_is_invalid_record_state():
+    sp, _, _, _ = make(renew_acknowledge_enable=False)
+    sp.acquire("a", 2, 2)
+    with pytest.raises(InvalidRecordState, match="renew"):
+        sp.acknowledge("a", [AckBatch(0, 0, (RENEW,)), AckBatch(1, 1, (ACCEPT,))])
+    assert sp.record(1).state == RecordState.ACQUIRED, "the whole request is refused"
+
+
+def test_a_batch_is_one_entry_until_an_acknowledgement_splits_it():
+    # Kafka's InFlightBatch: acquiring 500 new records, accepting them whole, and SPSO moving
+    # over them keep no entry per record; a release of one record splits its batch
+    sp, _, updates, _ = make()
+    assert sp.acquire("a", 2000, 500) == [AcquiredRange(0, 499, 1)]
+    assert sp.acquire("b", 2000, 500) == [AcquiredRange(500, 999, 1)]
+    assert len(sp._records) == 0 and len(sp._runs) == 2 and sp._locked == 1000
+    ack(sp, "b", 500, 999, ACCEPT)  # out of order: SPSO stays, b's batch is one accepted entry
+    assert updates[-1] == StateUpdate(0, (StateBatch(500, 999, RecordState.ACKNOWLEDGED, 1),))
+    assert sp.start_offset == 0 and len(sp._records) == 0
+    ack(sp, "a", 0, 499, ACCEPT)
+    assert updates[-1] == StateUpdate(1000, (StateBatch(0, 999, RecordState.ACKNOWLEDGED, 1),))
+    assert sp.start_offset == 1000 and not sp._records and not sp._runs
+    assert sp.acquire("a", 2000, 500) == [AcquiredRange(1000, 1499, 1)]
+    ack(sp, "a", 1200, 1200, RELEASE)  # part of a batch: that part one by one, the rest stays runs
+    assert list(sp._records) == [1200] and sorted(sp._runs) == [1000, 1201]
+    assert sp.record(1200).state == RecordState.AVAILABLE and sp.record(1201).state == RecordState.ACQUIRED
+    assert sp.acquire("b", 2000, 1) == [AcquiredRange(1200, 1200, 2)]
+
+
+def test_the_parts_of_a_split_batch_expire_with_its_lock():
+    sp, clock, _, _ = make(record_lock_duration_ms=1000)
+    sp.acquire("a", 100, 100)
+    ack(sp, "a", 10, 19, ACCEPT)
+    clock.advance(10)
+    ack(sp, "a", 50, 50, 4)  # renewed: 50 keeps its lock 10 ms longer
+    sp.acknowledge("a", [AckBatch(60, 61, (RELEASE, ACCEPT))])
+    clock.advance(990)
+    assert sp.expire_locks() == 100 - 10 - 1 - 2  # all but the accepted, the renewed, 60 and 61
+    assert sp.record(50).state == RecordState.ACQUIRED
+    assert sp.acquire("b", 100, 200) == [AcquiredRange(0, 9, 2), AcquiredRange(20, 49, 2),
+                                         AcquiredRange(51, 60, 2), AcquiredRange(62, 99, 2)]
+
+
+def test_a_batch_accepted_out_of_order_is_durable():
+    # the accepted batch lies above SPSO: only its written state keeps it from a second delivery
+    sp, clock, updates, _ = make()
+    sp.acquire("a", 20, 10)
+    sp.acquire("b", 20, 10)
+    ack(sp, "b", 10, 19, ACCEPT)
+    from rmqkafka.rmqsemantics.share.state_log import ReplayedState
+
+    replayed = ReplayedState(0)
+    for update in updates:
+        replayed.apply(update)
+    restored = replayed.as_update()
+    again = SharePartition(ShareGroupSettings(), clock, restored.start_offset, restored=restored.batches)
+    assert again.acquire("c", 20, 100) == [AcquiredRange(0, 9, 1)]
+    assert again.record(15).state == RecordState.ACKNOWLEDGED
+
+
+def test_a_failed_write_undoes_a_whole_batch_accept_and_the_spso_move():
+    sp, _, updates, _ = make()
+    sp.acquire("a", 20, 10)
+    sp.acquire("b", 20, 10)
+    ack(sp, "b", 10, 19, ACCEPT)
+    sp._persist = lambda update: (_ for _ in ()).throw(OSError("disk full"))
+    with pytest.raises(OSError):
+        ack(sp, "a", 0, 9, ACCEPT)
+    assert sp.start_offset == 0 and sp.record(0).state == RecordState.ACQUIRED
+    assert sp.record(10).state == RecordState.ACKNOWLEDGED
+    sp._persist = updates.append
+    ack(sp, "a", 0, 9, ACCEPT)
+    assert sp.start_offset == 20 and not sp._runs

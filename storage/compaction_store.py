@@ -1,0 +1,327 @@
+"""The compaction store: where a compacted partition keeps its cleaned offsets.
+
+Why beside the commitlog, not rewritten into it. The commitlog is one chain shared by every
+partition and the only source of truth that recovery replays in append order; batches
+rewritten into it would come after newer batches of the same partition (offsets going
+backwards in the replay) and could never free the segments they were copied from while
+other partitions still use them. RocketMQ 5 keeps compaction topics in a CompactionStore
+beside its commitlog for the same reasons. So a partition whose topic is compacted keeps
+its cleaned prefix here, serves every offset below ``end_offset`` from here, and pins the
+commitlog only from there on (``PartitionLog.commitlog_start_offset``).
+
+On-disk format
+--------------
+Directory ``compaction/<topic id>-<partition>/`` holding one file ``<end offset, 20
+digits>.clean``::
+
+    0   magic          4 bytes  b"RMKC"
+    4   version        int16    1
+    6   end_offset     int64    every offset below it is served from this file
+    14  epoch count    int32    n
+    18  epochs         n x (end int64, first_seen_ms int64): tombstones and transaction
+                       markers at offsets below ``end`` (and at or above the previous
+                       epoch's end) were first seen by a cleaning at ``first_seen_ms``
+    ..  header_crc     uint32   CRC32C of every header byte before it
+    ..  batches        Kafka v2 record batches back to back, as clients receive them,
+                       base offsets ascending, each ending at or below ``end_offset``
+
+A batch here is a stored batch with some records left out (storage.batch_builder's
+subset_batch: base offset, last offset delta, producer fields and attributes kept) or a
+stored batch as it was; offsets between batches were removed by cleaning (gaps every client
+skips, as after Kafka's cleaner).
+
+Invariants and crash safety: a file is complete or absent. A cleaning writes
+``<end>.clean.tmp``, fsyncs it, renames it to ``<end>.clean``, fsyncs the directory and only
+then removes the previous file; so after a kill at any point the directory holds the old
+file, or the new one, or both (the newest complete one wins), plus perhaps a ``.tmp`` that
+``open`` deletes: a cleaning is finished or discarded, never half applied. The commitlog
+keeps everything at and above the end of the file in use, so nothing live is lost. A file
+whose header or a batch CRC does not check (damage on disk) is set aside as
+``<name>.damaged`` and logged at ERROR; the partition then serves what the commitlog still
+holds.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from array import array
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from crc32c import crc32c
+
+from . import record_batch
+from .files import fsync_path
+
+log = logging.getLogger(__name__)
+
+MAGIC = b"RMKC"
+VERSION = 1
+_HEAD = struct.Struct(">4shqi")
+_EPOCH = struct.Struct(">qq")
+_CRC = struct.Struct(">I")
+SUFFIX = ".clean"
+TMP_SUFFIX = ".clean.tmp"
+MAX_EPOCHS = 64  # tombstone epochs kept; older neighbours merge (a tombstone is then kept longer)
+_READ_CHUNK = 1 << 20
+
+
+def file_name(end_offset: int) -> str:
+    return f"{end_offset:020d}{SUFFIX}"
+
+
+def encode_header(end_offset: int, epochs: list[tuple[int, int]]) -> bytes:
+    out = bytearray(_HEAD.pack(MAGIC, VERSION, end_offset, len(epochs)))
+    for end, seen in epochs:
+        out += _EPOCH.pack(end, seen)
+    out += _CRC.pack(crc32c(bytes(out)))
+    return bytes(out)
+
+
+def merge_epochs(epochs: list[tuple[int, int]], log_start: int, limit: int = MAX_EPOCHS) -> list[tuple[int, int]]:
+    """``epochs`` without those wholly below ``log_start``, at most ``limit`` long: the oldest
+    neighbours merge into one with the later first-seen time (a tombstone may then be kept
+    longer than ``delete.retention.ms``, never shorter)."""
+    kept = [e for e in epochs if e[0] > log_start]
+    while len(kept) > limit:
+        (_, seen_a), (end_b, seen_b) = kept[0], kept[1]
+        kept[0:2] = [(end_b, max(seen_a, seen_b))]
+    return kept
+
+
+@dataclass(slots=True)
+class BatchIndex:
+    """Where each batch of a compacted file is: parallel arrays of int64 (32 bytes a batch),
+    base offsets ascending."""
+
+    bases: array
+    nexts: array
+    positions: array
+    sizes: array
+
+    @classmethod
+    def empty(cls) -> BatchIndex:
+        return cls(array("q"), array("q"), array("q"), array("q"))
+
+    def add(self, base: int, nxt: int, position: int, size: int) -> None:
+        self.bases.append(base)
+        self.nexts.append(nxt)
+        self.positions.append(position)
+        self.sizes.append(size)
+
+
+class CompactedLog:
+    """One partition's cleaned prefix (see the module docstring); reads only, on the loop.
+
+    ``end_offset``: offsets below it are served from here. ``epochs``: the tombstone epochs
+    of the file. ``data_bytes``: bytes of batches held (the "clean" bytes of Kafka's dirty
+    ratio)."""
+
+    def __init__(self, path: Path, end_offset: int, epochs: list[tuple[int, int]], index: BatchIndex) -> None:
+        self.path = path
+        self.end_offset = end_offset
+        self.epochs = epochs
+        self._index = index
+        self.data_bytes = sum(index.sizes)
+        self._fd = os.open(path, os.O_RDONLY)
+
+    @property
+    def first_offset(self) -> int:
+        """The base offset of the first batch held (the end offset when none is)."""
+        return self._index.bases[0] if self._index.bases else self.end_offset
+
+    @property
+    def index(self) -> BatchIndex:
+        return self._index
+
+    @property
+    def batch_count(self) -> int:
+        return len(self._index.bases)
+
+    # -- opening ---------------------------------------------------------------------------
+    @classmethod
+    def open(cls, directory: Path) -> CompactedLog | None:
+        """The newest complete file of ``directory``; leftovers of an interrupted cleaning
+        (``.tmp``, older files) are removed, a damaged file is set aside (ERROR)."""
+        try:
+            names = os.listdir(directory)
+        except FileNotFoundError:
+            return None
+        for name in names:
+            if name.endswith(TMP_SUFFIX):
+                (directory / name).unlink()
+        found: CompactedLog | None = None
+        for name in sorted((n for n in names if n.endswith(SUFFIX)), reverse=True):
+            path = directory / name
+            if found is not None:
+                path.unlink()  # superseded: the cleaning that wrote the newer one was killed
+                continue
+            loaded = _load(path)
+            if loaded is None:
+                log.error("%s: compacted file damaged (header or batch CRC); set aside as %s.damaged, "
+                          "the partition serves what the commitlog still holds", path, name)
+                path.rename(path.with_name(name + ".damaged"))
+                continue
+            found = cls(path, *loaded)
+        return found
+
+    # -- reading ---------------------------------------------------------------------------
+    def _first_at_or_after(self, offset: int) -> int:
+        """Index of the batch holding ``offset``, or of the first one after it."""
+        return bisect.bisect_right(self._index.nexts, offset)
+
+    def read(self, offset: int, stop: int, max_bytes: int, min_one: bool,
+             have: int = 0) -> tuple[list[bytes], int, bool]:
+        """Batches from the one holding ``offset`` (or the next one) that start below
+        ``stop``, up to ``max_bytes`` counting ``have`` bytes already taken (``min_one``:
+        the first even if larger). Returns (batches, their size, full): ``full`` when
+        ``max_bytes`` stopped the read."""
+        idx = self._index
+        out: list[bytes] = []
+        size = 0
+        i = self._first_at_or_after(offset)
+        while i < len(idx.bases) and idx.bases[i] < stop:
+            batch_size = idx.sizes[i]
+            if have + size + batch_size > max_bytes and (out or have or not min_one):
+                return out, size, True
+            out.append(self._read(idx.positions[i], batch_size))
+            size += batch_size
+            i += 1
+        return out, size, False
+
+    def bytes_from(self, offset: int, limit: int) -> int:
+        idx = self._index
+        size = 0
+        i = self._first_at_or_after(offset)
+        while i < len(idx.bases) and size < limit:
+            size += idx.sizes[i]
+            i += 1
+        return size
+
+    def batches_from(self, offset: int) -> Iterator[bytes]:
+        """Each batch from the one holding ``offset`` (or the next one) on."""
+        idx = self._index
+        for i in range(self._first_at_or_after(offset), len(idx.bases)):
+            yield self._read(idx.positions[i], idx.sizes[i])
+
+    def batch_at_or_after(self, offset: int) -> bytes | None:
+        i = self._first_at_or_after(offset)
+        if i >= len(self._index.bases):
+            return None
+        return self._read(self._index.positions[i], self._index.sizes[i])
+
+    def _read(self, position: int, size: int) -> bytes:
+        batch = os.pread(self._fd, size, position)
+        if len(batch) != size or not record_batch.crc_ok(batch):
+            raise OSError(f"{self.path}: batch at byte {position} is damaged")
+        return batch
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _load(path: Path) -> tuple[int, list[tuple[int, int]], BatchIndex] | None:
+    """(end offset, epochs, index) of a compacted file whose header and batches all check."""
+    with open(path, "rb") as f:
+        data_head = f.read(_HEAD.size)
+        if len(data_head) != _HEAD.size:
+            return None
+        magic, version, end, count = _HEAD.unpack(data_head)
+        if magic != MAGIC or version != VERSION or not 0 <= count <= 1 << 20:
+            return None
+        rest = f.read(count * _EPOCH.size + _CRC.size)
+        if len(rest) != count * _EPOCH.size + _CRC.size:
+            return None
+        (crc,) = _CRC.unpack_from(rest, count * _EPOCH.size)
+        if crc32c(data_head + rest[: count * _EPOCH.size]) != crc:
+            return None
+        epochs = [_EPOCH.unpack_from(rest, i * _EPOCH.size) for i in range(count)]
+        index = BatchIndex.empty()
+        position = _HEAD.size + len(rest)
+        last_next = -1
+        for batch in _batches(f, position):
+            if batch is None:
+                return None
+            base, nxt = record_batch.base_offset_of(batch), record_batch.next_offset_of(batch)
+            if base < last_next or nxt > end or not record_batch.crc_ok(batch):
+                return None
+            index.add(base, nxt, position, len(batch))
+            position += len(batch)
+            last_next = nxt
+    return end, [(int(a), int(b)) for a, b in epochs], index
+
+
+def _batches(f, position: int) -> Iterator[bytes | None]:
+    """Each batch of an open file from ``position``; None once for a torn or malformed one."""
+    f.seek(position)
+    while True:
+        head = f.read(record_batch.LOG_OVERHEAD)
+        if not head:
+            return
+        if len(head) < record_batch.LOG_OVERHEAD:
+            yield None
+            return
+        (length,) = struct.unpack_from(">i", head, 8)
+        if length < record_batch.HEADER_SIZE - record_batch.LOG_OVERHEAD:
+            yield None
+            return
+        body = f.read(length)
+        if len(body) != length:
+            yield None
+            return
+        yield head + body
+
+
+class CompactedWriter:
+    """Writes a new compacted file (``<end>.clean.tmp``) in a worker thread; ``finish``
+    fsyncs it; ``install`` (on the loop) renames it into place."""
+
+    def __init__(self, directory: Path, end_offset: int, epochs: list[tuple[int, int]]) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.directory = directory
+        self.end_offset = end_offset
+        self.epochs = epochs
+        self.tmp = directory / (f"{end_offset:020d}" + TMP_SUFFIX)
+        self._f = open(self.tmp, "wb")
+        header = encode_header(end_offset, epochs)
+        self._f.write(header)
+        self.position = len(header)
+        self.index = BatchIndex.empty()
+        self.written = 0
+
+    def add(self, batch: bytes) -> None:
+        self._f.write(batch)
+        self.index.add(record_batch.base_offset_of(batch), record_batch.next_offset_of(batch), self.position,
+                       len(batch))
+        self.position += len(batch)
+        self.written += len(batch)
+
+    def finish(self) -> None:
+        self._f.flush()
+        os.fsync(self._f.fileno())
+        self._f.close()
+
+    def discard(self) -> None:
+        if not self._f.closed:
+            self._f.close()
+        self.tmp.unlink(missing_ok=True)
+
+    def install(self, previous: CompactedLog | None) -> CompactedLog:
+        """Switch to the new file atomically (rename, directory fsync), then drop
+        ``previous``; returns the new CompactedLog."""
+        final = self.directory / file_name(self.end_offset)
+        os.replace(self.tmp, final)
+        fsync_path(self.directory)
+        installed = CompactedLog(final, self.end_offset, self.epochs, self.index)
+        if previous is not None:
+            previous.close()
+            if previous.path != final:
+                previous.path.unlink(missing_ok=True)
+                fsync_path(self.directory)
+        return installed

@@ -1,0 +1,241 @@
+"""The compiled one-pass scan of a produced batch (storage/_batchscan.c) against the pure-Python
+path (aiokafka's reader and record_batch's checks) on the same inputs: the same records, tag
+codes, timestamps and key checks for every batch the Python path accepts, and the same error
+(type and message) for every batch it refuses, including malformed and hostile ones."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from contextlib import contextmanager
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from rmqkafka.storage import batch_scan, consume_queue
+from rmqkafka.storage import record_batch as rb
+from rmqkafka.storage.tag_code import tag_code
+
+from batches import CODECS, GZIP, NONE, ZSTD, make_batch, with_field
+
+needs_extension = pytest.mark.skipif(batch_scan.scan is None, reason="the C extension is not built here")
+MAX_INFLATED = 1 << 20
+_NO_PARSE = "record batch does not parse: "
+
+
+@contextmanager
+def pure_python(monkeypatch):
+    with monkeypatch.context() as m:
+        m.setattr(batch_scan, "scan", None)
+        m.setattr(batch_scan, "cq_entries", None)
+        yield
+
+
+def outcome(batch: bytes, tag: str = "TAGS"):
+    """What the append learns of ``batch`` through whichever path is selected: its records as
+    tuples and the facts the store reads from them, or the error raised."""
+    try:
+        recs = rb.read_produced_records(memoryview(batch), MAX_INFLATED, tag)
+    except Exception as exc:  # noqa: BLE001 - the error itself is the result compared
+        why = str(exc)
+        if why.startswith(_NO_PARSE):
+            # aiokafka's own words after it: its C reader can read a length from past the end
+            # of a truncated buffer, so the number it quotes may differ between two reads of
+            # the same bytes (seen: "Can't read 59 bytes" then "Can't read 0 bytes")
+            why = _NO_PARSE
+        return ("refused", type(exc), why)
+    if isinstance(recs, rb.ScannedRecords) and recs.tag == tag:
+        codes = recs.tag_codes
+    else:
+        values = rb.header_values(batch, tag, list(recs))
+        codes = None if values is None else [tag_code(v) for v in values]
+    stamps = [r.timestamp for r in recs] or [0]
+    return ("accepted", len(recs), rb.has_headers(recs),
+            not any(r.key is None for r in recs) if recs else True,
+            rb.timestamp_errors(recs, min(stamps), max(stamps)),
+            rb.timestamp_errors(recs, min(stamps) + 1, max(stamps)),
+            codes,
+            [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in recs])
+
+
+def both(monkeypatch, batch: bytes, tag: str = "TAGS"):
+    compiled = outcome(batch, tag)
+    with pure_python(monkeypatch):
+        python = outcome(batch, tag)
+    assert compiled == python
+    return compiled
+
+
+headers = st.lists(st.tuples(st.sampled_from(["TAGS", "KEYS", "k", "TAGSX", "标签", ""]),
+                             st.one_of(st.none(), st.binary(max_size=8),
+                                       st.text(max_size=6).map(str.encode))), max_size=3)
+record = st.tuples(st.one_of(st.none(), st.binary(max_size=12)),  # key
+                   st.one_of(st.none(), st.binary(max_size=40)),  # value
+                   headers,
+                   st.integers(-(1 << 40), 1 << 40))  # timestamp delta
+
+
+def build(recs, codec=NONE) -> bytes:
+    base = 1_700_000_000_000
+    return make_batch([r[1] for r in recs], keys=[r[0] for r in recs], headers=[r[2] for r in recs],
+                      timestamps=[base + r[3] for r in recs], codec=codec)
+
+
+@needs_extension
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(record, min_size=1, max_size=8), st.sampled_from(CODECS))
+def test_accepted_batches_give_the_same_results(monkeypatch, recs, codec):
+    batch = build(recs, codec)
+    result = both(monkeypatch, batch)
+    assert result[0] == "accepted"
+    assert isinstance(rb.read_produced_records(batch, MAX_INFLATED), rb.ScannedRecords)  # C read it
+
+
+@needs_extension
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(record, min_size=1, max_size=5), st.data())
+@example(recs=[(None, b"v", [], 0)], data=None)
+def test_damaged_batches_give_the_same_errors(monkeypatch, recs, data):
+    """Bytes of the records region changed, cut or added, or the count fields changed: both paths
+    accept with the same results or refuse with the same error."""
+    batch = bytearray(build(recs))
+    if data is None:
+        batch[rb.HEADER_SIZE] = 0x80  # an unterminated record length
+    else:
+        for _ in range(data.draw(st.integers(1, 3))):
+            what = data.draw(st.sampled_from(["byte", "cut", "add", "count"]))
+            if what == "byte" and len(batch) > rb.HEADER_SIZE:
+                at = data.draw(st.integers(rb.HEADER_SIZE, len(batch) - 1))
+                batch[at] = data.draw(st.integers(0, 255))
+            elif what == "cut" and len(batch) > rb.HEADER_SIZE:
+                del batch[data.draw(st.integers(rb.HEADER_SIZE, len(batch) - 1)):]
+            elif what == "add":
+                batch += data.draw(st.binary(min_size=1, max_size=4))
+            else:
+                count = data.draw(st.integers(0, len(recs) + 2))
+                batch = bytearray(with_field(with_field(bytes(batch), 57, ">i", count), 23, ">i", count - 1))
+    both(monkeypatch, bytes(batch))
+
+
+@needs_extension
+@pytest.mark.parametrize("codec", [NONE, GZIP, ZSTD])
+def test_tag_codes_match_java_string_hash(monkeypatch, codec):
+    tags = ["TagA", None, "标签", "", "😀x", "a\udcff".encode("utf-8", "surrogatepass"), b"\xff\xfe"]
+    batch = make_batch(len(tags), codec=codec, tags=tags, headers=[("KEYS", b"k")])
+    result = both(monkeypatch, batch)
+    codes = rb.read_produced_records(batch, MAX_INFLATED).tag_codes
+    assert codes == result[6]
+    assert codes[0] == tag_code(b"TagA") and codes[1] == 0 and codes[3] == 0
+    assert codes[4] == tag_code("😀x".encode())  # a surrogate pair in Java's UTF-16
+
+
+@needs_extension
+def test_the_first_tag_header_wins_and_a_null_one_is_code_zero(monkeypatch):
+    batch = make_batch(3, headers=[[("TAGS", b"first"), ("TAGS", b"second")], [("TAGS", None)], []])
+    scanned = rb.read_produced_records(batch, MAX_INFLATED)
+    assert scanned.tag_codes == [tag_code(b"first"), 0, 0]
+    both(monkeypatch, batch)
+    assert rb.read_produced_records(make_batch(2, headers=[("KEYS", b"TAGS")]), MAX_INFLATED).tag_codes is None
+    other = rb.read_produced_records(batch, MAX_INFLATED, "KEYS")
+    assert other.tag == "KEYS" and other.tag_codes is None
+
+
+@needs_extension
+def test_a_record_object_is_made_only_when_asked_for(monkeypatch):
+    made = []
+    real = rb._batch_reader()
+    monkeypatch.setattr(rb, "_batch_reader", lambda: lambda plain: made.append(1) or real(plain))
+    scanned = rb.read_produced_records(make_batch(1000), MAX_INFLATED)
+    assert len(scanned) == 1000 and not rb.has_headers(scanned) and scanned.all_keyed is False
+    assert rb.timestamp_errors(scanned, 0, 1 << 62) == []
+    assert not made
+    assert scanned[999].offset == 999 and len(made) == 1
+    assert [r.offset for r in scanned] == list(range(1000)) and len(made) == 1
+
+
+@needs_extension
+def test_batches_the_scan_does_not_vouch_for_take_the_python_path(monkeypatch):
+    log_append = with_field(make_batch(2), 21, ">h", rb.TIMESTAMP_TYPE_BIT)
+    assert not isinstance(rb.read_produced_records(log_append, MAX_INFLATED), rb.ScannedRecords)
+    both(monkeypatch, log_append)
+    hostile = with_field(make_batch(2), 57, ">i", 1 << 30)  # a count no body holds
+    both(monkeypatch, hostile)
+
+
+@needs_extension
+def test_consume_queue_entries_in_one_call(monkeypatch):
+    codes = [0, -1, 2**31 - 1, -(2**31), consume_queue.CONTROL_CODE, consume_queue.PARKED_CODE]
+    compiled = batch_scan.cq_entries(1 << 40, 1234, codes)
+    assert compiled == b"".join(consume_queue.ENTRY.pack(1 << 40, 1234, c) for c in codes)
+    assert batch_scan.cq_entries(0, 0, []) == b""
+    with pytest.raises(OverflowError):
+        batch_scan.cq_entries(0, 0, [1 << 64])
+
+
+def test_the_environment_selects_the_python_path():
+    code = "from rmqkafka.storage import batch_scan; print(batch_scan.IMPLEMENTATION, batch_scan.describe())"
+    env = dict(os.environ, **{batch_scan.ENV_PURE_PYTHON: "1"})
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.startswith("python ") and batch_scan.ENV_PURE_PYTHON in out
+
+
+@pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="no C compiler")
+def test_the_extension_is_built_where_there_is_a_compiler():
+    """``pip install`` builds it when it can (an optional extension: an install without a
+    compiler still succeeds), and the project's machines have gcc."""
+    if os.environ.get(batch_scan.ENV_PURE_PYTHON, "") not in ("", "0"):
+        pytest.skip(f"{batch_scan.ENV_PURE_PYTHON} is set")
+    assert batch_scan.IMPLEMENTATION == "c", batch_scan.describe()
+
+
+def test_both_paths_refuse_a_hostile_count_before_reading(monkeypatch):
+    batch = with_field(with_field(make_batch(3), 57, ">i", 10_000_000), 23, ">i", 9_999_999)
+    errors = set()
+    for selected in (False, True):
+        with monkeypatch.context() as m:
+            if selected:
+                m.setattr(batch_scan, "scan", None)
+            with pytest.raises(rb.InvalidRecordError) as caught:
+                rb.read_produced_records(batch, MAX_INFLATED)
+            errors.add(str(caught.value))
+    assert len(errors) == 1
+
+
+
+@needs_extension
+def test_a_large_batch_is_scanned_without_holding_the_gil():
+    """A large batch is checked in the store's worker thread: the event loop's thread must run
+    while it is scanned (the Python path read it a slice at a time for the same reason). Held
+    throughout, the GIL would leave this thread one gap as long as the whole scan; a loaded
+    machine can also pause it, so the best of three scans counts."""
+    import threading
+    import time
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.0005)
+    try:
+        batch = make_batch([b"v" * 90] * 300_000, headers=[("TAGS", b"TagA")])
+        shares = []
+        for _ in range(3):
+            window: list[float] = []
+
+            def scan() -> None:
+                window.append(time.perf_counter())
+                assert batch_scan.scan(batch, b"TAGS") is not None
+                window.append(time.perf_counter())
+
+            worker = threading.Thread(target=scan)
+            ticks: list[float] = []
+            worker.start()
+            while worker.is_alive():
+                ticks.append(time.perf_counter())
+            worker.join()
+            began, ended = window
+            inside = [began, *(t for t in ticks if began < t < ended), ended]
+            shares.append(max(b - a for a, b in zip(inside, inside[1:])) / (ended - began))
+    finally:
+        sys.setswitchinterval(interval)
+    assert min(shares) < 0.6, f"longest pause of this thread per scan: {shares}"

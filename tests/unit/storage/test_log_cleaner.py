@@ -1,0 +1,429 @@
+"""The log cleaner (storage.log_cleaner, storage.compaction_cleaner) and the compaction store
+it writes (storage.compaction_store), on a real MessageStore with an injected clock: the key map,
+tombstone expiry, the lag rules and the dirty ratio, transactional data, reads over the
+cleaned offsets, and the cleaner's files truncated, damaged or left half-written."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from batches import make_batch
+from rmqkafka.storage import record_batch as rb
+from rmqkafka.storage.compaction_cleaner import (
+    CompactionSettings,
+    DirtyBatch,
+    KeyMap,
+    plan,
+)
+from rmqkafka.storage.compaction_store import SUFFIX, TMP_SUFFIX, CompactedLog
+from rmqkafka.storage.txn_index import ABORT, COMMIT
+from storage_helpers import append
+from test_store_transactions import marker
+
+T = "compacted"
+HOUR = 3_600_000
+# every batch rolls a segment (segment.ms 1), nothing waits out a lag, any dirt is enough
+EAGER = CompactionSettings(delete_retention_ms=HOUR, segment_ms=1, min_cleanable_dirty_ratio=0.0)
+
+
+def keyed(pairs: list[tuple[bytes, bytes | None]], ts: int, **kw) -> bytes:
+    return make_batch([v for _, v in pairs], keys=[k for k, _ in pairs], timestamps=[ts] * len(pairs), **kw)
+
+
+def records(store, offset: int | None = None) -> list[tuple[int, bytes | None, bytes | None]]:
+    """(offset, key, value) of every data record read from ``offset`` (the log start)."""
+    plog = store.partition(T, 0)
+    start = plog.log_start_offset if offset is None else offset
+    out = []
+    for batch in plog.read(start, 1 << 30, True).batches:
+        if batch[22] & rb.CONTROL_BIT:
+            continue
+        out.extend((r.offset, r.key, r.value) for r in rb.read_records(batch) if r.offset >= start)
+    return out
+
+
+def latest(store) -> dict[bytes, bytes | None]:
+    return {k: v for _, k, v in records(store)}
+
+
+@pytest.fixture
+def store(stores, clock):
+    s = stores.open()
+    s.create_topic(T, 1, {})
+    s.cleaner.settings_for = lambda name: EAGER if name == T else None
+    return s
+
+
+def clean(store, **kw) -> bool:
+    """One cleaning of T-0, after an fsync of the commitlog (only what is durable is cleaned)."""
+    store._release_durable(store.commitlog.flush())
+    plog = store.partition(T, 0)
+    return asyncio.run(store.cleaner.clean(T, 0, plog, kw.pop("settings", EAGER), **kw))
+
+
+def fill(store, clock, rounds: int = 3, keys: int = 5) -> None:
+    """``rounds`` batches each writing every key, a second apart, then a sentinel batch
+    (the active segment, never cleaned)."""
+    for r in range(rounds):
+        append(store, T, 0, keyed([(b"k%d" % k, b"v%d-%d" % (k, r)) for k in range(keys)], clock.now_ms()))
+        clock.advance(1000)
+    append(store, T, 0, keyed([(b"sentinel", b"s")], clock.now_ms()))
+    clock.advance(1000)
+
+
+# -- the key map and the plan -------------------------------------------------------------
+def test_key_map_short_keys_are_exact_and_long_ones_digested():
+    keys = KeyMap(10)
+    keys.put(b"a", 1)
+    keys.put(b"a", 5)
+    keys.put(b"x" * 100, 7)
+    assert keys.latest(b"a") == 5 and keys.latest(b"x" * 100) == 7
+    assert keys.latest(b"x" * 99) is None and len(keys) == 2
+    assert len(KeyMap.digest(b"y" * 1000)) == 17 and KeyMap.digest(b"short") == b"short"
+    assert keys.room_for(8) and not keys.room_for(9)
+
+
+def _batches(timestamps: list[int], size: int = 100) -> list[DirtyBatch]:
+    return [DirtyBatch(i * 10, i * 10 + 10, i * 1000, size, ts) for i, ts in enumerate(timestamps)]
+
+
+def test_plan_never_cleans_the_active_segment():
+    settings = CompactionSettings(segment_ms=1000, min_cleanable_dirty_ratio=0.0)
+    # three segments: [0, 10) [10, 20, 30) [40): the last one is active
+    batches = _batches([0, 5000, 5500, 5900, 9000])
+    p = plan(batches, 0, 1 << 62, 0, settings, now_ms=100_000)
+    assert (p.count, p.cleanable_end) == (4, 40)
+    one_segment = plan(_batches([0, 10, 20]), 0, 1 << 62, 0, settings, now_ms=100_000)
+    assert (one_segment.count, one_segment.cleanable_end) == (0, 0)
+
+
+def test_plan_by_segment_bytes():
+    settings = CompactionSettings(segment_bytes=250, min_cleanable_dirty_ratio=0.0)
+    p = plan(_batches([0, 0, 0, 0, 0]), 0, 1 << 62, 0, settings, now_ms=1)
+    assert p.count == 4  # segments [0,1] [2,3] [4]: the active one starts at batch 4
+
+
+def test_plan_respects_min_compaction_lag_and_the_stable_offset():
+    settings = CompactionSettings(segment_ms=1, min_compaction_lag_ms=10_000, min_cleanable_dirty_ratio=0.0)
+    batches = _batches([1000, 2000, 3000, 4000, 5000])
+    assert plan(batches, 0, 1 << 62, 0, settings, now_ms=12_500).count == 2  # 3000 > 12500 - 10000
+    assert plan(batches, 0, 1 << 62, 0, settings, now_ms=100_000).count == 4
+    assert plan(batches, 0, 25, 0, settings, now_ms=100_000).count == 2  # an open transaction at 25
+
+
+def test_plan_dirty_ratio_and_max_compaction_lag():
+    settings = CompactionSettings(segment_ms=1, min_cleanable_dirty_ratio=0.5, max_compaction_lag_ms=50_000)
+    batches = _batches([1000, 2000, 3000])  # two cleanable, 200 dirty bytes
+    p = plan(batches, 0, 1 << 62, 600, settings, now_ms=10_000)
+    assert p.dirty_ratio == pytest.approx(0.25) and not p.must and not p.worth(settings)
+    p = plan(batches, 0, 1 << 62, 100, settings, now_ms=10_000)
+    assert p.dirty_ratio == pytest.approx(200 / 300) and p.worth(settings)
+    late = plan(batches, 0, 1 << 62, 600, settings, now_ms=60_000)
+    assert late.must and late.worth(settings)  # older than max.compaction.lag.ms
+
+
+# -- cleaning -----------------------------------------------------------------------------
+def test_cleaning_keeps_the_latest_record_per_key_and_the_offsets(store, clock):
+    fill(store, clock)
+    before = records(store)
+    assert clean(store)
+    plog = store.partition(T, 0)
+    assert plog.cleaned_end == 15 and plog.commitlog_start_offset == 15
+    after = records(store)
+    assert [(o, k, v) for o, k, v in after if o < 15] == [(10 + k, b"k%d" % k, b"v%d-2" % k) for k in range(5)]
+    assert after[-1] == (15, b"sentinel", b"s")
+    assert latest(store) == {k: v for _, k, v in before}
+    # a read from an offset cleaned away starts at the next batch kept; the head reads all
+    assert records(store, 3)[0][0] == 10
+    assert plog.read(15, 1 << 20, True).batches[0] == plog.batch_at(15)
+    assert plog.next_offset == 16 and plog.log_start_offset == 0
+
+
+def test_a_cleaned_batch_keeps_its_base_offset_and_last_offset_delta(store, clock):
+    append(store, T, 0, keyed([(b"a", b"1"), (b"b", b"1"), (b"c", b"1")], clock.now_ms()))
+    clock.advance(1000)
+    append(store, T, 0, keyed([(b"b", b"2")], clock.now_ms()))
+    clock.advance(1000)
+    append(store, T, 0, keyed([(b"z", b"z")], clock.now_ms()))
+    assert clean(store)
+    first = store.partition(T, 0).read(0, 1 << 20, True).batches[0]
+    assert (rb.base_offset_of(first), rb.next_offset_of(first)) == (0, 3)
+    assert [(r.offset, r.key) for r in rb.read_records(first)] == [(0, b"a"), (2, b"c")]
+    assert rb.crc_ok(first)
+
+
+def test_compressed_batches_stay_compressed(store, clock):
+    append(store, T, 0, keyed([(b"a", b"1" * 100), (b"b", b"1" * 100)], clock.now_ms(), codec=1))
+    clock.advance(1000)
+    append(store, T, 0, keyed([(b"a", b"2")], clock.now_ms()))
+    clock.advance(1000)
+    append(store, T, 0, keyed([(b"z", b"z")], clock.now_ms()))
+    assert clean(store)
+    first = store.partition(T, 0).read(0, 1 << 20, True).batches[0]
+    assert first[22] & 0x07 == 1
+    assert [(r.offset, r.key) for r in rb.read_records(first)] == [(1, b"b")]
+
+
+def test_tombstones_are_kept_for_delete_retention_after_the_cleaning_that_saw_them(store, clock):
+    fill(store, clock, rounds=1, keys=3)  # offsets 0-2, sentinel 3
+    append(store, T, 0, keyed([(b"k1", None)], clock.now_ms()))  # 4: a tombstone for k1
+    clock.advance(1000)
+    append(store, T, 0, keyed([(b"other", b"o")], clock.now_ms()))  # 5: active
+    clock.advance(1000)
+    assert clean(store)
+    assert latest(store)[b"k1"] is None  # the tombstone is still there
+    assert b"k1" in latest(store)
+    clock.advance(HOUR - 5000)
+    append(store, T, 0, keyed([(b"x", b"1")], clock.now_ms()))
+    clock.advance(1000)
+    append(store, T, 0, keyed([(b"y", b"1")], clock.now_ms()))
+    assert clean(store)
+    assert latest(store)[b"k1"] is None  # not yet an hour since first seen
+    clock.advance(10_000)
+    append(store, T, 0, keyed([(b"w", b"1")], clock.now_ms()))
+    assert clean(store)
+    assert b"k1" not in latest(store)  # gone
+    assert latest(store)[b"k0"] == b"v0-0"
+
+
+def test_keyless_records_are_dropped_by_the_cleaner(store, clock):
+    append(store, T, 0, make_batch([b"no key"], timestamps=[clock.now_ms()]))
+    clock.advance(1000)
+    append(store, T, 0, keyed([(b"a", b"1")], clock.now_ms()))
+    clock.advance(1000)
+    append(store, T, 0, keyed([(b"z", b"z")], clock.now_ms()))
+    assert clean(store)
+    assert [k for _, k, _ in records(store)] == [b"a", b"z"]
+
+
+def test_dirty_ratio_below_the_minimum_cleans_nothing_unless_forced(store, clock):
+    fill(store, clock)
+    lazy = CompactionSettings(segment_ms=1, min_cleanable_dirty_ratio=0.99)
+    assert clean(store, settings=lazy)  # nothing clean yet: the ratio is 1
+    fill(store, clock, rounds=1)
+    assert not clean(store, settings=lazy)
+    ratio = store.cleaner.progress[(T, 0)].dirty_ratio
+    assert 0 < ratio < 0.99
+    assert clean(store, settings=lazy, force=True)
+
+
+def test_the_key_map_bound_cleans_in_steps(store, clock, monkeypatch):
+    fill(store, clock, rounds=4, keys=5)
+    monkeypatch.setattr(type(store.cleaner), "map_capacity", property(lambda self: 6))
+    assert clean(store)
+    first = store.partition(T, 0).cleaned_end
+    assert first == 5  # one batch of 5 keys fitted; the next would overflow
+    while clean(store):
+        pass
+    assert store.partition(T, 0).cleaned_end == 20
+    assert len([o for o, _, _ in records(store) if o < 20]) == 5
+
+
+def test_aborted_transactions_are_removed_and_markers_expire(store, clock):
+    pid = 77
+    txn = dict(producer_id=pid, producer_epoch=0, transactional=True)
+    append(store, T, 0, keyed([(b"a", b"aborted")], clock.now_ms(), base_sequence=0, **txn))  # 0
+    store.append_built(T, 0, marker(pid, 0, ABORT))  # 1
+    append(store, T, 0, keyed([(b"b", b"committed")], clock.now_ms(), base_sequence=1, **txn))  # 2
+    store.append_built(T, 0, marker(pid, 0, COMMIT))  # 3
+    clock.advance(1000)
+    append(store, T, 0, keyed([(b"z", b"z")], clock.now_ms()))  # 4: active
+    assert clean(store)
+    kept = store.partition(T, 0).read(0, 1 << 20, True).batches
+    bases = [(rb.base_offset_of(b), bool(b[22] & rb.CONTROL_BIT)) for b in kept]
+    assert bases == [(1, True), (2, False), (3, True), (4, False)]  # aborted data gone, markers kept
+    # a newer value of b leaves the committed transaction empty: its marker goes after
+    # delete.retention.ms, as does the abort marker
+    append(store, T, 0, keyed([(b"b", b"newer")], clock.now_ms()))
+    clock.advance(HOUR + 1000)
+    append(store, T, 0, keyed([(b"y", b"y")], clock.now_ms()))
+    assert clean(store)
+    kept = store.partition(T, 0).read(0, 1 << 20, True).batches
+    assert not any(b[22] & rb.CONTROL_BIT for b in kept)
+    assert latest(store) == {b"b": b"newer", b"z": b"z", b"y": b"y"}
+
+
+def test_an_open_transaction_is_not_cleaned(store, clock):
+    pid = 5
+    append(store, T, 0, keyed([(b"a", b"1")], clock.now_ms()))
+    clock.advance(1000)
+    append(store, T, 0, keyed([(b"a", b"2")], clock.now_ms(), producer_id=pid, producer_epoch=0,
+                              base_sequence=0, transactional=True))
+    clock.advance(1000)
+    append(store, T, 0, keyed([(b"z", b"z")], clock.now_ms()))
+    clean(store)
+    assert store.partition(T, 0).cleaned_end <= 1
+
+
+# -- restarts and the cleaner's files -----------------------------------------------------
+def _clean_dir(store) -> Path:
+    return store.compaction_dir(store.partition(T, 0))
+
+
+def test_the_compaction_store_survives_a_restart_and_unpins_the_commitlog(stores, store, clock):
+    fill(store, clock)
+    assert clean(store)
+    want = records(store)
+    stores.close(store)
+    again = stores.open()
+    assert records(again) == want
+    assert again.partition(T, 0).commitlog_start_offset == 15
+
+
+def test_retention_of_the_commitlog_below_the_cleaned_end_keeps_the_log_start(stores, clock):
+    s = stores.open(segment_bytes=2048, retention_bytes=1)
+    s.create_topic(T, 1, {})
+    fill(s, clock, rounds=20)
+    assert clean(s)
+    cleaned = s.partition(T, 0).cleaned_end
+    s.apply_retention()
+    plog = s.partition(T, 0)
+    assert plog.log_start_offset == 0 and s.commitlog.start_position > 0
+    assert {k for _, k, _ in records(s)} >= {b"k%d" % k for k in range(5)}
+    stores.crash(s)
+    again = stores.open()
+    assert again.partition(T, 0).log_start_offset == 0 and again.partition(T, 0).cleaned_end == cleaned
+    assert latest(again)[b"k3"] == b"v3-19"
+
+
+def test_a_cleaning_killed_before_its_switch_is_discarded(stores, store, clock):
+    fill(store, clock)
+    assert clean(store)
+    directory = _clean_dir(store)
+    good = sorted(os.listdir(directory))
+    (directory / ("00000000000000000099" + TMP_SUFFIX)).write_bytes(b"half a file")
+    want = records(store)
+    stores.crash(store)
+    again = stores.open()
+    assert sorted(os.listdir(directory)) == good
+    assert records(again) == want
+
+
+def test_a_kill_between_switch_and_removal_keeps_the_newest(stores, store, clock):
+    fill(store, clock)
+    assert clean(store)
+    directory = _clean_dir(store)
+    (old,) = os.listdir(directory)
+    saved = (directory / old).read_bytes()
+    fill(store, clock)
+    assert clean(store)
+    (directory / old).write_bytes(saved)  # the older file back, as if its removal was lost
+    want = records(store)
+    stores.crash(store)
+    again = stores.open()
+    assert len(os.listdir(directory)) == 1 and records(again) == want
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip"])
+def test_a_damaged_compacted_file_is_set_aside(stores, store, clock, damage):
+    fill(store, clock)
+    assert clean(store)
+    directory = _clean_dir(store)
+    (name,) = os.listdir(directory)
+    path = directory / name
+    data = bytearray(path.read_bytes())
+    if damage == "truncate":
+        data = data[:-7]
+    else:
+        data[-3] ^= 0xFF
+    path.write_bytes(bytes(data))
+    stores.crash(store)
+    again = stores.open()
+    assert os.listdir(directory) == [name + ".damaged"]
+    plog = again.partition(T, 0)
+    assert plog.compacted is None
+    # the commitlog still had every batch: nothing is lost
+    assert latest(again)[b"k4"] == b"v4-2" and len(records(again)) == 16
+    assert CompactedLog.open(directory) is None
+
+
+def test_deleting_the_topic_removes_its_compaction_store(store, clock):
+    fill(store, clock)
+    assert clean(store)
+    directory = _clean_dir(store)
+    assert any(n.endswith(SUFFIX) for n in os.listdir(directory))
+    store.delete_topic(T)
+    assert not directory.exists()
+
+
+def test_offset_for_timestamp_over_cleaned_offsets(store, clock):
+    start = clock.now_ms()
+    fill(store, clock)
+    assert clean(store)
+    plog = store.partition(T, 0)
+    assert plog.offset_for_timestamp(start)[0] == 10  # the first record kept
+    assert plog.offset_for_timestamp(start + 2000)[0] == 10
+    assert plog.bytes_available(0, 1 << 20) > 0
+
+
+
+def test_partition_size_counts_the_compaction_store(stores, clock):
+    """DescribeLogDirs and the console size a compacted partition from its compaction store
+    below the cleaned end (the commitlog there may be gone)."""
+    from types import SimpleNamespace
+
+    from rmqkafka.adapter.handlers.describe_log_dirs import partition_size
+
+    s = stores.open(segment_bytes=1024, retention_bytes=1)
+    s.create_topic(T, 1, {})
+    fill(s, clock, rounds=20)
+    assert clean(s)
+    s.apply_retention()
+    plog = s.partition(T, 0)
+    size = partition_size(SimpleNamespace(store=s), plog)
+    assert size == plog.compacted.data_bytes + len(plog.batch_at(plog.cleaned_end))
+
+
+def test_a_batch_without_records_is_not_kept():
+    """A stored batch whose records were all parked elsewhere on append holds none: the
+    cleaner leaves a gap instead (an empty batch would stall librdkafka)."""
+    from types import SimpleNamespace
+
+    from rmqkafka.storage.batch_builder import empty_batch
+    from rmqkafka.storage.compaction_cleaner import CleanResult, Plan, _Aborted, _Filter
+
+    job = SimpleNamespace(log_start=0, settings=EAGER, now_ms=0)
+    pass2 = _Filter(job, KeyMap(10), _Aborted([]), [], CleanResult(Plan(0, 0, 0, 0.0, False)))
+    batch = keyed([(b"b", b"1"), (b"c", b"1")], 0)
+    assert pass2.filter(batch) == batch
+    assert pass2.filter(empty_batch(batch)) is None
+
+
+def test_closing_the_store_stops_a_cleaning_and_discards_its_file(store, clock):
+    fill(store, clock)
+    store.cleaner._cancel.set()  # what close() does first
+    assert not clean(store)
+    directory = _clean_dir(store)
+    assert not directory.exists() or not os.listdir(directory)
+    assert store.partition(T, 0).cleaned_end == 0
+
+
+def test_a_long_dirty_range_is_cleaned_in_steps(store, clock, monkeypatch):
+    """At most MAX_SCAN_BATCHES dirty batches are looked at per cleaning (their count is the
+    producers' choice); past that cut they need not be in a closed segment."""
+    from rmqkafka.storage import compaction_cleaner
+
+    monkeypatch.setattr(compaction_cleaner, "MAX_SCAN_BATCHES", 2)
+    fill(store, clock, rounds=3)
+    one_segment = CompactionSettings(segment_ms=HOUR, min_cleanable_dirty_ratio=0.0)
+    assert clean(store, settings=one_segment)
+    assert store.partition(T, 0).cleaned_end == 10
+    # the rest (the third round and the sentinel) reaches the end: one active segment
+    assert not clean(store, settings=one_segment)
+    assert store.partition(T, 0).cleaned_end == 10
+    assert latest(store)[b"k1"] == b"v1-2"
+    assert len(records(store)) == 5 + 5 + 1
+
+
+def test_only_what_the_commitlog_has_fsynced_is_cleaned():
+    """A batch not yet fsynced could vanish from the commitlog in an OS crash while the
+    compaction store kept its offsets: it waits for the flush."""
+    settings = CompactionSettings(segment_ms=1, min_cleanable_dirty_ratio=0.0)
+    batches = _batches([1000, 2000, 3000, 4000])  # positions 0, 1000, 2000, 3000; 100 bytes each
+    assert plan(batches, 0, 1 << 62, 0, settings, now_ms=100_000).count == 3
+    assert plan(batches, 0, 1 << 62, 0, settings, now_ms=100_000, durable_position=1100).count == 2
+    assert plan(batches, 0, 1 << 62, 0, settings, now_ms=100_000, durable_position=1099).count == 1
