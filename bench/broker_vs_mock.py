@@ -25,8 +25,9 @@ PARTITIONS = 4
 QUIET = {"log_level": 0}
 
 
-def produce(bootstrap: str, topic: str, count: int, size: int) -> float:
-    """Seconds to produce and get every acknowledgement for ``count`` records."""
+def produce(bootstrap: str, topic: str, count: int, size: int, partitions: int = PARTITIONS) -> float:
+    """Seconds to produce and get every acknowledgement for ``count`` records, spread evenly
+    over partitions 0 .. ``partitions`` - 1."""
     producer = Producer(
         {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 1_000_000,
          "queue.buffering.max.messages": 1_000_000, **QUIET}
@@ -37,7 +38,7 @@ def produce(bootstrap: str, topic: str, count: int, size: int) -> float:
     for i in range(count):
         while True:
             try:
-                producer.produce(topic, value, partition=i % PARTITIONS,
+                producer.produce(topic, value, partition=i % partitions,
                                  on_delivery=lambda err, _m: failed.append(err) if err else None)
                 break
             except BufferError:
@@ -51,12 +52,12 @@ def produce(bootstrap: str, topic: str, count: int, size: int) -> float:
     return elapsed
 
 
-def consume(bootstrap: str, topic: str, count: int) -> float:
+def consume(bootstrap: str, topic: str, count: int, partitions: int = PARTITIONS) -> float:
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4()}", "enable.auto.commit": False,
          "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 10485760, **QUIET}
     )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     seen = 0
     began = time.perf_counter()
     deadline = began + 120

@@ -33,15 +33,16 @@ class BrokerProcess:
 
 
 def start_broker(flush: str = "async", extra: list[str] | None = None,
-                 data_dir: str | None = None) -> BrokerProcess:
+                 data_dir: str | None = None, stderr=None) -> BrokerProcess:
     """Start ``rmqk serve`` as a process (on ``data_dir``, by default a new temporary one);
-    ready time = spawn until the started line."""
+    ready time = spawn until the started line. ``stderr`` (a file) receives the broker's log."""
     data_dir = data_dir or tempfile.mkdtemp(prefix="rmqk-bench-")
     began = time.perf_counter()
     process = subprocess.Popen(
         [sys.executable, "-m", "rmqkafka", "serve", "--port", "0", "--data-dir", data_dir,
          "--flush", flush, "--log-level", "WARNING", *(extra or [])],
         stdout=subprocess.PIPE,
+        stderr=stderr,
         text=True,
     )
     assert process.stdout is not None
@@ -71,7 +72,7 @@ class MockCluster:
         self.bootstrap = f"{broker.host}:{broker.port}"
 
 
-def create_topic(bootstrap: str, name: str, is_mock: bool, partitions: int = 4) -> None:
+def create_topic(bootstrap: str, name: str, is_mock: bool, partitions: int = 4, timeout: float = 10) -> None:
     """A topic of ``partitions`` partitions on our broker (CreateTopics); on the librdkafka
     mock, which has no CreateTopics, auto-created with 4 by one empty record."""
     from confluent_kafka import Producer
@@ -84,4 +85,4 @@ def create_topic(bootstrap: str, name: str, is_mock: bool, partitions: int = 4) 
         producer.flush(10)
         return
     admin = AdminClient({"bootstrap.servers": bootstrap, **quiet})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
+    admin.create_topics([NewTopic(name, partitions, 1)], request_timeout=timeout)[name].result(timeout)

@@ -369,6 +369,11 @@ class PartitionLog:
         if offset > self.cleaned_end:
             self.advance_log_start(offset)
 
+    def take_dirty_fds(self) -> list[int]:
+        """Descriptors of its index files written since the last call, for a sync elsewhere."""
+        return [*self.consume_queue.take_dirty_fds(), *self.time_index.take_dirty_fds(),
+                *self.txn_index.take_dirty_fds()]
+
     def flush(self) -> None:
         self.consume_queue.flush()
         self.time_index.flush()

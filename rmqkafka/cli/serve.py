@@ -207,6 +207,32 @@ def _tune_allocator() -> bool:
         mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES))
 
 
+OPEN_FILES_CEILING = 1 << 20  # Linux's default fs.nr_open, the most an unlimited hard limit allows
+
+
+def _raise_open_files_limit() -> tuple[int, int] | None:
+    """Raise the soft limit of open files to the hard one, as the JVM does for Kafka
+    (HotSpot's MaxFDLimit, on by default); returns (before, after), None when unchanged.
+
+    The broker holds two descriptors per partition it has used (its consume queue and time
+    index files, kept open) and, while a checkpoint syncs them, one more per partition
+    written since the last: 1,000 busy partitions need some 4,000. The usual soft limit is
+    1,024 while the hard one is far higher, and at the soft limit appends, checkpoints and
+    accepts fail with EMFILE."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = OPEN_FILES_CEILING if hard == resource.RLIM_INFINITY else hard
+    if soft != resource.RLIM_INFINITY and soft >= target:
+        return None
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ValueError, OSError) as exc:
+        logger.warning("could not raise the open files limit from %d to %d: %s", soft, target, exc)
+        return None
+    return soft, target
+
+
 def run(server_config: ServerConfig) -> int:
     """Run the broker until a signal; returns the process exit status."""
     from rmqkafka.adapter.security.tls import TlsConfigError
@@ -274,6 +300,9 @@ async def _serve(server_config: ServerConfig, loop_name: str = "asyncio") -> int
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
 
+    raised = _raise_open_files_limit()  # before recovery opens every used partition's files
+    if raised is not None:
+        logger.info("open files limit raised from %d to %d", *raised)
     adapter_config, storage_config = server_config.adapter, server_config.storage
     logger.info(
         "starting: data dir %s, flush %s, listener %s:%s",

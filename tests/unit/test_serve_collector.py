@@ -1,5 +1,5 @@
 """The serving process tunes the cyclic garbage collector and glibc's allocator once it has
-started (rmqk serve)."""
+started, and raises its open files limit before it opens the store (rmqk serve)."""
 
 from __future__ import annotations
 
@@ -57,3 +57,43 @@ def test_serving_reuses_the_memory_of_read_batches(tmp_path):
             assert out[0] == "True"
     # 1 MB is 256 pages: faulted in anew on each read without the tuning, reused with it
     assert faults["tuned"] < 8 and faults["default"] > 128, faults
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX resource limits")
+def test_serving_raises_the_open_files_soft_limit_to_the_hard_one():
+    import resource
+
+    before = resource.getrlimit(resource.RLIMIT_NOFILE)
+    hard = before[1]
+    target = serve.OPEN_FILES_CEILING if hard == resource.RLIM_INFINITY else hard
+    lowered = min(256, target)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (lowered, hard))  # lowering needs no privilege
+    try:
+        raised = serve._raise_open_files_limit()
+        assert resource.getrlimit(resource.RLIMIT_NOFILE) == (target, hard)
+        assert raised == ((lowered, target) if lowered < target else None)
+        assert serve._raise_open_files_limit() is None  # already at the hard limit
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, before)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/limits"), reason="Linux's /proc")
+def test_the_serving_process_runs_with_the_hard_open_files_limit(tmp_path):
+    """rmqk serve started with a low soft limit (as a login shell's 1,024) raises it."""
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rmqkafka", "serve", "--port", "0", "--data-dir", str(tmp_path / "data"),
+         "--log-level", "WARNING"],
+        stdout=subprocess.PIPE, text=True,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard)))
+    try:
+        assert "started" in process.stdout.readline()
+        with open(f"/proc/{process.pid}/limits") as f:
+            row = next(line for line in f if line.startswith("Max open files")).split()
+        expected = serve.OPEN_FILES_CEILING if hard == resource.RLIM_INFINITY else hard
+        assert int(row[3]) == expected, row
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
