@@ -153,8 +153,9 @@ class HalfMessages:
         return found
 
     # -- parking and ending (just before the produced batch is written) ----------------------
-    def park(self, topic: str, partition: int, halves: list[tuple[int, object]]) -> None:
-        """Park the half messages taken from a batch of ``topic``-``partition``."""
+    def park(self, topic: str, partition: int, halves: list[tuple[int, object]], intents: list[Intent]) -> None:
+        """Park the half messages taken from a batch of ``topic``-``partition`` (with the
+        Intent ``classify`` found for each)."""
         self._last_parked = []
         if not halves:
             return
@@ -162,9 +163,11 @@ class HalfMessages:
         records = [record for _, record in halves]
         batch = half_batch(records, topic, partition, (topic, partition), [offset for offset, _ in halves], now)
         base = self.store.append_built(HALF_TOPIC, 0, batch, records=records).base_offset
-        for i, record in enumerate(records):
-            self._add(base + i, record.headers, topic, partition, now)
-            self._last_parked.append(base + i)
+        timeout = self.config.transaction_timeout_ms
+        self.pending.add_run(base, [(intent.group, intent.key) for intent in intents], topic, partition, now,
+                             [now + max(timeout, intent.immunity_ms) for intent in intents])
+        self._last_parked = list(range(base, base + len(intents)))
+        self._version += 1
 
     def defer_ends(self, ends: list[Intent]) -> None:
         """The end records of the batch being written (checked by ``classify``): carried out

@@ -122,6 +122,35 @@ class PendingHalves:
                 del self._keys[row]
         self._insert(row, offset, group, key, topic, partition, stored_ms, first_check_ms, checks)
 
+    def add_run(self, base: int, groups_and_keys: list[tuple[str, str]], topic: str, partition: int,
+                stored_ms: int, first_checks: list[int]) -> None:
+        """``add`` for offsets ``base``, ``base`` + 1, ... (a parked batch), with the columns
+        extended once rather than a row at a time."""
+        if self._offsets and base <= self._offsets[-1]:
+            for offset, ((group, key), first) in enumerate(zip(groups_and_keys, first_checks), base):
+                self.add(offset, group, key, topic, partition, stored_ms, first)
+            return
+        count = len(groups_and_keys)
+        dest_id = self._intern_dest((topic, partition))
+        group_ids = []
+        for offset, (group, key) in enumerate(groups_and_keys, base):
+            group_id = self._group_ids.get(group)
+            if group_id is None:
+                group_id = self._intern_group(group)
+            group_ids.append(group_id)
+            keys = self._by_key.get(group)
+            if keys is None:
+                keys = self._by_key[group] = {}
+            keys[key] = offset
+        self._offsets.extend(range(base, base + count))
+        self._stored.extend([stored_ms] * count)
+        self._first_check.extend(first_checks)
+        self._checks.extend([0] * count)
+        self._group.extend(group_ids)
+        self._dest.extend([dest_id] * count)
+        self._keys.extend([key for _, key in groups_and_keys])
+        self._live += count
+
     def remove(self, offset: int) -> Pending | None:
         row = self._row(offset)
         if row is None:
@@ -192,13 +221,8 @@ class PendingHalves:
                 stored_ms: int, first_check_ms: int, checks: int) -> None:
         group_id = self._group_ids.get(group)
         if group_id is None:
-            group_id = self._group_ids[group] = len(self._groups)
-            self._groups.append(group)
-        dest = (topic, partition)
-        dest_id = self._dest_ids.get(dest)
-        if dest_id is None:
-            dest_id = self._dest_ids[dest] = len(self._dests)
-            self._dests.append(dest)
+            group_id = self._intern_group(group)
+        dest_id = self._intern_dest((topic, partition))
         self._by_key.setdefault(group, {})[key] = offset  # the key names this row from now on
         for column, value in ((self._offsets, offset), (self._stored, stored_ms),
                               (self._first_check, first_check_ms), (self._checks, checks),
@@ -206,6 +230,20 @@ class PendingHalves:
             column.insert(row, value)
         self._keys.insert(row, key)
         self._live += 1
+
+    def _intern_group(self, group: str) -> int:
+        group_id = self._group_ids.get(group)
+        if group_id is None:
+            group_id = self._group_ids[group] = len(self._groups)
+            self._groups.append(group)
+        return group_id
+
+    def _intern_dest(self, dest: tuple[str, int]) -> int:
+        dest_id = self._dest_ids.get(dest)
+        if dest_id is None:
+            dest_id = self._dest_ids[dest] = len(self._dests)
+            self._dests.append(dest)
+        return dest_id
 
     def _drop(self, row: int) -> None:
         if self._checks[row] == REMOVED:
@@ -227,15 +265,22 @@ class PendingHalves:
             self._compact()
 
     def _compact(self) -> None:
-        """Rebuild the columns without tombstones (and the interned names no row uses)."""
-        if len(self._offsets) == self._live:
+        """Rebuild the columns without tombstones (the by-key dicts hold offsets, not rows,
+        so they stay). Ends come mostly oldest first: often the dead are just a prefix."""
+        dead = len(self._offsets) - self._live
+        if not dead:
             return
-        live = [row for row in range(len(self._offsets)) if self._checks[row] != REMOVED]
-        rows = [(self._offsets[r], self._groups[self._group[r]], self._keys[r], *self._dests[self._dest[r]],
-                 self._stored[r], self._first_check[r], self._checks[r]) for r in live]
-        self.clear()
-        for row in rows:
-            self.add(*row)  # type: ignore[arg-type]
+        checks = self._checks
+        first_live = next(row for row in range(len(checks)) if checks[row] != REMOVED) if self._live else len(checks)
+        if first_live == dead:
+            for column in self._columns().values():
+                del column[:dead]
+            del self._keys[:dead]
+            return
+        live = [row for row in range(len(checks)) if checks[row] != REMOVED]
+        for name, column in self._columns().items():
+            setattr(self, "_" + name, array(column.typecode, [column[row] for row in live]))
+        self._keys = [self._keys[row] for row in live]
 
 
 def _pack(column: array) -> str:

@@ -93,3 +93,14 @@ def test_100000_pending_take_less_than_25_mb():
         tracemalloc.stop()
     assert len(table) == 100_000
     assert used < 25 * 2**20, f"{used / 2**20:.1f} MB"
+
+
+def test_ended_oldest_first_the_dead_prefix_is_cut_and_lookups_still_work():
+    table = filled(3000)
+    for i in range(2500):
+        table.remove(100 + i * 2)
+    assert len(table._offsets) < 3000  # the columns were cut
+    assert [offset for offset, _ in table.items()] == [100 + i * 2 for i in range(2500, 3000)]
+    assert table.get(100 + 2600 * 2).key == "key-00002600" and table.get(100 + 2400 * 2) is None
+    table.add(100 + 3000 * 2, "g0", "next", "t0", 0, 1, 2)
+    assert table.offset_of("g0", "next") == 6100 and len(table) == 501
