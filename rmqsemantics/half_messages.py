@@ -241,19 +241,20 @@ class HalfMessages:
         self.pending.add(offset, group, key, topic, partition, stored_ms, first_check)
         self._version += 1
 
-    def _remove(self, offset: int, how: str) -> Pending | None:
-        entry = self.pending.remove(offset)
-        if entry is not None:
-            ident = hash((entry.group, entry.key))
-            self._ended.pop(ident, None)  # to the newest end
-            self._ended[ident] = how
-            if len(self._ended) > ENDED_REMEMBERED:
-                del self._ended[next(iter(self._ended))]
-            self._version += 1
-        return entry
+    def _remove(self, offset: int, how: str) -> bool:
+        named = self.pending.discard(offset)
+        if named is None:
+            return False
+        ident = hash(named)
+        self._ended.pop(ident, None)  # to the newest end
+        self._ended[ident] = how
+        if len(self._ended) > ENDED_REMEMBERED:
+            del self._ended[next(iter(self._ended))]
+        self._version += 1
+        return True
 
     def _cancel(self, where: Where) -> None:
-        if self._remove(where[2], "cancelled") is not None:
+        if self._remove(where[2], "cancelled"):
             log.warning("%s-0@%d: half message cancelled: the batch it was taken from was not written "
                         "(its producer got an error or no answer)", HALF_TOPIC, where[2])
             self.counters["cancelled"] += 1

@@ -160,6 +160,16 @@ class PendingHalves:
         self._compact_if_sparse()
         return entry
 
+    def discard(self, offset: int) -> tuple[str, str] | None:
+        """``remove`` for a caller that needs only the (group, key) the row had."""
+        row = self._row(offset)
+        if row is None:
+            return None
+        named = self._groups[self._group[row]], self._keys[row]
+        self._drop(row)
+        self._compact_if_sparse()
+        return named  # type: ignore[return-value]
+
     def set_checks(self, offset: int, checks: int) -> None:
         row = self._row(offset)
         if row is not None:

@@ -104,3 +104,9 @@ def test_ended_oldest_first_the_dead_prefix_is_cut_and_lookups_still_work():
     assert table.get(100 + 2600 * 2).key == "key-00002600" and table.get(100 + 2400 * 2) is None
     table.add(100 + 3000 * 2, "g0", "next", "t0", 0, 1, 2)
     assert table.offset_of("g0", "next") == 6100 and len(table) == 501
+
+
+def test_discard_names_the_row_it_removed():
+    table = filled(3)
+    assert table.discard(102) == ("g1", "key-00000001")
+    assert table.discard(102) is None and len(table) == 2 and table.offset_of("g1", "key-00000001") is None
