@@ -161,8 +161,10 @@ class HalfMessages:
             return
         now = self.clock.now_ms()
         records = [record for _, record in halves]
-        batch = half_batch(records, topic, partition, (topic, partition), [offset for offset, _ in halves], now)
+        batch, rows = half_batch(records, topic, partition, (topic, partition), [offset for offset, _ in halves], now)
         base = self.store.append_built(HALF_TOPIC, 0, batch, records=records).base_offset
+        # its end usually follows soon: the commit then finds the record without a parse
+        self._parked.remember(self.store.partition(HALF_TOPIC, 0), base, len(batch), rows, (topic, partition))
         timeout = self.config.transaction_timeout_ms
         self.pending.add_run(base, [(intent.group, intent.key) for intent in intents], topic, partition, now,
                              [now + max(timeout, intent.immunity_ms) for intent in intents])

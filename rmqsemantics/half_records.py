@@ -158,15 +158,17 @@ def header_of(headers: list[Header], name: str) -> bytes | None:
 
 
 def half_batch(records: list, real_topic: str, real_qid: int, source: tuple[str, int], placed: list[int],
-               stored_ms: int) -> bytes:
+               stored_ms: int) -> tuple[bytes, list[tuple[int, bytes | None, bytes | None, list[Header]]]]:
     """The half-topic copy of ``records`` (aiokafka records) produced to ``real_topic`` /
-    ``real_qid``, taken from ``placed`` offsets of partition ``source``."""
+    ``real_qid``, taken from ``placed`` offsets of partition ``source``, and its (timestamp,
+    key, value, headers) rows: the records as a parse of the batch would give them."""
     origin = f"{source[0]}-{source[1]}@".encode()
     added = [(REAL_TOPIC, real_topic.encode()), (REAL_QID, b"%d" % real_qid), (HALF_STORED_MS, b"%d" % stored_ms)]
-    return build_batch(
-        (record.timestamp, record.key, record.value,
-         [*(h for h in record.headers if h[0] not in _BROKER_HEADERS), *added, (PARKED_FROM, b"%s%d" % (origin, offset))])
-        for record, offset in zip(records, placed))
+    rows = [(record.timestamp, record.key, record.value,
+             [*(h for h in record.headers if h[0] not in _BROKER_HEADERS), *added,
+              (PARKED_FROM, b"%s%d" % (origin, offset))])
+            for record, offset in zip(records, placed)]
+    return build_batch(rows), rows
 
 
 def committed_headers(record, half_offset: int) -> list[Header]:

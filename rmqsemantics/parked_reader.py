@@ -11,6 +11,7 @@ fall due. Parked batches are the broker's own: a record at every offset.
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import NamedTuple
 
 from rmqkafka.storage import record_batch
 from rmqkafka.storage.partition_log import PartitionLog
@@ -19,6 +20,17 @@ from .parked_records import real_partition
 
 # Bytes of parked batches kept parsed (their records take a few times as much as objects).
 CACHE_BYTES = 8 << 20
+
+
+class BuiltRecord(NamedTuple):
+    """A record of a batch the broker built, as the builder was given it: what reading the
+    batch back would give (offset, timestamp, key, value, headers), without the parse."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list
 
 
 class ParkedReader:
@@ -54,6 +66,19 @@ class ParkedReader:
             self._batches.move_to_end(position)
         self._last = (cached[1], cached[1] + len(cached[2]), plog, cached)
         return self._at(cached, offset)
+
+    def remember(self, plog: PartitionLog, base: int, size: int, rows: list, real: tuple[str, int]) -> None:
+        """Keep a batch just appended to ``plog`` at offset ``base`` (``size`` bytes, built
+        from (timestamp, key, value, headers) ``rows`` for partition ``real``) as if it had
+        been read: its records are found without reading or parsing it."""
+        position, _, _ = plog.consume_queue.entry(base)
+        records = [BuiltRecord(offset, *row) for offset, row in enumerate(rows, base)]
+        self._batches[position] = (size, base, records, real)
+        self._size += size
+        while self._size > self._budget and len(self._batches) > 1:
+            _, (old, *_) = self._batches.popitem(last=False)
+            self._size -= old
+        self._last = None
 
     @staticmethod
     def _at(cached: tuple[int, int, list, tuple[str, int] | None], offset: int):
