@@ -20,6 +20,10 @@ from .parked_records import real_partition
 
 # Bytes of parked batches kept parsed (their records take a few times as much as objects).
 CACHE_BYTES = 8 << 20
+# Bytes of batches kept as built (``remember``): the newest, for ends that follow their half
+# messages soon; small, since they are kept whether or not an end ever comes (100,000 half
+# messages never ended must not hold 8 MiB of batches as objects, 30 MB and more).
+BUILT_BYTES = 1 << 20
 
 
 class BuiltRecord(NamedTuple):
@@ -34,9 +38,12 @@ class BuiltRecord(NamedTuple):
 
 
 class ParkedReader:
-    def __init__(self, budget_bytes: int = CACHE_BYTES) -> None:
+    def __init__(self, budget_bytes: int = CACHE_BYTES, built_bytes: int = BUILT_BYTES) -> None:
         self._budget = budget_bytes
         self._size = 0
+        self._built_budget = built_bytes
+        self._built_size = 0
+        self._built: OrderedDict[int, tuple[int, int, list, tuple[str, int] | None]] = OrderedDict()
         # position -> (size, base offset, records, their real partition)
         self._batches: OrderedDict[int, tuple[int, int, list, tuple[str, int] | None]] = OrderedDict()
         self._last: tuple[int, int, PartitionLog, tuple] | None = None  # (base, end, plog, cached)
@@ -51,7 +58,7 @@ class ParkedReader:
         position, size, _ = plog.consume_queue.entry(offset)
         if size == 0:  # a lost offset (damaged commitlog range): no record there
             return None
-        cached = self._batches.get(position)
+        cached = self._batches.get(position) or self._built.get(position)
         if cached is None:
             batch = plog.read_at(position, size)
             records = record_batch.read_records(batch)
@@ -62,7 +69,7 @@ class ParkedReader:
             while self._size > self._budget and len(self._batches) > 1:
                 _, (old, *_) = self._batches.popitem(last=False)
                 self._size -= old
-        else:
+        elif position in self._batches:
             self._batches.move_to_end(position)
         self._last = (cached[1], cached[1] + len(cached[2]), plog, cached)
         return self._at(cached, offset)
@@ -73,11 +80,11 @@ class ParkedReader:
         been read: its records are found without reading or parsing it."""
         position, _, _ = plog.consume_queue.entry(base)
         records = [BuiltRecord(offset, *row) for offset, row in enumerate(rows, base)]
-        self._batches[position] = (size, base, records, real)
-        self._size += size
-        while self._size > self._budget and len(self._batches) > 1:
-            _, (old, *_) = self._batches.popitem(last=False)
-            self._size -= old
+        self._built[position] = (size, base, records, real)
+        self._built_size += size
+        while self._built_size > self._built_budget and len(self._built) > 1:
+            _, (old, *_) = self._built.popitem(last=False)
+            self._built_size -= old
         self._last = None
 
     @staticmethod
@@ -91,4 +98,6 @@ class ParkedReader:
     def clear(self) -> None:
         self._batches.clear()
         self._size = 0
+        self._built.clear()
+        self._built_size = 0
         self._last = None

@@ -146,6 +146,17 @@ async def test_a_commit_soon_after_its_half_reads_nothing_back_and_writes_what_a
     assert [(r.timestamp, r.key, r.value, list(r.headers)) for r in _records(b, "orders", 1)] == expected
 
 
+async def test_half_batches_kept_as_built_stay_within_their_budget(world):
+    from rmqkafka.rmqsemantics.parked_reader import BUILT_BYTES
+
+    b = await opened(world)
+    value = b"v" * 10_000
+    for n in range(30):  # 30 batches of 10 half messages, 100 KB each: 3 MB in all
+        b.produce("orders", 0, batch(*[half(value, f"K{n}-{i}") for i in range(10)]))
+    reader = b.scheduler.halves._parked
+    assert 0 < reader._built_size <= BUILT_BYTES and len(reader._built) < 30
+
+
 async def test_rollback_writes_only_an_op_record(world):
     b = await opened(world)
     b.produce("orders", 0, batch(half(b"v", "A"), half(b"w", "B")))
