@@ -44,7 +44,7 @@ class ParkedReader:
         self._built_budget = built_bytes
         self._built_size = 0
         self._built: OrderedDict[int, tuple[int, int, list, tuple[str, int] | None]] = OrderedDict()
-        # position -> (size, base offset, records, their real partition)
+        # position -> (size, base offset, records (rows in _built), their real partition)
         self._batches: OrderedDict[int, tuple[int, int, list, tuple[str, int] | None]] = OrderedDict()
         self._last: tuple[int, int, PartitionLog, tuple] | None = None  # (base, end, plog, cached)
 
@@ -58,7 +58,12 @@ class ParkedReader:
         position, size, _ = plog.consume_queue.entry(offset)
         if size == 0:  # a lost offset (damaged commitlog range): no record there
             return None
-        cached = self._batches.get(position) or self._built.get(position)
+        built = self._built.get(position)
+        if built is not None:  # rows as built: a record is made only for the one asked for
+            _, base, rows, real = built
+            index = offset - base
+            return (BuiltRecord(offset, *rows[index]), real) if 0 <= index < len(rows) else None
+        cached = self._batches.get(position)
         if cached is None:
             batch = plog.read_at(position, size)
             records = record_batch.read_records(batch)
@@ -79,8 +84,7 @@ class ParkedReader:
         from (timestamp, key, value, headers) ``rows`` for partition ``real``) as if it had
         been read: its records are found without reading or parsing it."""
         position, _, _ = plog.consume_queue.entry(base)
-        records = [BuiltRecord(offset, *row) for offset, row in enumerate(rows, base)]
-        self._built[position] = (size, base, records, real)
+        self._built[position] = (size, base, rows, real)
         self._built_size += size
         while self._built_size > self._built_budget and len(self._built) > 1:
             _, (old, *_) = self._built.popitem(last=False)
