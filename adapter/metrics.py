@@ -351,7 +351,7 @@ class BrokerCollector:
         yield pending
         checks_pending = GaugeMetricFamily("rmqk_half_messages_checked_pending",
                                            "Pending half messages whose producer group was asked at least once")
-        checks_pending.add_metric([], sum(1 for entry in halves.pending.values() if entry.checks))
+        checks_pending.add_metric([], halves.pending.checked())
         yield checks_pending
         for key, help_text in (("committed", "Half messages committed"),
                                ("rolled_back", "Half messages rolled back (by the producer or after the last check)"),

@@ -29,9 +29,7 @@ from __future__ import annotations
 
 import logging
 import zlib
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 from rmqkafka.storage import record_batch
 from rmqkafka.storage.clock import Clock
@@ -67,6 +65,7 @@ from .half_records import (
     op_batch,
 )
 from .park_replay import ParkReplay, Where
+from .pending_halves import Pending, PendingHalves
 from .parked_reader import ParkedReader
 from .parked_records import PARKED_FROM, header, real_partition
 
@@ -84,17 +83,6 @@ STATUS_LIMIT = 100
 Deliver = Callable[[list[tuple[object, list]], str, int], None]
 
 
-@dataclass(slots=True)
-class Pending:
-    group: str
-    key: str
-    topic: str
-    partition: int
-    stored_ms: int
-    first_check_ms: int  # stored time + max(transactionTimeOut, the message's immunity)
-    checks: int = 0
-
-
 class HalfMessages:
     """See the module docstring. The scheduler calls it as part of its Diverter and
     DerivedState roles (one parking path, one replay)."""
@@ -106,9 +94,10 @@ class HalfMessages:
         self.clock = clock
         self._deliver = deliver
         self._delay_topics = delay_topics  # the scheduler's: where a committed message may wait
-        self.pending: dict[int, Pending] = {}  # half offset -> entry, in offset order
-        self._by_key: dict[tuple[str, str], int] = {}
-        self._ended: OrderedDict[tuple[str, str], str] = OrderedDict()  # recent ends: "committed" ...
+        self.pending = PendingHalves()  # half offset -> entry, in offset order
+        # recent ends by hash((group, key)) -> "committed" ...: only a refusal's message reads
+        # it, and an int is the smallest key (a collision words a refusal wrongly, no more)
+        self._ended: dict[int, str] = {}
         self._claimed: set[tuple[str, str]] = set()  # keys a request being appended names
         self._last_parked: list[int] = []
         self._ends: list[Intent] = []
@@ -144,37 +133,43 @@ class HalfMessages:
             ident = (intent.group, intent.key)
             if ident in self._claimed:
                 raise InvalidRecordError(f"UNIQ_KEY {intent.key} of group {intent.group} appears twice in the request")
+            offset = self.pending.offset_of(intent.group, intent.key)
             if intent.end is None:
-                if ident in self._by_key:
+                if offset is not None:
                     raise InvalidRecordError(
                         f"half message UNIQ_KEY {intent.key} of group {intent.group} is already pending")
             else:
-                offset = self._by_key.get(ident)
                 if offset is None:
-                    ended = self._ended.get(ident)
+                    ended = self._ended.get(hash(ident))
                     state = f"was already {ended}" if ended else "is not pending (unknown, or already ended)"
                     raise InvalidRecordError(f"half message UNIQ_KEY {intent.key} of group {intent.group} {state}")
-                if self.pending[offset].topic != topic:
+                pending_topic = self.pending.topic_of(offset)
+                if pending_topic != topic:
                     raise InvalidRecordError(
                         f"half message UNIQ_KEY {intent.key} of group {intent.group} is for topic "
-                        f"{self.pending[offset].topic!r}: its end record must be produced there")
+                        f"{pending_topic!r}: its end record must be produced there")
             self._claimed.add(ident)
             found[i] = intent
         return found
 
     # -- parking and ending (just before the produced batch is written) ----------------------
-    def park(self, topic: str, partition: int, halves: list[tuple[int, object]]) -> None:
-        """Park the half messages taken from a batch of ``topic``-``partition``."""
+    def park(self, topic: str, partition: int, halves: list[tuple[int, object]], intents: list[Intent]) -> None:
+        """Park the half messages taken from a batch of ``topic``-``partition`` (with the
+        Intent ``classify`` found for each)."""
         self._last_parked = []
         if not halves:
             return
         now = self.clock.now_ms()
         records = [record for _, record in halves]
-        batch = half_batch(records, topic, partition, (topic, partition), [offset for offset, _ in halves], now)
+        batch, rows = half_batch(records, topic, partition, (topic, partition), [offset for offset, _ in halves], now)
         base = self.store.append_built(HALF_TOPIC, 0, batch, records=records).base_offset
-        for i, record in enumerate(records):
-            self._add(base + i, record.headers, topic, partition, now)
-            self._last_parked.append(base + i)
+        # its end usually follows soon: the commit then finds the record without a parse
+        self._parked.remember(self.store.partition(HALF_TOPIC, 0), base, len(batch), rows, (topic, partition))
+        timeout = self.config.transaction_timeout_ms
+        self.pending.add_run(base, [(intent.group, intent.key) for intent in intents], topic, partition, now,
+                             [now + max(timeout, intent.immunity_ms) for intent in intents])
+        self._last_parked = list(range(base, base + len(intents)))
+        self._version += 1
 
     def defer_ends(self, ends: list[Intent]) -> None:
         """The end records of the batch being written (checked by ``classify``): carried out
@@ -185,8 +180,8 @@ class HalfMessages:
 
     def written(self) -> None:
         ends, self._ends = self._ends, []
-        decisions = [(self._by_key[(i.group, i.key)], i.end or COMMIT, BY_PRODUCER)
-                     for i in ends if (i.group, i.key) in self._by_key]
+        offsets = [(self.pending.offset_of(i.group, i.key), i.end or COMMIT) for i in ends]
+        decisions = [(offset, end, BY_PRODUCER) for offset, end in offsets if offset is not None]
         if decisions:
             self._decide(decisions, self.clock.now_ms())
 
@@ -245,24 +240,23 @@ class HalfMessages:
         group = (header_of(headers, PGROUP) or b"").decode("utf-8", "replace")
         key = (header_of(headers, UNIQ_KEY) or b"").decode("utf-8", "replace")
         first_check = stored_ms + max(self.config.transaction_timeout_ms, immunity_ms(headers))
-        self.pending[offset] = Pending(group, key, topic, partition, stored_ms, first_check)
-        self._by_key[(group, key)] = offset
+        self.pending.add(offset, group, key, topic, partition, stored_ms, first_check)
         self._version += 1
 
-    def _remove(self, offset: int, how: str) -> Pending | None:
-        entry = self.pending.pop(offset, None)
-        if entry is not None:
-            ident = (entry.group, entry.key)
-            if self._by_key.get(ident) == offset:
-                del self._by_key[ident]
-            self._ended[ident] = how
-            if len(self._ended) > ENDED_REMEMBERED:
-                self._ended.popitem(last=False)
-            self._version += 1
-        return entry
+    def _remove(self, offset: int, how: str) -> bool:
+        named = self.pending.discard(offset)
+        if named is None:
+            return False
+        ident = hash(named)
+        self._ended.pop(ident, None)  # to the newest end
+        self._ended[ident] = how
+        if len(self._ended) > ENDED_REMEMBERED:
+            del self._ended[next(iter(self._ended))]
+        self._version += 1
+        return True
 
     def _cancel(self, where: Where) -> None:
-        if self._remove(where[2], "cancelled") is not None:
+        if self._remove(where[2], "cancelled"):
             log.warning("%s-0@%d: half message cancelled: the batch it was taken from was not written "
                         "(its producer got an error or no answer)", HALF_TOPIC, where[2])
             self.counters["cancelled"] += 1
@@ -277,16 +271,18 @@ class HalfMessages:
         """``check_pass`` in steps of at most ``budget`` half messages, yielding the requests
         each sent, so the caller can let other work run in between (a pass over 100,000
         pending messages takes over a second). A message ended between steps is skipped."""
-        due = [offset for offset, entry in self.pending.items() if entry.first_check_ms <= now]
+        due = self.pending.due(now)
         for start in range(0, len(due), budget):
-            yield self._check([o for o in due[start:start + budget] if o in self.pending], now)
+            yield self._check(due[start:start + budget], now)
 
     def _check(self, offsets: list[int], now: int) -> int:
         plog = self.store.partition(HALF_TOPIC, 0)
-        by_group: dict[str, list[tuple[object, int, int]]] = {}
+        by_group: dict[str, list[tuple[object, int, int, str]]] = {}
         out_of_checks: list[tuple[int, str, str]] = []
         for offset in offsets:
-            entry = self.pending[offset]
+            entry = self.pending.get(offset)
+            if entry is None:  # ended since the pass began
+                continue
             if entry.checks >= self.config.transaction_check_max:
                 out_of_checks.append((offset, ROLLBACK, BY_CHECK_MAX))
                 continue
@@ -295,20 +291,20 @@ class HalfMessages:
                 log.error("%s-0@%d: half message gone (retention?); rolled back", HALF_TOPIC, offset)
                 out_of_checks.append((offset, ROLLBACK, BY_CHECK_MAX))
                 continue
-            by_group.setdefault(entry.group, []).append((found[0], offset, entry.checks + 1))
+            by_group.setdefault(entry.group, []).append((found[0], offset, entry.checks + 1, entry.key))
         if out_of_checks:
             self._decide(out_of_checks, now)
         return sum(self._send_checks(group, checks) for group, checks in by_group.items())
 
-    def _send_checks(self, group: str, checks: list[tuple[object, int, int]]) -> int:
+    def _send_checks(self, group: str, checks: list[tuple[object, int, int, str]]) -> int:
+        """Check requests for (half record, its offset, check number, its key)."""
         topic = check_topic(group)
         if self.store.topics.get(topic) is None:
             self.store.create_topic(topic, CHECK_PARTITIONS, {})
         partitions = self.store.topics.get(topic).partitions
         by_partition: dict[int, list[tuple[object, int, int]]] = {}
-        for check in checks:
-            key = self.pending[check[1]].key.encode()
-            by_partition.setdefault(zlib.crc32(key) % partitions, []).append(check)
+        for record, offset, times, key in checks:
+            by_partition.setdefault(zlib.crc32(key.encode()) % partitions, []).append((record, offset, times))
         sent = 0
         for partition, items in sorted(by_partition.items()):
             for start in range(0, len(items), CHECK_BATCH_RECORDS):
@@ -319,7 +315,7 @@ class HalfMessages:
                     log.exception("sending %d check request(s) to %s-%d failed", len(chunk), topic, partition)
                     return sent
                 for _, offset, times in chunk:
-                    self.pending[offset].checks = times
+                    self.pending.set_checks(offset, times)
                 self._version += 1
                 sent += len(chunk)
                 self.counters["checks_sent"] += len(chunk)
@@ -329,19 +325,13 @@ class HalfMessages:
     def snapshot(self) -> object:
         cached = self._snapshot_cache
         if cached is None or cached[0] != self._version:
-            state = {"pending": [[o, e.group, e.key, e.topic, e.partition, e.stored_ms, e.first_check_ms, e.checks]
-                                 for o, e in self.pending.items()]}
+            state = {"table": self.pending.snapshot()}
             self._snapshot_cache = cached = (self._version, state)
         return cached[1]
 
     def restore(self, state: object | None) -> None:
-        self.pending.clear()
-        self._by_key.clear()
-        rows = state.get("pending", []) if isinstance(state, dict) else []
-        for offset, group, key, topic, partition, stored, first_check, checks in rows:
-            self.pending[int(offset)] = Pending(group, key, topic, int(partition), int(stored), int(first_check),
-                                                int(checks))
-            self._by_key[(group, key)] = int(offset)
+        state = state if isinstance(state, dict) else {}
+        self.pending.restore(state.get("table"), state.get("pending"))  # "pending": an older broker's rows
         self._replay = ParkReplay(self._cancel, self._replayed_delivery)
         self._version += 1
 
@@ -365,9 +355,9 @@ class HalfMessages:
                     self._remove(offset, "ended")
         elif topic.startswith(CHECK_PREFIX):
             for record in record_batch.read_records(batch):
-                entry = self.pending.get(half_offset_of(header(record, TRAN_HALF)))  # type: ignore[arg-type]
-                if entry is not None:
-                    entry.checks = max(entry.checks, int_header(record, CHECK_TIMES))
+                offset = half_offset_of(header(record, TRAN_HALF))
+                if offset is not None:
+                    self.pending.raise_checks(offset, int_header(record, CHECK_TIMES))
 
     def _replayed_delivery(self, where: Where, topic: str, partition: int) -> None:
         """A ``PARKED_AT`` naming a half message in a replayed batch of ``topic``: its
@@ -405,7 +395,7 @@ class HalfMessages:
                 "transaction_check_max": self.config.transaction_check_max}
 
     def find(self, group: str, key: str) -> dict | None:
-        offset = self._by_key.get((group, key))
+        offset = self.pending.offset_of(group, key)
         return None if offset is None else self.describe(offset, self.pending[offset], self.clock.now_ms())
 
 

@@ -40,8 +40,9 @@ What the broker writes:
 
 from __future__ import annotations
 
+import functools
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .parked_records import (
     PARKED_AT,
@@ -86,55 +87,63 @@ class HalfHeaderError(ValueError):
     """A record whose transaction headers the rules above refuse."""
 
 
-@dataclass(frozen=True, slots=True)
-class Intent:
-    """What a produced record asks: a half message, or an end of one."""
+class Intent(NamedTuple):
+    """What a produced record asks: a half message, or an end of one. (A tuple: one is made
+    per record of a produced batch.)"""
 
     group: str
     key: str
     end: str | None = None  # COMMIT / ROLLBACK for an end record, None for a half message
+    immunity_ms: int = 0  # a half message's CHECK_IMMUNITY_TIME_IN_SECONDS, in ms
 
 
 def intent_of(headers: list[Header]) -> Intent | None:
     """The Intent of a record with these headers, None for an ordinary record; raises
     HalfHeaderError for a half message or end record missing what it needs."""
-    tran = end = group = key = None
-    for name, value in headers:
-        if name == TRAN_MSG:
-            tran = value
-        elif name == TRAN_END:
-            end = value
-        elif name == PGROUP:
-            group = value
-        elif name == UNIQ_KEY:
-            key = value
+    named = dict(headers)  # in C; a name given twice counts with its last value, as a loop would
+    tran, end = named.get(TRAN_MSG), named.get(TRAN_END)
     is_half = tran is not None and tran.strip().lower() == b"true"
     if not is_half and end is None:
         return None
+    group, key, immunity = named.get(PGROUP), named.get(UNIQ_KEY), named.get(CHECK_IMMUNITY)
     what = "an end record (TRAN_END)" if end is not None else "a half message (TRAN_MSG=true)"
     if is_half and end is not None:
         raise HalfHeaderError("a record is a half message (TRAN_MSG=true) or an end record (TRAN_END), not both")
     if not group or not key:
         raise HalfHeaderError(f"{what} needs the headers PGROUP and UNIQ_KEY")
     try:
-        group_text, key_text = group.decode(), key.decode()
+        key_text = key.decode()
     except UnicodeDecodeError:
         raise HalfHeaderError(f"{what}: PGROUP and UNIQ_KEY must be UTF-8") from None
-    if len(group_text) > MAX_GROUP_LENGTH or not _LEGAL_GROUP.fullmatch(group_text):
-        raise HalfHeaderError(
-            f"PGROUP={group_text[:60]!r}: a producer group is letters, digits, '.', '_' and '-', at most "
-            f"{MAX_GROUP_LENGTH} of them (its check topic rmq_trans_check.<group> must be a legal topic name)")
+    group_text = _checked_group(group, what)
     if end is None:
-        return Intent(group_text, key_text)
+        return Intent(group_text, key_text, None, _immunity_ms(immunity))
     decision = _DECISIONS.get(end.strip().upper())
     if decision is None:
         raise HalfHeaderError(f"TRAN_END={end.decode('ascii', 'replace')!r}: COMMIT or ROLLBACK expected")
     return Intent(group_text, key_text, decision)
 
 
+@functools.lru_cache(maxsize=1024)
+def _checked_group(group: bytes, what: str) -> str:
+    """PGROUP as text, checked (a producer's records name few groups: checked once each)."""
+    try:
+        text = group.decode()
+    except UnicodeDecodeError:
+        raise HalfHeaderError(f"{what}: PGROUP and UNIQ_KEY must be UTF-8") from None
+    if len(text) > MAX_GROUP_LENGTH or not _LEGAL_GROUP.fullmatch(text):
+        raise HalfHeaderError(
+            f"PGROUP={text[:60]!r}: a producer group is letters, digits, '.', '_' and '-', at most "
+            f"{MAX_GROUP_LENGTH} of them (its check topic rmq_trans_check.<group> must be a legal topic name)")
+    return text
+
+
 def immunity_ms(headers: list[Header]) -> int:
     """CHECK_IMMUNITY_TIME_IN_SECONDS in ms (0 when absent or not a whole number >= 0)."""
-    value = header_of(headers, CHECK_IMMUNITY)
+    return _immunity_ms(header_of(headers, CHECK_IMMUNITY))
+
+
+def _immunity_ms(value: bytes | None) -> int:
     try:
         return max(0, int(value)) * 1000 if value is not None else 0
     except ValueError:
@@ -149,23 +158,23 @@ def header_of(headers: list[Header], name: str) -> bytes | None:
 
 
 def half_batch(records: list, real_topic: str, real_qid: int, source: tuple[str, int], placed: list[int],
-               stored_ms: int) -> bytes:
+               stored_ms: int) -> tuple[bytes, list[tuple[int, bytes | None, bytes | None, list[Header]]]]:
     """The half-topic copy of ``records`` (aiokafka records) produced to ``real_topic`` /
-    ``real_qid``, taken from ``placed`` offsets of partition ``source``."""
-    origin = f"{source[0]}-{source[1]}@"
-    rows = []
-    for record, offset in zip(records, placed):
-        headers = [(k, v) for k, v in record.headers if k not in _BROKER_HEADERS]
-        headers += [(REAL_TOPIC, real_topic.encode()), (REAL_QID, b"%d" % real_qid),
-                    (HALF_STORED_MS, b"%d" % stored_ms), (PARKED_FROM, f"{origin}{offset}".encode())]
-        rows.append((record.timestamp, record.key, record.value, headers))
-    return build_batch(rows)
+    ``real_qid``, taken from ``placed`` offsets of partition ``source``, and its (timestamp,
+    key, value, headers) rows: the records as a parse of the batch would give them."""
+    origin = f"{source[0]}-{source[1]}@".encode()
+    added = [(REAL_TOPIC, real_topic.encode()), (REAL_QID, b"%d" % real_qid), (HALF_STORED_MS, b"%d" % stored_ms)]
+    rows = [(record.timestamp, record.key, record.value,
+             [*(h for h in record.headers if h[0] not in _BROKER_HEADERS), *added,
+              (PARKED_FROM, b"%s%d" % (origin, offset))])
+            for record, offset in zip(records, placed)]
+    return build_batch(rows), rows
 
 
 def committed_headers(record, half_offset: int) -> list[Header]:
     """A committed message's headers (see the module docstring)."""
-    headers = [(k, v) for k, v in record.headers if k not in _DROPPED_ON_COMMIT]
-    headers.append((PARKED_AT, half_marker(half_offset).encode()))
+    headers = [h for h in record.headers if h[0] not in _DROPPED_ON_COMMIT]
+    headers.append((PARKED_AT, _half_marker_bytes(half_offset)))
     return headers
 
 
@@ -174,7 +183,7 @@ def op_batch(ops: list[tuple[int, str, str, str, str]], timestamp: int) -> bytes
     return build_batch(
         (timestamp, key.encode(), b"%d" % offset,
          [("TAGS", b"d"), (PGROUP, group.encode()), (UNIQ_KEY, key.encode()), (TRAN_END, decision.encode()),
-          (TRAN_END_BY, by.encode()), (TRAN_HALF, half_marker(offset).encode())])
+          (TRAN_END_BY, by.encode()), (TRAN_HALF, _half_marker_bytes(offset))])
         for offset, group, key, decision, by in ops
     )
 
@@ -184,13 +193,21 @@ def check_batch(checks: list[tuple[object, int, int]]) -> bytes:
     rows = []
     for record, offset, times in checks:
         headers = [(k, v) for k, v in record.headers if k not in _DROPPED_ON_CHECK]
-        headers += [(TRAN_HALF, half_marker(offset).encode()), (CHECK_TIMES, b"%d" % times)]
+        headers += [(TRAN_HALF, _half_marker_bytes(offset)), (CHECK_TIMES, b"%d" % times)]
         rows.append((record.timestamp, record.key, record.value, headers))
     return build_batch(rows)
 
 
 def half_marker(offset: int) -> str:
     return marker(HALF_TOPIC, 0, offset)
+
+
+_HALF_MARKER_PREFIX = half_marker(0)[:-1].encode()
+
+
+def _half_marker_bytes(offset: int) -> bytes:
+    """``half_marker(offset).encode()``, without the text in between (one per end)."""
+    return b"%s%d" % (_HALF_MARKER_PREFIX, offset)
 
 
 def half_offset_of(value: bytes | None) -> int | None:

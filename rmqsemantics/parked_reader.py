@@ -11,6 +11,7 @@ fall due. Parked batches are the broker's own: a record at every offset.
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import NamedTuple
 
 from rmqkafka.storage import record_batch
 from rmqkafka.storage.partition_log import PartitionLog
@@ -19,13 +20,31 @@ from .parked_records import real_partition
 
 # Bytes of parked batches kept parsed (their records take a few times as much as objects).
 CACHE_BYTES = 8 << 20
+# Bytes of batches kept as built (``remember``): the newest, for ends that follow their half
+# messages soon; small, since they are kept whether or not an end ever comes (100,000 half
+# messages never ended must not hold 8 MiB of batches as objects, 30 MB and more).
+BUILT_BYTES = 1 << 20
+
+
+class BuiltRecord(NamedTuple):
+    """A record of a batch the broker built, as the builder was given it: what reading the
+    batch back would give (offset, timestamp, key, value, headers), without the parse."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list
 
 
 class ParkedReader:
-    def __init__(self, budget_bytes: int = CACHE_BYTES) -> None:
+    def __init__(self, budget_bytes: int = CACHE_BYTES, built_bytes: int = BUILT_BYTES) -> None:
         self._budget = budget_bytes
         self._size = 0
-        # position -> (size, base offset, records, their real partition)
+        self._built_budget = built_bytes
+        self._built_size = 0
+        self._built: OrderedDict[int, tuple[int, int, list, tuple[str, int] | None]] = OrderedDict()
+        # position -> (size, base offset, records (rows in _built), their real partition)
         self._batches: OrderedDict[int, tuple[int, int, list, tuple[str, int] | None]] = OrderedDict()
         self._last: tuple[int, int, PartitionLog, tuple] | None = None  # (base, end, plog, cached)
 
@@ -39,6 +58,11 @@ class ParkedReader:
         position, size, _ = plog.consume_queue.entry(offset)
         if size == 0:  # a lost offset (damaged commitlog range): no record there
             return None
+        built = self._built.get(position)
+        if built is not None:  # rows as built: a record is made only for the one asked for
+            _, base, rows, real = built
+            index = offset - base
+            return (BuiltRecord(offset, *rows[index]), real) if 0 <= index < len(rows) else None
         cached = self._batches.get(position)
         if cached is None:
             batch = plog.read_at(position, size)
@@ -50,10 +74,22 @@ class ParkedReader:
             while self._size > self._budget and len(self._batches) > 1:
                 _, (old, *_) = self._batches.popitem(last=False)
                 self._size -= old
-        else:
+        elif position in self._batches:
             self._batches.move_to_end(position)
         self._last = (cached[1], cached[1] + len(cached[2]), plog, cached)
         return self._at(cached, offset)
+
+    def remember(self, plog: PartitionLog, base: int, size: int, rows: list, real: tuple[str, int]) -> None:
+        """Keep a batch just appended to ``plog`` at offset ``base`` (``size`` bytes, built
+        from (timestamp, key, value, headers) ``rows`` for partition ``real``) as if it had
+        been read: its records are found without reading or parsing it."""
+        position, _, _ = plog.consume_queue.entry(base)
+        self._built[position] = (size, base, rows, real)
+        self._built_size += size
+        while self._built_size > self._built_budget and len(self._built) > 1:
+            _, (old, *_) = self._built.popitem(last=False)
+            self._built_size -= old
+        self._last = None
 
     @staticmethod
     def _at(cached: tuple[int, int, list, tuple[str, int] | None], offset: int):
@@ -66,4 +102,6 @@ class ParkedReader:
     def clear(self) -> None:
         self._batches.clear()
         self._size = 0
+        self._built.clear()
+        self._built_size = 0
         self._last = None

@@ -17,7 +17,7 @@ readable at once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from rmqkafka.storage.errors import InvalidRecordError
 
@@ -29,9 +29,9 @@ SCHEDULING_HEADERS = (DELAY, TIMER_DELIVER_MS, TIMER_DELAY_MS, TIMER_DELAY_SEC)
 _NAMES = frozenset(SCHEDULING_HEADERS)
 
 
-@dataclass(frozen=True, slots=True)
-class Park:
-    """Where a record waits: delay ``level`` (1-based), or the timer wheel when None."""
+class Park(NamedTuple):
+    """Where a record waits: delay ``level`` (1-based), or the timer wheel when None. (A
+    tuple: one is made per parked record of a produced batch.)"""
 
     level: int | None
     due_ms: int

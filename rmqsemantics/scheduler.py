@@ -259,8 +259,8 @@ class Scheduler:
             return
         kinds = self._selections.popleft()
         self.halves.defer_ends([kind for kind in kinds if isinstance(kind, Intent) and kind.end])
-        self.halves.park(topic, partition,
-                         [item for kind, item in zip(kinds, placed) if isinstance(kind, Intent) and not kind.end])
+        halves = [(kind, item) for kind, item in zip(kinds, placed) if isinstance(kind, Intent) and not kind.end]
+        self.halves.park(topic, partition, [item for _, item in halves], [kind for kind, _ in halves])
         parks = [kind for kind in kinds if isinstance(kind, Park)]
         delayed = [item for kind, item in zip(kinds, placed) if isinstance(kind, Park)]
         by_level: dict[int | None, list[int]] = {}

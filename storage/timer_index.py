@@ -99,6 +99,50 @@ _WALK_BLOCK = 4096  # bytes per pread while walking a list (a multiple of UNIT_S
 _PAGE = 4096  # the wheel is allocated a page at a time
 
 
+class _SlotPages:
+    """The wheel slots of ``seconds``, read and written a page at a time: the slots that
+    start on one page are read with one pread spanning them, and written back with one
+    pwrite of the same span. The span's other slots are written back as they were read (only
+    the loop's thread writes the wheel), and lie on pages the changed slots' allocation
+    covers already, so the file gains no block it would not have had."""
+
+    def __init__(self, fd: int, slots: int, seconds: set[int]) -> None:
+        self._fd = fd
+        self._slots = slots
+        by_page: dict[int, list[int]] = {}
+        for second in seconds:
+            at = (second % slots) * SLOT_SIZE
+            by_page.setdefault(at // _PAGE, []).append(at)
+        # page -> (span start, span bytes as read and then changed)
+        self._spans: dict[int, tuple[int, bytearray]] = {}
+        for page, ats in by_page.items():
+            low, high = min(ats), max(ats) + SLOT_SIZE
+            self._spans[page] = (low, bytearray(_pread(fd, high - low, low)))
+        self._changed: set[int] = set()
+
+    def _where(self, second: int) -> tuple[int, bytearray, int]:
+        at = (second % self._slots) * SLOT_SIZE
+        page = at // _PAGE
+        low, span = self._spans[page]
+        return page, span, at - low
+
+    def slot(self, second: int) -> tuple[int, int, int]:
+        """(second held, last position, count) of the wheel slot of ``second``."""
+        _, span, rel = self._where(second)
+        return SLOT.unpack_from(span, rel)
+
+    def set(self, second: int, last: int, count: int) -> None:
+        page, span, rel = self._where(second)
+        SLOT.pack_into(span, rel, second, last, count)
+        self._changed.add(page)
+
+    def write(self) -> None:
+        for page in sorted(self._changed):
+            low, span = self._spans[page]
+            _pwrite(self._fd, span, low)
+        self._changed.clear()
+
+
 class TimerIndexLostError(Exception):
     """The files cannot be trusted; the caller must rebuild the index from its source."""
 
@@ -376,26 +420,28 @@ class TimerIndex:
 
     def add_many(self, items: list[tuple[int, int]], *, read_slot: int) -> None:
         """``add`` for each ``(due_ms, ref)`` of ``items``, in order, with one wheel read and
-        write per distinct slot and one log write per segment touched (a produced batch of
-        timers costs a few system calls, not three per timer)."""
+        write per wheel page its slots are on (_PAGE bytes: 170 slots) and one log write per
+        segment touched (a produced batch of timers costs a few system calls, not three per
+        timer, also when every timer has a slot of its own)."""
+        if not items:
+            return
         n = self._slots
+        precision, window_end = self._precision, read_slot + n - 1
+        seconds = [min(max(due_ms // precision, read_slot), window_end) for due_ms, _ in items]  # slot_for
+        pages = _SlotPages(self._wheel_fd, n, set(seconds))
         heads: dict[int, tuple[int, int]] = {}  # slot -> (last position, count) as updated
         units = bytearray()
         position = self._end
-        precision, window_end = self._precision, read_slot + n - 1
-        for due_ms, ref in items:
-            second = min(max(due_ms // precision, read_slot), window_end)  # slot_for, inline
+        for (due_ms, ref), second in zip(items, seconds):
             head = heads.get(second)
             if head is None:
-                held, last, count = self._read_slot(second)
+                held, last, count = pages.slot(second)
                 if count > 0 and held > second:
                     raise ValueError(f"slot of second {second} holds later second {held}")
                 head = (last, count) if count > 0 and held == second else (NO_POSITION, 0)
             units += UNIT.pack(head[0], due_ms, ref, second)
             heads[second] = (position, head[1] + 1)
             position += UNIT_SIZE
-        if not heads:
-            return
         for second in heads:  # before anything is written: a full disk refuses the add whole
             self._allocate_slot(second)
         start = self._end
@@ -405,7 +451,8 @@ class TimerIndex:
             self._cut_log_back(start)
             raise
         for second, (last, count) in heads.items():
-            _pwrite(self._wheel_fd, SLOT.pack(second, last, count), (second % n) * SLOT_SIZE)
+            pages.set(second, last, count)
+        pages.write()
         self._wheel_dirty = True
 
     def _read_slot(self, second: int) -> tuple[int, int, int]:

@@ -124,6 +124,39 @@ async def test_the_committed_message_keeps_its_timestamp(world):
     assert record.timestamp == T0 - 5000
 
 
+async def test_a_commit_soon_after_its_half_reads_nothing_back_and_writes_what_a_read_would_give(world, monkeypatch):
+    """The half records are kept as built (ParkedReader.remember): the commit neither reads
+    nor parses the half batch, and the committed records are those the half records read
+    back from the commitlog give."""
+    from rmqkafka.rmqsemantics.half_records import committed_headers
+    from rmqkafka.storage import record_batch
+
+    b = await opened(world)
+    b.produce("orders", 1, batch(*[half(b"v%d" % i, f"K{i}", "g", ("x", b"%d" % i), record_key=b"k%d" % i)
+                                   for i in range(3)]))
+    plog = b.store.partition(HALF_TOPIC, 0)
+    stored = [r for raw in plog.read(0, 1 << 30, True).batches for r in record_batch.read_records(raw)]
+    reads = []
+    real_read_at = type(plog).read_at
+    monkeypatch.setattr(type(plog), "read_at", lambda self, *args: reads.append(self) or real_read_at(self, *args))
+    b.produce("orders", 0, batch(end("K0"), end("K2")))
+    assert plog not in reads
+    monkeypatch.undo()
+    expected = [(r.timestamp, r.key, r.value, committed_headers(r, r.offset)) for r in (stored[0], stored[2])]
+    assert [(r.timestamp, r.key, r.value, list(r.headers)) for r in _records(b, "orders", 1)] == expected
+
+
+async def test_half_batches_kept_as_built_stay_within_their_budget(world):
+    from rmqkafka.rmqsemantics.parked_reader import BUILT_BYTES
+
+    b = await opened(world)
+    value = b"v" * 10_000
+    for n in range(30):  # 30 batches of 10 half messages, 100 KB each: 3 MB in all
+        b.produce("orders", 0, batch(*[half(value, f"K{n}-{i}") for i in range(10)]))
+    reader = b.scheduler.halves._parked
+    assert 0 < reader._built_size <= BUILT_BYTES and len(reader._built) < 30
+
+
 async def test_rollback_writes_only_an_op_record(world):
     b = await opened(world)
     b.produce("orders", 0, batch(half(b"v", "A"), half(b"w", "B")))

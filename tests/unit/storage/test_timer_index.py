@@ -523,3 +523,31 @@ def test_a_refused_add_leaves_the_index_as_it_was(tmp_path, monkeypatch):
     index = opened(tmp_path, segment_units=2, log_length=length + UNIT_SIZE)  # as after a crash
     assert [index.entries(RS + s) for s in (1, 2, 3)] == [[(ms(RS + 1), 1)], [(ms(RS + 2), 5)], []]
     index.close()
+
+
+def test_a_batch_of_timers_in_slots_of_their_own_reads_and_writes_the_wheel_a_page_at_a_time(tmp_path, monkeypatch):
+    index = opened(tmp_path, wheel_slots=100_000)
+    index.add(ms(RS + 7), 99, read_slot=RS)  # a slot that already holds a unit, inside the span
+    calls = {"pread": 0, "pwrite": 0}
+    for name in calls:
+        real = getattr(os, name)
+
+        def counted(*args, name=name, real=real):
+            calls[name] += 1
+            return real(*args)
+
+        monkeypatch.setattr(timer_index.os, name, counted)
+    # 1,000 timers, one per second from RS + 1: 24,000 bytes of wheel, 6 or 7 pages
+    added = [(ms(RS + 1 + i, 5), i) for i in range(1000)]
+    index.add_many(added, read_slot=RS)
+    assert calls["pread"] <= 7 and calls["pwrite"] <= 8  # 7 wheel pages + the log's one write
+    monkeypatch.undo()
+    for due, ref in added[:20] + added[-20:]:
+        second = due // 1000
+        expected = [(ms(RS + 7), 99), (due, ref)] if second == RS + 7 else [(due, ref)]
+        assert index.entries(second) == expected
+    index.close()
+    reopened = opened(tmp_path, wheel_slots=100_000)  # the files say the same after a clean stop
+    assert reopened.entries(RS + 7) == [(ms(RS + 7), 99), (ms(RS + 7, 5), 6)]
+    assert reopened.entries(RS + 1000) == [(ms(RS + 1000, 5), 999)]
+    reopened.close()
