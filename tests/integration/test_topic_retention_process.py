@@ -76,6 +76,33 @@ def consume_all_kafka_python(bootstrap: str, topic: str, expected: int) -> list[
         consumer.close()
 
 
+def consume_all_aiokafka(bootstrap: str, topic: str, expected: int) -> list[bytes]:
+    """aiokafka asked to read from offset 0: past the log start it is answered
+    OFFSET_OUT_OF_RANGE and resets to the earliest offset, as against Kafka."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    async def read() -> list[bytes]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                    auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            tp = TopicPartition(topic, 0)
+            consumer.assign([tp])
+            consumer.seek(tp, 0)
+            values: list[bytes] = []
+            deadline = time.monotonic() + 60
+            while len(values) < expected and time.monotonic() < deadline:
+                for records in (await consumer.getmany(tp, timeout_ms=1000)).values():
+                    values.extend(r.value for r in records)
+            return values
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(read())
+
+
 def test_a_one_hour_and_a_one_second_topic_share_the_log(broker_factory, tmp_path):
     from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
@@ -144,6 +171,8 @@ def test_retention_bytes_and_unlimited(broker_factory, tmp_path):
         assert [r.value for r in k.fetch_all("sized", 0, start_offset)] == [
             b"%04d" % i + b"x" * 200 for i in range(start_offset, 60)]
         assert [r.value for r in k.fetch_all("forever", 0)] == [b"f%04d" % i for i in range(60)]
+        assert consume_all_aiokafka(broker.bootstrap_servers, "sized", 60 - start_offset) == [
+            b"%04d" % i + b"x" * 200 for i in range(start_offset, 60)]
         # DescribeLogDirs counts the bytes from the log start on
         result = k.request(35, 4, topics=[dict(topic=t, partitions=[0]) for t in ("sized", "gone")]).results[0]
         reported = {t.name: t.partitions[0].partition_size for t in result.topics}
