@@ -93,6 +93,12 @@ async def auto_create(ctx: BrokerContext, name: str) -> TopicMeta:
     await wait_for_quota(quota)
     quota.record(partitions)
     outcome = (await ctx.store.create_topics([(name, partitions, configs)]))[0]
+    if isinstance(outcome, TopicExistsError):
+        # another request staged it in the same turn of the loop: answer with its topic
+        await ctx.store.settled(name)
+        meta = ctx.store.topics.get(name)
+        if meta is not None:
+            return meta
     if isinstance(outcome, Exception):
         raise outcome
     return outcome
