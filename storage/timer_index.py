@@ -56,7 +56,11 @@ Writes are in-place pwrites with no ordering between the two files; the caller's
 fdatasyncs ``take_dirty_fds()`` and records ``log_length`` with its ``read_slot``. After a
 crash ``open`` cuts the log back to that length (later units may be garbage after an OS crash)
 and rebuilds the whole wheel from the log units whose ``unit_slot >= read_slot`` (the
-wheel may point at cut or garbage units). A log shorter than the checkpoint, or units that do
+wheel may point at cut or garbage units). A rebuilt wheel is written to ``wheel.new`` and
+renamed over ``wheel`` (a leftover ``wheel.new`` is a rebuild a crash interrupted, and is
+deleted); the old file is not truncated in place, because freeing its blocks is slow (a
+wheel filled over weeks has an extent per page first used) and would delay the start: its
+descriptor goes to ``release_fd``, by default closed on a thread of its own. A log shorter than the checkpoint, or units that do
 not fit the window of the checkpoint's ``read_slot``, mean the index cannot be trusted:
 ``TimerIndexLostError`` tells the caller to rebuild it from its source. After a clean shutdown
 (``log_length`` None) the files are trusted as they are; a partial trailing unit is dropped.
@@ -79,8 +83,9 @@ import os
 import shutil
 import struct
 import sys
+import threading
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from .files import fsync_path
@@ -91,6 +96,7 @@ SLOT = struct.Struct(">qqq")
 SLOT_SIZE = SLOT.size  # 24
 NO_POSITION = -1
 WHEEL_FILE = "wheel"
+_WHEEL_NEW = WHEEL_FILE + ".new"  # a rebuilt wheel until it is renamed over WHEEL_FILE
 LOG_DIR = "log"
 _SUFFIX = ".tl"
 _NO_SECOND = -(1 << 63)  # max unit_slot of an empty segment
@@ -145,6 +151,10 @@ class _SlotPages:
 
 class TimerIndexLostError(Exception):
     """The files cannot be trusted; the caller must rebuild the index from its source."""
+
+
+def _close_on_a_thread(fd: int) -> None:
+    threading.Thread(target=os.close, args=(fd,), name="timer-wheel-release", daemon=True).start()
 
 
 def _pwrite(fd: int, data: bytes | memoryview, offset: int) -> None:
@@ -242,8 +252,11 @@ class _WheelImage:
 class TimerIndex:
     def __init__(
         self, directory: Path, *, wheel_slots: int = 7 * 86400, segment_units: int = 1 << 21,
-        precision_ms: int = 1000,
+        precision_ms: int = 1000, release_fd: Callable[[int], None] | None = None,
     ) -> None:
+        """``release_fd`` receives the descriptor of a wheel file a rebuild replaced, whose
+        close frees its blocks (seconds for a fragmented wheel); by default a thread of its
+        own closes it."""
         if wheel_slots < 1 or segment_units < 1 or precision_ms < 1:
             raise ValueError("wheel_slots, segment_units and precision_ms must be positive")
         self._precision = precision_ms
@@ -252,6 +265,7 @@ class TimerIndex:
         self._slots = wheel_slots
         self._segment_bytes = segment_units * UNIT_SIZE
         self._wheel_fd = -1
+        self._release_fd = release_fd or _close_on_a_thread
         # Wheel pages known to have their blocks (one flag a page: 10 KB for 41 MB of wheel),
         # so that posix_fallocate runs once a page, not once an add.
         self._allocated = bytearray()
@@ -275,6 +289,7 @@ class TimerIndex:
             raise RuntimeError("timer index already open")
         created = not (self._dir / WHEEL_FILE).exists()
         self._log_dir.mkdir(parents=True, exist_ok=True)
+        (self._dir / _WHEEL_NEW).unlink(missing_ok=True)  # a rebuild a crash interrupted
         self._log_dir_fd = os.open(self._log_dir, os.O_RDONLY | os.O_DIRECTORY)
         try:
             self._open_segments()
@@ -365,10 +380,11 @@ class TimerIndex:
         size = os.fstat(self._wheel_fd).st_size
         if size == self._slots * SLOT_SIZE:
             return True
-        fresh = size == 0 and self._end == self._start
+        if size != 0:
+            return False  # another size: the rebuild replaces the file
         os.ftruncate(self._wheel_fd, self._slots * SLOT_SIZE)
         self._wheel_dirty = True
-        return fresh
+        return self._end == self._start
 
     # -- scanning and rebuilding -----------------------------------------------------------
     def _scan(self, read_slot: int | None) -> None:
@@ -398,14 +414,39 @@ class TimerIndex:
         return top
 
     def _write_wheel(self, image: _WheelImage | None) -> None:
-        # Zero the whole wheel, keeping it sparse, then write only the blocks that hold slots.
-        os.ftruncate(self._wheel_fd, 0)
-        os.ftruncate(self._wheel_fd, self._slots * SLOT_SIZE)
+        """A new sparse wheel holding only the blocks with slots, renamed over the old one.
+        Truncating the old file in place instead took 9.7-11 s for a wheel of 300,000 timers
+        (8,747 extents, ext4 mounted with discard), all before the broker was ready."""
+        path = self._dir / _WHEEL_NEW
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            self._write_image(fd, image)
+            os.replace(path, self._dir / WHEEL_FILE)
+            fsync_path(self._dir)  # the new name, before anything relies on the new file
+        except OSError as exc:
+            os.close(fd)
+            path.unlink(missing_ok=True)
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            # No room for a second wheel beside the old one: free the old one's blocks
+            # first, slow as that is, and write the image into it.
+            os.ftruncate(self._wheel_fd, 0)
+            self._write_image(self._wheel_fd, image)
+        except BaseException:
+            os.close(fd)
+            path.unlink(missing_ok=True)
+            raise
+        else:
+            old, self._wheel_fd = self._wheel_fd, fd
+            self._release_fd(old)
         self._allocated = bytearray(-(-self._slots * SLOT_SIZE // _PAGE))
         self._wheel_dirty = True
+
+    def _write_image(self, fd: int, image: _WheelImage | None) -> None:
+        os.ftruncate(fd, self._slots * SLOT_SIZE)  # sparse: slots never written cost nothing
         if image is not None:
             for at, data in image.blocks():
-                _pwrite(self._wheel_fd, data, at)
+                _pwrite(fd, data, at)
 
     # -- writing ---------------------------------------------------------------------------
     def add(self, due_ms: int, ref: int, *, read_slot: int) -> None:
