@@ -86,3 +86,42 @@ def create_topic(bootstrap: str, name: str, is_mock: bool, partitions: int = 4, 
         return
     admin = AdminClient({"bootstrap.servers": bootstrap, **quiet})
     admin.create_topics([NewTopic(name, partitions, 1)], request_timeout=timeout)[name].result(timeout)
+
+
+def metrics_url(broker: BrokerProcess) -> str:
+    """The broker's /metrics address: the second line ``rmqk serve --metrics-port`` prints
+    (read it once, right after start_broker)."""
+    line = broker.process.stdout.readline()
+    return "http://" + line.strip().rsplit("http://", 1)[1] + "/metrics"
+
+
+_DURATION = re.compile(
+    r'^rmqk_request_duration_seconds_(bucket|sum|count)\{api="(\w+)"(?:,le="([^"]+)")?\} (\S+)$', re.MULTILINE)
+
+
+def request_durations(url: str, api: str) -> dict[str, float]:
+    """The broker's own request-duration histogram of one Kafka API, from a decoded request
+    to its response written: ``le`` bound (str) -> cumulative count, plus "sum" and "count"."""
+    import urllib.request
+
+    text = urllib.request.urlopen(url, timeout=30).read().decode()
+    out: dict[str, float] = {"sum": 0.0, "count": 0.0}
+    for kind, name, le, value in _DURATION.findall(text):
+        if name == api:
+            out[le if kind == "bucket" else kind] = float(value)
+    return out
+
+
+def duration_summary(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """Mean, and the bucket bound holding the median and the 99th percentile, in ms, of the
+    requests answered between two ``request_durations`` readings."""
+    count = after["count"] - before["count"]
+    if count <= 0:
+        return {"mean_ms": float("nan"), "p50_le_ms": float("nan"), "p99_le_ms": float("nan"), "count": 0}
+    bounds = sorted((float(le), after[le] - before.get(le, 0.0)) for le in after if le not in ("sum", "count"))
+
+    def bound(q: float) -> float:
+        return next((le * 1000 for le, n in bounds if n >= q * count), float("inf"))
+
+    return {"mean_ms": (after["sum"] - before["sum"]) / count * 1000, "p50_le_ms": bound(0.5),
+            "p99_le_ms": bound(0.99), "count": count}

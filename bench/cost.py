@@ -35,7 +35,7 @@ import urllib.request
 import uuid
 
 from .broker_vs_mock import consume, produce
-from .common import MockCluster, create_topic, start_broker
+from .common import MockCluster, create_topic, metrics_url, start_broker
 
 SIZES = (100, 1024)
 MOCK_CAP = {100: 100_000, 1024: 16_000}
@@ -73,12 +73,6 @@ def stop_profiler(process: subprocess.Popen) -> None:
 
 _REQUEST_COUNT = re.compile(r'^rmqk_request_duration_seconds_count\{api="(\w+)"\} (\S+)$', re.MULTILINE)
 PHASE_API = {"produce": "Produce", "consume": "Fetch"}
-
-
-def metrics_url(broker) -> str:
-    """The broker's metrics address: the second line ``rmqk serve --metrics-port`` prints."""
-    line = broker.process.stdout.readline()
-    return "http://" + line.strip().rsplit("http://", 1)[1] + "/metrics"
 
 
 def request_counts(url: str) -> dict[str, float]:
