@@ -34,7 +34,9 @@ Invariants and crash safety: a file is complete or absent. A cleaning writes
 ``<end>.clean.tmp``, fsyncs it, renames it to ``<end>.clean``, fsyncs the directory and only
 then removes the previous file; so after a kill at any point the directory holds the old
 file, or the new one, or both (the newest complete one wins), plus perhaps a ``.tmp`` that
-``open`` deletes: a cleaning is finished or discarded, never half applied. The commitlog
+``open`` deletes: a cleaning is finished or discarded, never half applied. A cleaning that
+fails (a full disk, an fsync or rename error) removes its own file, ``.tmp`` or renamed, and
+the previous file goes on serving; it is tried again at a later pass. The commitlog
 keeps everything at and above the end of the file in use, so nothing live is lost. A file
 whose header or a batch CRC does not check (damage on disk) is set aside as
 ``<name>.damaged`` and logged at ERROR; the partition then serves what the commitlog still
@@ -121,12 +123,14 @@ class CompactedLog:
     of the file. ``data_bytes``: bytes of batches held (the "clean" bytes of Kafka's dirty
     ratio)."""
 
-    def __init__(self, path: Path, end_offset: int, epochs: list[tuple[int, int]], index: BatchIndex) -> None:
+    def __init__(self, path: Path, end_offset: int, epochs: list[tuple[int, int]], index: BatchIndex,
+                 data_bytes: int | None = None) -> None:
         self.path = path
         self.end_offset = end_offset
         self.epochs = epochs
         self._index = index
-        self.data_bytes = sum(index.sizes)
+        # known by the writer: summing a large index on the loop is not free
+        self.data_bytes = sum(index.sizes) if data_bytes is None else data_bytes
         self._fd = os.open(path, os.O_RDONLY)
 
     @property
@@ -279,8 +283,15 @@ def _batches(f, position: int) -> Iterator[bytes | None]:
 
 
 class CompactedWriter:
-    """Writes a new compacted file (``<end>.clean.tmp``) in a worker thread; ``finish``
-    fsyncs it; ``install`` (on the loop) renames it into place."""
+    """Writes a new compacted file; every step but ``opened`` runs in the cleaner's thread.
+
+    ``add`` appends batches to ``<end>.clean.tmp`` and ``finish`` fsyncs it; ``commit``
+    renames it into place and fsyncs the directory; ``opened`` (on the loop) is the
+    CompactedLog serving it; ``remove`` deletes the file it supersedes. A step that fails
+    leaves no file of its own behind (``discard``): a full disk is not made fuller by the
+    leftovers of failed cleanings, and a file whose rename a failed directory fsync may not
+    have made durable does not win at the next restart over the one still served (an fsync
+    error is fatal for what it covered: it is never retried as if it had succeeded)."""
 
     def __init__(self, directory: Path, end_offset: int, epochs: list[tuple[int, int]]) -> None:
         directory.mkdir(parents=True, exist_ok=True)
@@ -288,9 +299,15 @@ class CompactedWriter:
         self.end_offset = end_offset
         self.epochs = epochs
         self.tmp = directory / (f"{end_offset:020d}" + TMP_SUFFIX)
+        self.final = directory / file_name(end_offset)
+        self._renamed = False
         self._f = open(self.tmp, "wb")
         header = encode_header(end_offset, epochs)
-        self._f.write(header)
+        try:
+            self._f.write(header)
+        except BaseException:
+            self.discard()
+            raise
         self.position = len(header)
         self.index = BatchIndex.empty()
         self.written = 0
@@ -308,20 +325,40 @@ class CompactedWriter:
         self._f.close()
 
     def discard(self) -> None:
-        if not self._f.closed:
-            self._f.close()
-        self.tmp.unlink(missing_ok=True)
+        """Remove the file written so far (renamed or not); never raises."""
+        try:
+            self._f.close()  # flushes what it buffers: on a full disk that fails, and closes
+        except OSError:
+            pass
+        for path in (self.tmp, self.final) if self._renamed else (self.tmp,):
+            try:
+                path.unlink(missing_ok=True)
+            except OSError as exc:
+                log.error("%s: could not remove a discarded compacted file (%s)", path, exc)
 
-    def install(self, previous: CompactedLog | None) -> CompactedLog:
-        """Switch to the new file atomically (rename, directory fsync), then drop
-        ``previous``; returns the new CompactedLog."""
-        final = self.directory / file_name(self.end_offset)
-        os.replace(self.tmp, final)
-        fsync_path(self.directory)
-        installed = CompactedLog(final, self.end_offset, self.epochs, self.index)
-        if previous is not None:
-            previous.close()
-            if previous.path != final:
-                previous.path.unlink(missing_ok=True)
-                fsync_path(self.directory)
-        return installed
+    def commit(self) -> None:
+        """Rename the finished file into place and make that durable (directory fsync);
+        on failure the file is removed again and the error raised."""
+        try:
+            os.replace(self.tmp, self.final)
+            self._renamed = True
+            fsync_path(self.directory)
+        except BaseException:
+            self.discard()
+            raise
+
+    def opened(self) -> CompactedLog:
+        """The committed file, ready to serve."""
+        return CompactedLog(self.final, self.end_offset, self.epochs, self.index, self.written)
+
+    def remove(self, previous: CompactedLog) -> None:
+        """Delete the file this one supersedes (closed by then). A failure costs only disk
+        space until the next open, which keeps the newest file and deletes older ones."""
+        if previous.path == self.final:
+            return
+        try:
+            previous.path.unlink(missing_ok=True)
+            fsync_path(self.directory)
+        except OSError as exc:
+            log.warning("%s: could not remove the superseded compacted file (%s); the next open "
+                        "removes it", previous.path, exc)

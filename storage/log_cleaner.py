@@ -16,6 +16,7 @@ from .compaction_cleaner import KEY_MAP_ENTRY_BYTES, CleaningCancelled, CleanJob
 from .errors import StorageError
 
 if TYPE_CHECKING:
+    from .compaction_store import CompactedLog
     from .partition_log import PartitionLog
     from .store import MessageStore
 
@@ -107,23 +108,38 @@ class LogCleaner:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="log-cleaner")
         began = store.clock.monotonic()
+        loop = asyncio.get_running_loop()
         try:
-            result = await asyncio.get_running_loop().run_in_executor(self._pool, run_job, job)
+            result = await loop.run_in_executor(self._pool, run_job, job)
         except CleaningCancelled:
             return False
         except (OSError, ValueError, StorageError) as exc:
-            self.failures += 1
-            progress.last_error = str(exc)
-            log.error("%s-%d: cleaning failed (%s); it is tried again later", name, p, exc)
+            self._failed(name, p, progress, exc)
             return False
         progress.dirty_ratio = result.plan.dirty_ratio
-        if result.writer is None:
+        writer = result.writer
+        if writer is None:
             return False
-        if store.partitions().get((name, p)) is not plog or plog.compacted is not previous:
-            result.writer.discard()  # the topic was deleted, or another cleaning won
+        if not self._still_served(name, p, plog, previous):
+            writer.discard()  # the topic was deleted
             return False
-        plog.compacted = result.writer.install(previous)
+        # The rename and the directory fsync run in the thread too: a directory fsync waits
+        # for a journal commit, which a loaded disk can make long.
+        try:
+            await loop.run_in_executor(self._pool, writer.commit)
+            if not self._still_served(name, p, plog, previous):  # deleted meanwhile
+                await loop.run_in_executor(self._pool, writer.discard)
+                return False
+            installed = writer.opened()
+        except OSError as exc:
+            writer.discard()
+            self._failed(name, p, progress, exc)
+            return False
+        plog.compacted = installed
         plog.raise_commitlog_start(plog.cleaned_end)  # the commitlog below is not needed any more
+        if previous is not None:
+            previous.close()
+            await loop.run_in_executor(self._pool, writer.remove, previous)
         self.seconds += store.clock.monotonic() - began
         self.runs += 1
         self.bytes_read += result.bytes_read
@@ -136,6 +152,14 @@ class LogCleaner:
                  name, p, plog.cleaned_end, result.records_kept, result.records_read, result.bytes_read,
                  result.bytes_written, result.keys)
         return True
+
+    def _still_served(self, name: str, p: int, plog: PartitionLog, previous: CompactedLog | None) -> bool:
+        return self._store.partitions().get((name, p)) is plog and not plog.closed and plog.compacted is previous
+
+    def _failed(self, name: str, p: int, progress: CleanerProgress, exc: Exception) -> None:
+        self.failures += 1
+        progress.last_error = str(exc)
+        log.error("%s-%d: cleaning failed (%s); it is tried again later", name, p, exc)
 
     def close(self) -> None:
         self._cancel.set()  # a cleaning under way stops at its next batch, its file discarded

@@ -6,6 +6,8 @@ cleaned offsets, and the cleaner's files truncated, damaged or left half-written
 from __future__ import annotations
 
 import asyncio
+import errno
+import io
 import os
 from pathlib import Path
 
@@ -427,3 +429,69 @@ def test_only_what_the_commitlog_has_fsynced_is_cleaned():
     assert plan(batches, 0, 1 << 62, 0, settings, now_ms=100_000).count == 3
     assert plan(batches, 0, 1 << 62, 0, settings, now_ms=100_000, durable_position=1100).count == 2
     assert plan(batches, 0, 1 << 62, 0, settings, now_ms=100_000, durable_position=1099).count == 1
+
+
+# -- a full disk and failing syncs ---------------------------------------------------------
+class _FullDisk(io.FileIO):
+    """A file on a full disk: every write fails with ENOSPC (a buffered writer holds the
+    bytes until its flush, which then fails, and so does its close)."""
+
+    def write(self, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def _full_disk_open(path, mode="r", *args, **kwargs):
+    if "w" in mode:
+        return io.BufferedWriter(_FullDisk(path, "w"))
+    return open(path, mode, *args, **kwargs)
+
+
+def test_a_full_disk_leaves_no_temporary_file_and_serves_everything(store, clock, monkeypatch):
+    """ENOSPC while the compacted file is written: the cleaning fails (retried later), its
+    .tmp is gone (it would hold the space the disk lacks), and the commitlog serves all."""
+    from rmqkafka.storage import compaction_store
+
+    fill(store, clock)
+    want = records(store)
+    monkeypatch.setattr(compaction_store, "open", _full_disk_open, raising=False)
+    assert not clean(store)
+    assert store.cleaner.failures == 1 and "No space left" in store.cleaner.progress[(T, 0)].last_error
+    directory = _clean_dir(store)
+    assert not directory.exists() or os.listdir(directory) == []
+    assert store.partition(T, 0).cleaned_end == 0 and records(store) == want
+    monkeypatch.undo()
+    assert clean(store)  # space again: cleaned
+    assert latest(store) == {k: v for _, k, v in want}
+
+
+@pytest.mark.parametrize("failing", ["fsync of the file", "fsync of the directory"])
+def test_a_failed_sync_is_not_taken_for_a_switch(store, clock, monkeypatch, failing):
+    """An fsync error is fatal for what it covered: the new file is not switched in (nor
+    left to win at the next restart), the previous one still serves, nothing is lost, and a
+    later cleaning succeeds."""
+    from rmqkafka.storage import compaction_store
+
+    fill(store, clock)
+    assert clean(store)
+    previous = store.partition(T, 0).compacted
+    directory = _clean_dir(store)
+    before = sorted(os.listdir(directory))
+    fill(store, clock)
+    want = records(store)
+
+    def eio(*args):
+        raise OSError(errno.EIO, "Input/output error")
+
+    if failing == "fsync of the file":
+        monkeypatch.setattr(compaction_store.os, "fsync", eio)
+    else:
+        monkeypatch.setattr(compaction_store, "fsync_path", eio)
+    assert not clean(store)
+    monkeypatch.undo()
+    plog = store.partition(T, 0)
+    assert store.cleaner.failures == 1 and "Input/output error" in store.cleaner.progress[(T, 0)].last_error
+    assert plog.compacted is previous and plog.commitlog_start_offset == previous.end_offset
+    assert sorted(os.listdir(directory)) == before
+    assert records(store) == want
+    assert clean(store)
+    assert latest(store) == {k: v for _, k, v in want} and len(records(store)) < len(want)
