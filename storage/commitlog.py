@@ -49,7 +49,7 @@ from uuid import UUID
 from crc32c import crc32c
 
 from . import record_batch
-from .files import fsync_path
+from .files import fsync_path, pwrite_all
 from .record_batch import Buffer
 
 log = logging.getLogger(__name__)
@@ -215,12 +215,7 @@ class CommitLog:
         written = os.pwritev(fd, parts, at)
         total = sum(len(p) for p in parts)
         if written < total:  # rare short write: finish the rest plainly
-            rest = memoryview(b"".join(bytes(p) for p in parts))[written:]
-            at += written
-            while rest:
-                n = os.pwrite(fd, rest, at)
-                rest = rest[n:]
-                at += n
+            pwrite_all(fd, memoryview(b"".join(bytes(p) for p in parts))[written:], at + written)
 
     def _create_segment(self, base_position: int) -> Segment:
         path = self._dir / _segment_name(base_position)

@@ -65,8 +65,8 @@ from uuid import UUID
 from . import record_batch
 from .batch_builder import subset_batch
 from .commitlog import ENTRY_HEADER, ENTRY_HEADER_SIZE
-from .compaction_store import CompactedLog, CompactedWriter, merge_epochs
-from .consume_queue import ENTRY, ENTRY_SIZE
+from .compaction_store import CompactedLog, CompactedWriter, merge_epochs, read_batch
+from .consume_queue import ENTRY_SIZE, batch_runs
 from .recompress import NONE, Compression, records_region
 from .record_batch import CONTROL_BIT, TRANSACTIONAL_BIT
 from .record_layout import record_ends
@@ -284,14 +284,21 @@ class _Reader:
     def dirty_batches(self) -> tuple[list[DirtyBatch], bool]:
         """The partition's batches from the first dirty offset to its end, in order, at
         most MAX_SCAN_BATCHES; and whether they reach the end."""
-        job = self.job
         limit = MAX_SCAN_BATCHES
         out: list[DirtyBatch] = []
+        for base, nxt, position, size in batch_runs(self.job.first_dirty, self._queue_chunks()):
+            if size <= 0:
+                continue  # lost offsets (no batch)
+            if len(out) == limit:
+                return out, False
+            out.append(self._dirty(base, nxt, position, size))
+        return out, True
+
+    def _queue_chunks(self) -> Iterator[bytes]:
+        """The consume-queue entries from the first dirty offset to the end, a chunk at a time."""
+        job = self.job
         offset = job.first_dirty
-        run_start, run_pos, run_size = offset, -1, 0
         while offset < job.next_offset:
-            if len(out) >= limit:
-                return out[:limit], False
             _check(job)
             base = offset - offset % job.entries_per_file
             count = min(_QUEUE_CHUNK, job.next_offset - offset, base + job.entries_per_file - offset)
@@ -299,15 +306,8 @@ class _Reader:
                             (offset - base) * ENTRY_SIZE)
             if len(data) != count * ENTRY_SIZE:
                 raise OSError(f"{job.queue_dir}: consume queue shorter than its next offset")
-            for position, size, _ in ENTRY.iter_unpack(data):
-                if position != run_pos or size != run_size:
-                    if run_size > 0:
-                        out.append(self._dirty(run_start, offset, run_pos, run_size))
-                    run_start, run_pos, run_size = offset, position, size
-                offset += 1
-        if run_size > 0:
-            out.append(self._dirty(run_start, offset, run_pos, run_size))
-        return out[:limit], len(out) <= limit
+            yield data
+            offset += count
 
     def _dirty(self, base: int, nxt: int, position: int, size: int) -> DirtyBatch:
         head = self.read(position - ENTRY_HEADER_SIZE, ENTRY_HEADER_SIZE + record_batch.HEADER_SIZE)
@@ -400,17 +400,16 @@ def _clean(job: CleanJob, reader: _Reader, dirty: list[DirtyBatch], the_plan: Pl
 
 def _sources(job: CleanJob, reader: _Reader, dirty: list[DirtyBatch]) -> Iterator[bytes]:
     """The compacted file's batches at or above the log start, then the cleanable ones."""
-    if job.previous is not None:
-        with open(job.previous.path, "rb") as f:
-            index = job.previous.index
+    previous = job.previous
+    if previous is not None:
+        fd = os.open(previous.path, os.O_RDONLY)  # its own: the loop may close the served one
+        try:
+            index = previous.index
             for position, size, nxt in zip(index.positions, index.sizes, index.nexts):
-                if nxt <= job.log_start:
-                    continue
-                f.seek(position)
-                batch = f.read(size)
-                if len(batch) != size or not record_batch.crc_ok(batch):
-                    raise OSError(f"{job.previous.path}: batch at byte {position} is damaged")
-                yield batch
+                if nxt > job.log_start:
+                    yield read_batch(fd, previous.path, position, size)
+        finally:
+            os.close(fd)
     for b in dirty:
         yield reader.batch(b)
 

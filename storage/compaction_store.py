@@ -219,15 +219,21 @@ class CompactedLog:
         return self._read(self._index.positions[i], self._index.sizes[i])
 
     def _read(self, position: int, size: int) -> bytes:
-        batch = os.pread(self._fd, size, position)
-        if len(batch) != size or not record_batch.crc_ok(batch):
-            raise OSError(f"{self.path}: batch at byte {position} is damaged")
-        return batch
+        return read_batch(self._fd, self.path, position, size)
 
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+
+def read_batch(fd: int, path: Path, position: int, size: int) -> bytes:
+    """The batch of ``size`` bytes at byte ``position`` of the compacted file ``path`` open
+    as ``fd``; OSError when it is short or fails its CRC (damage on disk)."""
+    batch = os.pread(fd, size, position)
+    if len(batch) != size or not record_batch.crc_ok(batch):
+        raise OSError(f"{path}: batch at byte {position} is damaged")
+    return batch
 
 
 def _load(path: Path) -> tuple[int, list[tuple[int, int]], BatchIndex] | None:

@@ -67,7 +67,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .commitlog import DamagedSegmentError, EntryHead, Segment
-from .consume_queue import ENTRY, ENTRY_SIZE
+from .consume_queue import ENTRY_SIZE, ConsumeQueue, batch_runs
 
 if TYPE_CHECKING:
     from .partition_log import PartitionLog
@@ -151,19 +151,20 @@ class Plan:
 
 def batch_starts(plog: PartitionLog, start: int, stop: int) -> Iterator[tuple[int, int, int]]:
     """(offset, batch position, batch size) of each batch with entries in [start, stop), from
-    the consume queue alone (the entries of one batch share position and size)."""
+    the consume queue alone (consume_queue.batch_runs)."""
     queue = plog.consume_queue
-    offset, previous = max(start, queue.min_offset), None
-    stop = min(stop, queue.next_offset)
+    offset = max(start, queue.min_offset)
+    for first, _, position, size in batch_runs(offset, _entry_chunks(queue, offset, min(stop, queue.next_offset))):
+        yield first, position, size
+
+
+def _entry_chunks(queue: ConsumeQueue, offset: int, stop: int) -> Iterator[bytes]:
     chunk = 64  # most walks stop at once: read a few entries first
     while offset < stop:
         raw = queue.entries(offset, min(chunk, stop - offset))
         if not raw:
             return
-        for i, (position, size, _) in enumerate(ENTRY.iter_unpack(raw)):
-            if (position, size) != previous:
-                previous = (position, size)
-                yield offset + i, position, size
+        yield raw
         offset += len(raw) // ENTRY_SIZE
         chunk = _WALK_CHUNK
 
@@ -399,7 +400,9 @@ class Retention:
         for move, position in self.copies:
             if move.plog.closed or not _points_at(move.plog, move.head):
                 continue
-            repoint(move.plog, move.head.base_offset, move.head.last_offset_delta, move.head.size, position)
+            head = move.head
+            move.plog.consume_queue.repoint(head.base_offset, head.base_offset + head.last_offset_delta + 1,
+                                            position, head.size)
             self.stats.bytes_moved += move.head.size
             self.stats.batches_moved += 1
         self.copies = []
@@ -427,17 +430,3 @@ def _points_at(plog: PartitionLog, head: EntryHead) -> bool:
     position, size, _ = queue.entry(first)
     return position == head.position and size == head.size
 
-
-def repoint(plog: PartitionLog, base: int, last_delta: int, size: int, position: int) -> None:
-    """Rewrite the queue entries of the batch at ``base`` (``size`` bytes) to ``position``,
-    keeping their codes."""
-    queue = plog.consume_queue
-    offset = max(base, queue.min_offset)
-    end = min(base + last_delta + 1, queue.next_offset)
-    while offset < end:
-        raw = queue.entries(offset, end - offset)
-        if not raw:
-            break
-        data = b"".join(ENTRY.pack(position, size, code) for _, _, code in ENTRY.iter_unpack(raw))
-        queue.rewrite(offset, data)
-        offset += len(raw) // ENTRY_SIZE

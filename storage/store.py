@@ -108,7 +108,7 @@ from .commitlog import CommitLog, Damage, DamagedSegmentError, Entry
 from .compaction_store import CompactedLog
 from .log_cleaner import LogCleaner
 from .config import StorageConfig
-from .consume_queue import ENTRY, ENTRY_SIZE, LOST_CODE
+from .consume_queue import ENTRY_SIZE, LOST_CODE, pack_entries
 from .disk_reserve import DiskReserve
 from .errors import (
     CorruptRecordError,
@@ -133,7 +133,7 @@ from .producer_state import ProducerStateTable
 from .recompress import CODEC_NAMES, NONE, Compression, recompress, records_region
 from .record_batch import Buffer
 from .record_layout import record_ends
-from .retention import Plan, Retention, repoint
+from .retention import Plan, Retention
 from .topics import TopicMeta, TopicRegistry
 from .txn_index import OngoingTxns
 
@@ -552,8 +552,7 @@ class MessageStore:
         if code == LOST_CODE and self._rebuild_floors:  # a rebuild meets a moved batch late
             codes = self._index_codes(self.topics.by_id(plog.topic_id).name, plog, entry.batch)
             span = info.last_offset_delta + 1
-            queue.rewrite(base, b"".join(ENTRY.pack(entry.position, len(entry.batch), 0 if codes is None else c)
-                                         for c in (codes or [0] * span)))
+            queue.rewrite(base, pack_entries(entry.position, len(entry.batch), codes, span))
             return True
         if size != len(entry.batch):
             return False
@@ -561,7 +560,7 @@ class MessageStore:
             original = self.commitlog.read_checked(position, size, plog.topic_id, plog.partition)
             if original is not None and original != entry.batch:
                 return False
-            repoint(plog, base, info.last_offset_delta, size, entry.position)
+            queue.repoint(base, last + 1, entry.position, size)
         return True
 
     def _lowest_bases(self) -> dict[tuple[uuid.UUID, int], int]:
