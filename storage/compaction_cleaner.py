@@ -65,7 +65,7 @@ from uuid import UUID
 from . import record_batch
 from .batch_builder import subset_batch
 from .commitlog import ENTRY_HEADER, ENTRY_HEADER_SIZE
-from .compaction_store import CompactedLog, CompactedWriter, merge_epochs, read_batch
+from .compaction_store import CompactedLog, CompactedWriter, batches_from, merge_epochs
 from .consume_queue import ENTRY_SIZE, batch_runs
 from .recompress import NONE, Compression, records_region
 from .record_batch import CONTROL_BIT, TRANSACTIONAL_BIT
@@ -404,10 +404,7 @@ def _sources(job: CleanJob, reader: _Reader, dirty: list[DirtyBatch]) -> Iterato
     if previous is not None:
         fd = os.open(previous.path, os.O_RDONLY)  # its own: the loop may close the served one
         try:
-            index = previous.index
-            for position, size, nxt in zip(index.positions, index.sizes, index.nexts):
-                if nxt > job.log_start:
-                    yield read_batch(fd, previous.path, position, size)
+            yield from batches_from(fd, previous.path, previous.index, job.log_start)
         finally:
             os.close(fd)
     for b in dirty:

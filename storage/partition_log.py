@@ -278,7 +278,7 @@ class PartitionLog:
         size = 0
         compacted = self.compacted
         if compacted is not None and offset < compacted.end_offset:
-            size = compacted.bytes_from(offset, limit)
+            size = compacted.bytes_from(offset)
             offset = compacted.end_offset
         while offset < end and size < limit:
             position, batch_size, _ = self.consume_queue.entry(offset)

@@ -9,6 +9,7 @@ import asyncio
 import errno
 import io
 import os
+import struct
 from pathlib import Path
 
 import pytest
@@ -495,3 +496,54 @@ def test_a_failed_sync_is_not_taken_for_a_switch(store, clock, monkeypatch, fail
     assert records(store) == want
     assert clean(store)
     assert latest(store) == {k: v for _, k, v in want} and len(records(store)) < len(want)
+
+
+# -- the compacted file's index -------------------------------------------------------------
+def _compacted_file(tmp_path: Path, count: int) -> tuple[Path, list[bytes]]:
+    """A compacted file of ``count`` single-record batches, base offsets 0, 3, 6, ... (gaps
+    between them, as cleaning leaves), every 7th one larger than the index interval."""
+    from rmqkafka.storage.compaction_store import CompactedWriter
+
+    batches = []
+    for i in range(count):
+        value = b"v" * (5000 if i % 7 == 3 else 20)
+        batch = keyed([(b"k%d" % i, value)], 1000)
+        batches.append(struct.pack(">q", 3 * i) + batch[8:])  # the CRC does not cover the base
+    writer = CompactedWriter(tmp_path, 3 * count, [])
+    for batch in batches:
+        writer.add(batch)
+    writer.finish()
+    writer.commit()
+    return tmp_path, batches
+
+
+def test_the_compacted_index_is_sparse_and_every_read_finds_its_batch(tmp_path):
+    """The index of a compacted file holds one entry per INDEX_INTERVAL_BYTES of batches
+    (Kafka's index.interval.bytes), not one per batch: a partition of many small batches,
+    which its producers choose, costs memory in proportion to its bytes / 4 KiB. Every read
+    still finds the batch holding an offset, or the first after it."""
+    from rmqkafka.storage.compaction_store import INDEX_INTERVAL_BYTES
+
+    directory, batches = _compacted_file(tmp_path, 3000)
+    log = CompactedLog.open(directory)
+    assert log.batch_count == 3000 and log.data_bytes == sum(map(len, batches))
+    assert len(log.index.bases) <= log.data_bytes // INDEX_INTERVAL_BYTES + 2
+    assert log.first_offset == 0 and log.end_offset == 9000
+    for offset in [0, 1, 2, 3, 4, 299, 300, 301, 4500, 8996, 8997, 8998, 8999]:
+        i = (offset + 2) // 3  # the batch holding the offset, or the next one
+        want = batches[i] if i < len(batches) else None
+        assert log.batch_at_or_after(offset) == want
+        assert list(log.batches_from(offset)) == batches[i:]
+        assert log.bytes_from(offset) == sum(map(len, batches[i:]))
+        got, size, full = log.read(offset, 9000, 20_000, True)
+        take, total = [], 0
+        for b in batches[i:]:
+            if total + len(b) > 20_000 and take:
+                break
+            take.append(b)
+            total += len(b)
+        assert (got, size) == (take, total) and full == (len(take) < len(batches) - i)
+    got, _, _ = log.read(300, 306, 1 << 20, True)  # stops at ``stop``
+    assert got == batches[100:102]
+    assert log.read(301, 9000, 10, False) == ([], 0, True)
+    log.close()
