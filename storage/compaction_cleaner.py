@@ -314,7 +314,15 @@ class _Reader:
         _, _, _, topic, partition = ENTRY_HEADER.unpack_from(head, 0)
         if topic != self.job.topic_id.bytes or partition != self.job.partition:
             raise OSError(f"consume-queue entry of offset {base} does not name this partition's batch")
+        batch_base = record_batch.base_offset_of(head[ENTRY_HEADER_SIZE:])
         info = record_batch.read_info(head[ENTRY_HEADER_SIZE:])
+        # A run of entries must name a whole batch (only the first run may start inside
+        # one, at the first dirty offset): the loop re-pointing a moved batch's entries
+        # while they are read shows its offsets as two runs, which would copy it twice.
+        if batch_base + info.last_offset_delta + 1 != nxt or not (
+                batch_base == base or batch_base < base == self.job.first_dirty):
+            raise OSError(f"consume-queue entries of offsets {base}..{nxt - 1} name only part of the batch "
+                          f"at commitlog position {position} (re-pointed meanwhile); tried again later")
         return DirtyBatch(base, nxt, position, size, info.max_timestamp)
 
     def read(self, position: int, size: int) -> bytes:

@@ -547,3 +547,27 @@ def test_the_compacted_index_is_sparse_and_every_read_finds_its_batch(tmp_path):
     assert got == batches[100:102]
     assert log.read(301, 9000, 10, False) == ([], 0, True)
     log.close()
+
+
+def test_queue_entries_that_split_a_batch_fail_the_cleaning(store, clock):
+    """The cleaner reads the consume queue in its thread while retention may re-point a
+    moved batch's entries on the loop: a read half way through sees the batch's offsets in
+    two runs. Each run must be a whole batch, or the batch would be written twice into the
+    compacted file (offsets going backwards for every consumer): such a cleaning fails and
+    is tried again."""
+    from rmqkafka.storage.consume_queue import ENTRY
+
+    append(store, T, 0, keyed([(b"k%d" % k, b"v%d" % k) for k in range(5)], clock.now_ms()))
+    clock.advance(1000)
+    append(store, T, 0, keyed([(b"sentinel", b"s")], clock.now_ms()))
+    clock.advance(1000)
+    plog = store.partition(T, 0)
+    position, size, code = plog.consume_queue.entry(0)
+    copy = store.commitlog.append(plog.topic_id, 0, [plog.batch_at(0)])
+    plog.consume_queue.rewrite(2, ENTRY.pack(copy, size, code) * 3)  # offsets 2..4 re-pointed, 0..1 not yet
+    assert not clean(store)
+    assert store.cleaner.failures == 1 and plog.cleaned_end == 0
+    plog.consume_queue.rewrite(0, ENTRY.pack(copy, size, code) * 2)  # the re-pointing finished
+    assert clean(store)
+    offsets = [o for o, _, _ in records(store)]
+    assert offsets == [0, 1, 2, 3, 4, 5]
