@@ -49,6 +49,7 @@ from uuid import UUID
 from crc32c import crc32c
 
 from . import record_batch
+from .errors import SyncFailedError
 from .files import fsync_path, pwrite_all
 from .record_batch import Buffer
 
@@ -223,12 +224,23 @@ class CommitLog:
         return Segment(base_position, path, fd, os.fstat(fd).st_size)
 
     def _roll(self) -> Segment:
+        """Start the next segment: the full one is fdatasynced first (a closed segment is
+        complete on disk), the new one's directory entry is fsynced before anything is
+        written to it. A failed sync raises SyncFailedError (fatal: see its docstring); a
+        segment that could not be created (a full disk) raises OSError and nothing changes."""
         old = self._segments[-1]
-        os.fdatasync(old.fd)  # a closed segment is complete on disk before the next one starts
+        try:
+            os.fdatasync(old.fd)
+        except OSError as exc:
+            raise SyncFailedError(exc.errno, f"fdatasync of {old.path} failed: {exc.strerror}") from exc
         segment = self._create_segment(old.end_position)
+        try:
+            fsync_path(self._dir)
+        except OSError as exc:
+            os.close(segment.fd)
+            raise SyncFailedError(exc.errno, f"fsync of {self._dir} failed: {exc.strerror}") from exc
         self._segments.append(segment)
         self._bases.append(segment.base_position)
-        fsync_path(self._dir)
         return segment
 
     def unflushed(self) -> tuple[list[int], int]:

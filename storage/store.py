@@ -119,6 +119,7 @@ from .errors import (
     RecordTooLargeError,
     StorageError,
     StorageFailedError,
+    SyncFailedError,
     UnknownPartitionError,
     UnknownTopicError,
 )
@@ -1225,6 +1226,8 @@ class MessageStore:
         try:
             position = self.commitlog.append(plog.topic_id, plog.partition, parts)
             plog.dispatch(position, info, base, codes, batch)
+        except SyncFailedError as exc:
+            raise self._fail(exc) from exc
         except OSError as exc:
             log.error("%s/%d: append failed (%s); nothing of it is kept", plog.topic_id, plog.partition, exc)
             try:
@@ -1543,6 +1546,8 @@ class MessageStore:
             try:
                 for _ in retention.move(plan):
                     yield "slice"
+            except SyncFailedError as exc:
+                raise self._fail(exc) from exc
             except OSError as exc:
                 now = self.clock.now_ms()
                 if now - retention.move_failure_logged >= _REPEAT_LOG_MS:  # a full disk: every run
