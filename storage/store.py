@@ -1540,7 +1540,7 @@ class MessageStore:
         self._check_writable()
         retention = self.retention
         retention.stats.runs += 1
-        advanced = retention.advance()
+        advanced = yield from retention.advance()
         plan = yield from retention.plan()
         if plan.moves:
             try:
