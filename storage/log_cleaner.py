@@ -101,7 +101,8 @@ class LogCleaner:
             plog.topic_id, p, plog.directory, plog.consume_queue.entries_per_file,
             [(s.base_position, s.path) for s in store.commitlog.segments],
             plog.log_start_offset, first_dirty, plog.next_offset, plog.last_stable_offset,
-            plog.txn_index.aborted_ranges(plog.log_start_offset, plog.last_stable_offset),
+            # the dirty range's only: the compacted file holds no aborted batch
+            plog.txn_index.aborted_ranges(first_dirty, plog.last_stable_offset),
             previous, settings, now, self.map_capacity, store.compaction_dir(plog), force, self._cancel,
             store.durable_position,
         )

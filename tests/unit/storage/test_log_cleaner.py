@@ -571,3 +571,28 @@ def test_queue_entries_that_split_a_batch_fail_the_cleaning(store, clock):
     assert clean(store)
     offsets = [o for o, _, _ in records(store)]
     assert offsets == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_cleaning_asks_only_for_the_aborted_transactions_of_its_dirty_range(store, clock, monkeypatch):
+    """The aborted transactions are listed on the loop at every pass. Those below the
+    cleaned end were removed by the cleaning that covered them (and the txnindex keeps
+    them until the log start passes), so only the dirty range's are asked for: a partition
+    with a long history of aborts does not cost the loop all of them every 15 s."""
+    pid = 77
+    txn = dict(producer_id=pid, producer_epoch=0, transactional=True)
+    for seq in range(3):
+        append(store, T, 0, keyed([(b"a", b"aborted")], clock.now_ms(), base_sequence=seq, **txn))
+        store.append_built(T, 0, marker(pid, 0, ABORT))
+    clock.advance(1000)
+    append(store, T, 0, keyed([(b"z", b"z")], clock.now_ms()))
+    assert clean(store)
+    plog = store.partition(T, 0)
+    asked = []
+    real = plog.txn_index.aborted_ranges
+    monkeypatch.setattr(plog.txn_index, "aborted_ranges", lambda start, upper: asked.append(start) or real(start, upper))
+    append(store, T, 0, keyed([(b"z", b"z2")], clock.now_ms()))
+    clock.advance(1000)
+    append(store, T, 0, keyed([(b"y", b"y")], clock.now_ms()))
+    assert clean(store)
+    assert asked == [6]  # the first dirty offset, not the log start (0)
+    assert latest(store) == {b"z": b"z2", b"y": b"y"}
