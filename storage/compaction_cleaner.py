@@ -104,6 +104,11 @@ class CompactionSettings:
 
 @dataclass(frozen=True, slots=True)
 class DirtyBatch:
+    """One batch of the dirty range as the consume queue names it: offsets (logical)
+    ``base`` up to ``nxt`` (exclusive; ``base`` is the first dirty offset when the range
+    starts inside the batch); ``position`` (bytes) of the batch in the commitlog and its
+    ``size`` in bytes; its largest record timestamp (ms)."""
+
     base: int
     nxt: int
     position: int
@@ -268,7 +273,9 @@ class CleanResult:
 
 
 class _Reader:
-    """The commitlog and consume-queue files, read through descriptors of its own."""
+    """The commitlog and consume-queue files, read through descriptors of its own (opened
+    on first use, by the paths the job took on the loop: a file retention deletes meanwhile
+    makes the cleaning fail with OSError, and it is tried again at a later pass)."""
 
     def __init__(self, job: CleanJob) -> None:
         self.job = job

@@ -140,13 +140,18 @@ class RetentionStats:
 
 @dataclass(frozen=True, slots=True)
 class Move:
+    """A live batch of ``plog`` to copy to the commitlog head: ``head`` says where it is
+    (commitlog position and size, bytes) and which offsets it spans (logical)."""
+
     plog: PartitionLog
     head: EntryHead
 
 
 @dataclass(slots=True)
 class Plan:
-    """Segments to delete, oldest first, once ``moves`` are done."""
+    """Segments to delete, oldest first (a prefix of the commitlog's closed segments), once
+    ``moves`` are done; the first ``free`` of them need no move (nothing live in them), so
+    they may go even when the moves fail."""
 
     segments: list[Segment] = field(default_factory=list)
     moves: list[Move] = field(default_factory=list)
