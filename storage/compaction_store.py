@@ -98,6 +98,11 @@ def merge_epochs(epochs: list[tuple[int, int]], log_start: int, limit: int = MAX
     return kept
 
 
+class DamagedBatchError(OSError):
+    """A compacted file's batch is torn, malformed or fails its CRC (damage on disk, not an
+    I/O error)."""
+
+
 @dataclass(slots=True)
 class BatchIndex:
     """A sparse index of a compacted file, as Kafka's offset index: the first batch, then
@@ -132,20 +137,20 @@ class BatchIndex:
 def walk(fd: int, path: Path, position: int, end: int, chunk: int = _WALK_CHUNK) -> Iterator[tuple[int, bytes]]:
     """(position, batch) of each batch of the compacted file ``path`` (open as ``fd``) from byte ``position`` (a
     batch start) to ``end``, read ``chunk`` bytes at a time (a larger batch on its own), its
-    CRC checked; OSError for one that is torn, malformed or fails its CRC (damage)."""
+    CRC checked; DamagedBatchError for one that is torn, malformed or fails its CRC."""
     buf, at = b"", position  # ``buf`` holds the file's bytes from ``at``
     while position < end:
         i = position - at
         if i + record_batch.LOG_OVERHEAD > len(buf):
             buf, at, i = os.pread(fd, min(chunk, end - position), position), position, 0
         if len(buf) - i < record_batch.LOG_OVERHEAD:
-            raise OSError(f"{path}: batch at byte {position} is torn")
+            raise DamagedBatchError(f"{path}: batch at byte {position} is torn")
         size = record_batch.LOG_OVERHEAD + _LENGTH.unpack_from(buf, i + 8)[0]
         if size < record_batch.HEADER_SIZE or position + size > end:
-            raise OSError(f"{path}: batch at byte {position} is malformed")
+            raise DamagedBatchError(f"{path}: batch at byte {position} is malformed")
         batch = buf[i:i + size] if i + size <= len(buf) else os.pread(fd, size, position)
         if len(batch) != size or not record_batch.crc_ok(batch):
-            raise OSError(f"{path}: batch at byte {position} is damaged")
+            raise DamagedBatchError(f"{path}: batch at byte {position} is damaged")
         yield position, batch
         position += size
 
@@ -280,8 +285,8 @@ def _load(path: Path) -> tuple[int, list[tuple[int, int]], BatchIndex, int] | No
                     return None
                 index.add(base, position, len(batch))
                 last_next = nxt
-        except OSError:
-            return None
+        except DamagedBatchError:
+            return None  # (an I/O error is raised: the file is not set aside for it)
     return end, [(int(a), int(b)) for a, b in epochs], index, start
 
 

@@ -596,3 +596,29 @@ def test_a_cleaning_asks_only_for_the_aborted_transactions_of_its_dirty_range(st
     assert clean(store)
     assert asked == [6]  # the first dirty offset, not the log start (0)
     assert latest(store) == {b"z": b"z2", b"y": b"y"}
+
+
+def test_an_io_error_opening_a_compacted_file_does_not_set_it_aside(stores, store, clock, monkeypatch):
+    """Only damage (a torn batch, a failed CRC) sets a compacted file aside: an I/O error
+    reading it is raised (the store does not open), since setting the file aside would lose
+    whatever retention has deleted from the commitlog below its end."""
+    from rmqkafka.storage import compaction_store
+
+    fill(store, clock)
+    assert clean(store)
+    directory = _clean_dir(store)
+    names = sorted(os.listdir(directory))
+    stores.crash(store)
+    real_pread = os.pread
+
+    def pread(fd, size, at):
+        if at > 0 and os.readlink(f"/proc/self/fd/{fd}").endswith(SUFFIX):
+            raise OSError(errno.EIO, "Input/output error")
+        return real_pread(fd, size, at)
+
+    monkeypatch.setattr(compaction_store.os, "pread", pread)
+    with pytest.raises(OSError, match="Input/output error"):
+        CompactedLog.open(directory)
+    monkeypatch.undo()
+    assert sorted(os.listdir(directory)) == names
+    assert CompactedLog.open(directory) is not None
