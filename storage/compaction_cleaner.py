@@ -58,7 +58,7 @@ import os
 import struct
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from uuid import UUID
 
@@ -250,6 +250,9 @@ class CleanJob:
     force: bool = False  # clean whatever is cleanable, whatever the dirty ratio
     cancel: threading.Event | None = None  # set: stop at the next batch (the store closes)
     durable_position: int | None = None  # the commitlog is fsynced below it
+    # dirty batches a previous pass found from ``first_dirty`` on (still valid: see
+    # LogCleaner._known); the scan goes on from the last one's end
+    known: list[DirtyBatch] = field(default_factory=list)
 
 
 class CleaningCancelled(Exception):
@@ -264,6 +267,7 @@ def _check(job: CleanJob) -> None:
 @dataclass(slots=True)
 class CleanResult:
     plan: Plan
+    scanned: list[DirtyBatch]  # the dirty batches found (from the first dirty offset)
     writer: CompactedWriter | None = None  # None: nothing was cleaned
     bytes_read: int = 0
     bytes_written: int = 0
@@ -290,10 +294,14 @@ class _Reader:
 
     def dirty_batches(self) -> tuple[list[DirtyBatch], bool]:
         """The partition's batches from the first dirty offset to its end, in order, at
-        most MAX_SCAN_BATCHES; and whether they reach the end."""
+        most MAX_SCAN_BATCHES; and whether they reach the end. Those the job knows are
+        taken as they are; the consume queue is read from the end of the last one."""
         limit = MAX_SCAN_BATCHES
-        out: list[DirtyBatch] = []
-        for base, nxt, position, size in batch_runs(self.job.first_dirty, self._queue_chunks()):
+        out = self.job.known[:limit]
+        if len(out) == limit:
+            return out, False
+        start = out[-1].nxt if out else self.job.first_dirty
+        for base, nxt, position, size in batch_runs(start, self._queue_chunks(start)):
             if size <= 0:
                 continue  # lost offsets (no batch)
             if len(out) == limit:
@@ -301,10 +309,9 @@ class _Reader:
             out.append(self._dirty(base, nxt, position, size))
         return out, True
 
-    def _queue_chunks(self) -> Iterator[bytes]:
-        """The consume-queue entries from the first dirty offset to the end, a chunk at a time."""
+    def _queue_chunks(self, offset: int) -> Iterator[bytes]:
+        """The consume-queue entries from ``offset`` to the end, a chunk at a time."""
         job = self.job
-        offset = job.first_dirty
         while offset < job.next_offset:
             _check(job)
             base = offset - offset % job.entries_per_file
@@ -363,14 +370,15 @@ def run_job(job: CleanJob) -> CleanResult:
         the_plan = plan(batches, job.first_dirty, job.stable_end, clean_bytes, job.settings, job.now_ms,
                         to_the_end=to_the_end, durable_position=job.durable_position)
         if not (the_plan.worth(job.settings) or (job.force and the_plan.count)):
-            return CleanResult(the_plan)
-        return _clean(job, reader, batches[: the_plan.count], the_plan)
+            return CleanResult(the_plan, batches)
+        return _clean(job, reader, batches, the_plan)
     finally:
         reader.close()
 
 
-def _clean(job: CleanJob, reader: _Reader, dirty: list[DirtyBatch], the_plan: Plan) -> CleanResult:
+def _clean(job: CleanJob, reader: _Reader, scanned: list[DirtyBatch], the_plan: Plan) -> CleanResult:
     aborted = _Aborted(job.aborted)
+    dirty = scanned[: the_plan.count]
     keys = KeyMap(job.map_capacity)
     mapped = 0
     for b in dirty:  # pass 1
@@ -396,7 +404,7 @@ def _clean(job: CleanJob, reader: _Reader, dirty: list[DirtyBatch], the_plan: Pl
     epochs = list(job.previous.epochs) if job.previous is not None else []
     new_epochs = merge_epochs(epochs + [(end, job.now_ms)], job.log_start)
     writer = CompactedWriter(job.out_dir, end, new_epochs)
-    result = CleanResult(the_plan, writer, keys=len(keys))
+    result = CleanResult(the_plan, scanned, writer, keys=len(keys))
     try:
         pass2 = _Filter(job, keys, aborted, epochs, result)
         for batch in _sources(job, reader, dirty):

@@ -390,7 +390,7 @@ def test_a_batch_without_records_is_not_kept():
     from rmqkafka.storage.compaction_cleaner import CleanResult, Plan, _Aborted, _Filter
 
     job = SimpleNamespace(log_start=0, settings=EAGER, now_ms=0)
-    pass2 = _Filter(job, KeyMap(10), _Aborted([]), [], CleanResult(Plan(0, 0, 0, 0.0, False)))
+    pass2 = _Filter(job, KeyMap(10), _Aborted([]), [], CleanResult(Plan(0, 0, 0, 0.0, False), []))
     batch = keyed([(b"b", b"1"), (b"c", b"1")], 0)
     assert pass2.filter(batch) == batch
     assert pass2.filter(empty_batch(batch)) is None
@@ -622,3 +622,39 @@ def test_an_io_error_opening_a_compacted_file_does_not_set_it_aside(stores, stor
     monkeypatch.undo()
     assert sorted(os.listdir(directory)) == names
     assert CompactedLog.open(directory) is not None
+
+
+def test_a_pass_that_cleans_nothing_does_not_scan_the_dirty_range_again(store, clock, monkeypatch):
+    """A partition below its min.cleanable.dirty.ratio is looked at every pass (15 s): the
+    dirty batches found by the last pass are kept (they only grow at the end), so a pass
+    reads only the entries appended since (100,000 dirty batches cost 2 s of the cleaner
+    thread, holding the GIL, at every pass). A retention move, which re-points entries,
+    makes the next pass scan again."""
+    from rmqkafka.storage import compaction_cleaner
+
+    fill(store, clock, rounds=4, keys=3)
+    lazy = CompactionSettings(segment_ms=1, min_cleanable_dirty_ratio=1.0)  # dirt alone is never enough
+    assert clean(store)  # the first cleaning (no clean bytes yet: ratio 1)
+    fill(store, clock, rounds=4, keys=3)
+    scanned = []
+    real = compaction_cleaner._Reader._dirty
+
+    def counted(self, base, nxt, position, size):
+        scanned.append(base)
+        return real(self, base, nxt, position, size)
+
+    monkeypatch.setattr(compaction_cleaner._Reader, "_dirty", counted)
+    assert not clean(store, settings=lazy)
+    assert scanned == [13, 16, 19, 22, 25]  # (12 was found by the cleaning: the active segment then)
+    scanned.clear()
+    assert not clean(store, settings=lazy)
+    assert scanned == []  # nothing new: nothing read
+    append(store, T, 0, keyed([(b"k1", b"new")], clock.now_ms()))
+    assert not clean(store, settings=lazy)
+    assert len(scanned) == 1  # only the new batch
+    store.retention.stats.batches_moved += 1  # what a move's re-pointing counts
+    scanned.clear()
+    assert not clean(store, settings=lazy)
+    assert scanned == [12, 13, 16, 19, 22, 25, 26]  # every dirty batch again
+    assert clean(store)  # the cached scan cleans as a fresh one would
+    assert latest(store)[b"k1"] == b"new"
