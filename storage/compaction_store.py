@@ -134,10 +134,12 @@ class BatchIndex:
         return self.positions[max(i, 0)] if self.positions else self.end_position
 
 
-def walk(fd: int, path: Path, position: int, end: int, chunk: int = _WALK_CHUNK) -> Iterator[tuple[int, bytes]]:
-    """(position, batch) of each batch of the compacted file ``path`` (open as ``fd``) from byte ``position`` (a
-    batch start) to ``end``, read ``chunk`` bytes at a time (a larger batch on its own), its
-    CRC checked; DamagedBatchError for one that is torn, malformed or fails its CRC."""
+def walk(fd: int, path: Path, position: int, end: int,
+         chunk: int = _WALK_CHUNK) -> Iterator[tuple[int, bytes]]:
+    """(position, batch) of each batch of the compacted file ``path`` (open as ``fd``) from
+    byte ``position`` (a batch start) to ``end``, read ``chunk`` bytes at a time (a larger
+    batch on its own), its CRC checked; DamagedBatchError for one that is torn, malformed or
+    fails its CRC."""
     buf, at = b"", position  # ``buf`` holds the file's bytes from ``at``
     while position < end:
         i = position - at

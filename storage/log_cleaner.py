@@ -192,7 +192,8 @@ class LogCleaner:
             self._scans[plog] = (self._store.retention.stats.batches_moved, scanned)
 
     def _still_served(self, name: str, p: int, plog: PartitionLog, previous: CompactedLog | None) -> bool:
-        return self._store.partitions().get((name, p)) is plog and not plog.closed and plog.compacted is previous
+        served = self._store.partitions().get((name, p)) is plog and not plog.closed
+        return served and plog.compacted is previous
 
     def _failed(self, name: str, p: int, progress: CleanerProgress, exc: Exception) -> None:
         self.failures += 1

@@ -163,7 +163,8 @@ def batch_starts(plog: PartitionLog, start: int, stop: int) -> Iterator[tuple[in
     the consume queue alone (consume_queue.batch_runs)."""
     queue = plog.consume_queue
     offset = max(start, queue.min_offset)
-    for first, _, position, size in batch_runs(offset, _entry_chunks(queue, offset, min(stop, queue.next_offset))):
+    chunks = _entry_chunks(queue, offset, min(stop, queue.next_offset))
+    for first, _, position, size in batch_runs(offset, chunks):
         yield first, position, size
 
 

@@ -589,7 +589,8 @@ def test_a_cleaning_asks_only_for_the_aborted_transactions_of_its_dirty_range(st
     plog = store.partition(T, 0)
     asked = []
     real = plog.txn_index.aborted_ranges
-    monkeypatch.setattr(plog.txn_index, "aborted_ranges", lambda start, upper: asked.append(start) or real(start, upper))
+    monkeypatch.setattr(plog.txn_index, "aborted_ranges",
+                        lambda start, upper: asked.append(start) or real(start, upper))
     append(store, T, 0, keyed([(b"z", b"z2")], clock.now_ms()))
     clock.advance(1000)
     append(store, T, 0, keyed([(b"y", b"y")], clock.now_ms()))

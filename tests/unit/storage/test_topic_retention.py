@@ -380,7 +380,8 @@ def test_moving_log_starts_takes_turns_of_the_event_loop(stores, clock, monkeypa
     from rmqkafka.storage import retention as retention_module
 
     monkeypatch.setattr(retention_module, "_SCAN_SLICE", 1000)
-    configs = {"broker segments": {}, "retention.bytes": {"retention.bytes": "1"}}[rule]  # (retention.ms: no walk)
+    # (retention.ms finds its log start in the time index: no walk)
+    configs = {"broker segments": {}, "retention.bytes": {"retention.bytes": "1"}}[rule]
     store = stores.open(segment_bytes=4096, retention_ms=None, retention_bytes=1)
     store.create_topic("t", 3, configs)
     for p in range(3):
