@@ -90,6 +90,19 @@ def test_key_map_short_keys_are_exact_and_long_ones_digested():
     assert keys.room_for(8) and not keys.room_for(9)
 
 
+def test_the_key_map_holds_a_digest_of_a_huge_key_in_the_cleaning_path():
+    """put_records and superseded (the loops a cleaning runs) keep a 1 MiB key as its
+    17-byte digest: the map's memory is bounded by its capacity, whatever the keys."""
+    from types import SimpleNamespace
+
+    huge = [SimpleNamespace(key=bytes([i]) * (1 << 20), offset=i, value=b"v") for i in range(3)]
+    keys = KeyMap(10)
+    keys.put_records(huge + [SimpleNamespace(key=None, offset=9, value=b"v")])
+    assert len(keys) == 3 and all(len(k) == 17 for k in keys._map)
+    newer = [SimpleNamespace(key=bytes([1]) * (1 << 20), offset=0, value=None)]
+    assert keys.superseded(newer) == [True] and keys.superseded(huge) == [False, False, False]
+
+
 def _batches(timestamps: list[int], size: int = 100) -> list[DirtyBatch]:
     return [DirtyBatch(i * 10, i * 10 + 10, i * 1000, size, ts) for i, ts in enumerate(timestamps)]
 
