@@ -908,7 +908,7 @@ class MessageStore:
         self.topics.announce(deleted=metas)
         for _, plogs in withdrawn:
             for plog in plogs:
-                _close_deleted(plog)
+                plog.close(destroy=True)
         await self._in_metadata_thread(_remove_dirs, [self._dir / kind / str(m.topic_id) for m in metas
                                                       for kind in ("consumequeue", "compaction")])
         return outcomes
@@ -929,7 +929,7 @@ class MessageStore:
         for p in range(meta.partitions):
             plog = self._partitions.pop((name, p), None)
             if plog is not None:
-                _close_deleted(plog)
+                plog.close(destroy=True)
         _remove_dirs([self._dir / kind / str(meta.topic_id) for kind in ("consumequeue", "compaction")])
         return meta
 
@@ -1621,15 +1621,6 @@ def _divert(diverter: Diverter, name: str, p: int, base: int, batch: Buffer, rec
     deltas = [recs[i].offset - received_base for i in keep]
     return (memoryview(stored), [recs[i] for i in keep], kept_codes,
             sparse_codes(info.last_offset_delta + 1, deltas, kept_codes))
-
-
-def _close_deleted(plog: PartitionLog) -> None:
-    plog.closed = True
-    if plog.compacted is not None:
-        plog.compacted.close()
-    plog.consume_queue.destroy()
-    plog.time_index.close()
-    plog.txn_index.close()
 
 
 def _remove_dirs(paths: list[Path]) -> None:
