@@ -49,7 +49,8 @@ from uuid import UUID
 from crc32c import crc32c
 
 from . import record_batch
-from .files import fsync_path
+from .errors import SyncFailedError
+from .files import fsync_path, pwrite_all
 from .record_batch import Buffer
 
 log = logging.getLogger(__name__)
@@ -215,12 +216,7 @@ class CommitLog:
         written = os.pwritev(fd, parts, at)
         total = sum(len(p) for p in parts)
         if written < total:  # rare short write: finish the rest plainly
-            rest = memoryview(b"".join(bytes(p) for p in parts))[written:]
-            at += written
-            while rest:
-                n = os.pwrite(fd, rest, at)
-                rest = rest[n:]
-                at += n
+            pwrite_all(fd, memoryview(b"".join(bytes(p) for p in parts))[written:], at + written)
 
     def _create_segment(self, base_position: int) -> Segment:
         path = self._dir / _segment_name(base_position)
@@ -228,12 +224,23 @@ class CommitLog:
         return Segment(base_position, path, fd, os.fstat(fd).st_size)
 
     def _roll(self) -> Segment:
+        """Start the next segment: the full one is fdatasynced first (a closed segment is
+        complete on disk), the new one's directory entry is fsynced before anything is
+        written to it. A failed sync raises SyncFailedError (fatal: see its docstring); a
+        segment that could not be created (a full disk) raises OSError and nothing changes."""
         old = self._segments[-1]
-        os.fdatasync(old.fd)  # a closed segment is complete on disk before the next one starts
+        try:
+            os.fdatasync(old.fd)
+        except OSError as exc:
+            raise SyncFailedError(exc.errno, f"fdatasync of {old.path} failed: {exc.strerror}") from exc
         segment = self._create_segment(old.end_position)
+        try:
+            fsync_path(self._dir)
+        except OSError as exc:
+            os.close(segment.fd)
+            raise SyncFailedError(exc.errno, f"fsync of {self._dir} failed: {exc.strerror}") from exc
         self._segments.append(segment)
         self._bases.append(segment.base_position)
-        fsync_path(self._dir)
         return segment
 
     def unflushed(self) -> tuple[list[int], int]:

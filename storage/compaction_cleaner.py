@@ -58,15 +58,15 @@ import os
 import struct
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from uuid import UUID
 
 from . import record_batch
 from .batch_builder import subset_batch
 from .commitlog import ENTRY_HEADER, ENTRY_HEADER_SIZE
-from .compaction_store import CompactedLog, CompactedWriter, merge_epochs
-from .consume_queue import ENTRY, ENTRY_SIZE
+from .compaction_store import CompactedLog, CompactedWriter, batches_from, merge_epochs
+from .consume_queue import ENTRY_SIZE, batch_runs
 from .recompress import NONE, Compression, records_region
 from .record_batch import CONTROL_BIT, TRANSACTIONAL_BIT
 from .record_layout import record_ends
@@ -104,6 +104,11 @@ class CompactionSettings:
 
 @dataclass(frozen=True, slots=True)
 class DirtyBatch:
+    """One batch of the dirty range as the consume queue names it: offsets (logical)
+    ``base`` up to ``nxt`` (exclusive; ``base`` is the first dirty offset when the range
+    starts inside the batch); ``position`` (bytes) of the batch in the commitlog and its
+    ``size`` in bytes; its largest record timestamp (ms)."""
+
     base: int
     nxt: int
     position: int
@@ -245,6 +250,9 @@ class CleanJob:
     force: bool = False  # clean whatever is cleanable, whatever the dirty ratio
     cancel: threading.Event | None = None  # set: stop at the next batch (the store closes)
     durable_position: int | None = None  # the commitlog is fsynced below it
+    # dirty batches a previous pass found from ``first_dirty`` on (still valid: see
+    # LogCleaner._known); the scan goes on from the last one's end
+    known: list[DirtyBatch] = field(default_factory=list)
 
 
 class CleaningCancelled(Exception):
@@ -259,6 +267,7 @@ def _check(job: CleanJob) -> None:
 @dataclass(slots=True)
 class CleanResult:
     plan: Plan
+    scanned: list[DirtyBatch]  # the dirty batches found (from the first dirty offset)
     writer: CompactedWriter | None = None  # None: nothing was cleaned
     bytes_read: int = 0
     bytes_written: int = 0
@@ -268,7 +277,9 @@ class CleanResult:
 
 
 class _Reader:
-    """The commitlog and consume-queue files, read through descriptors of its own."""
+    """The commitlog and consume-queue files, read through descriptors of its own (opened
+    on first use, by the paths the job took on the loop: a file retention deletes meanwhile
+    makes the cleaning fail with OSError, and it is tried again at a later pass)."""
 
     def __init__(self, job: CleanJob) -> None:
         self.job = job
@@ -283,15 +294,25 @@ class _Reader:
 
     def dirty_batches(self) -> tuple[list[DirtyBatch], bool]:
         """The partition's batches from the first dirty offset to its end, in order, at
-        most MAX_SCAN_BATCHES; and whether they reach the end."""
-        job = self.job
+        most MAX_SCAN_BATCHES; and whether they reach the end. Those the job knows are
+        taken as they are; the consume queue is read from the end of the last one."""
         limit = MAX_SCAN_BATCHES
-        out: list[DirtyBatch] = []
-        offset = job.first_dirty
-        run_start, run_pos, run_size = offset, -1, 0
+        out = self.job.known[:limit]
+        if len(out) == limit:
+            return out, False
+        start = out[-1].nxt if out else self.job.first_dirty
+        for base, nxt, position, size in batch_runs(start, self._queue_chunks(start)):
+            if size <= 0:
+                continue  # lost offsets (no batch)
+            if len(out) == limit:
+                return out, False
+            out.append(self._dirty(base, nxt, position, size))
+        return out, True
+
+    def _queue_chunks(self, offset: int) -> Iterator[bytes]:
+        """The consume-queue entries from ``offset`` to the end, a chunk at a time."""
+        job = self.job
         while offset < job.next_offset:
-            if len(out) >= limit:
-                return out[:limit], False
             _check(job)
             base = offset - offset % job.entries_per_file
             count = min(_QUEUE_CHUNK, job.next_offset - offset, base + job.entries_per_file - offset)
@@ -299,22 +320,23 @@ class _Reader:
                             (offset - base) * ENTRY_SIZE)
             if len(data) != count * ENTRY_SIZE:
                 raise OSError(f"{job.queue_dir}: consume queue shorter than its next offset")
-            for position, size, _ in ENTRY.iter_unpack(data):
-                if position != run_pos or size != run_size:
-                    if run_size > 0:
-                        out.append(self._dirty(run_start, offset, run_pos, run_size))
-                    run_start, run_pos, run_size = offset, position, size
-                offset += 1
-        if run_size > 0:
-            out.append(self._dirty(run_start, offset, run_pos, run_size))
-        return out[:limit], len(out) <= limit
+            yield data
+            offset += count
 
     def _dirty(self, base: int, nxt: int, position: int, size: int) -> DirtyBatch:
         head = self.read(position - ENTRY_HEADER_SIZE, ENTRY_HEADER_SIZE + record_batch.HEADER_SIZE)
         _, _, _, topic, partition = ENTRY_HEADER.unpack_from(head, 0)
         if topic != self.job.topic_id.bytes or partition != self.job.partition:
             raise OSError(f"consume-queue entry of offset {base} does not name this partition's batch")
+        batch_base = record_batch.base_offset_of(head[ENTRY_HEADER_SIZE:])
         info = record_batch.read_info(head[ENTRY_HEADER_SIZE:])
+        # A run of entries must name a whole batch (only the first run may start inside
+        # one, at the first dirty offset): the loop re-pointing a moved batch's entries
+        # while they are read shows its offsets as two runs, which would copy it twice.
+        if batch_base + info.last_offset_delta + 1 != nxt or not (
+                batch_base == base or batch_base < base == self.job.first_dirty):
+            raise OSError(f"consume-queue entries of offsets {base}..{nxt - 1} name only part of the batch "
+                          f"at commitlog position {position} (re-pointed meanwhile); tried again later")
         return DirtyBatch(base, nxt, position, size, info.max_timestamp)
 
     def read(self, position: int, size: int) -> bytes:
@@ -348,14 +370,15 @@ def run_job(job: CleanJob) -> CleanResult:
         the_plan = plan(batches, job.first_dirty, job.stable_end, clean_bytes, job.settings, job.now_ms,
                         to_the_end=to_the_end, durable_position=job.durable_position)
         if not (the_plan.worth(job.settings) or (job.force and the_plan.count)):
-            return CleanResult(the_plan)
-        return _clean(job, reader, batches[: the_plan.count], the_plan)
+            return CleanResult(the_plan, batches)
+        return _clean(job, reader, batches, the_plan)
     finally:
         reader.close()
 
 
-def _clean(job: CleanJob, reader: _Reader, dirty: list[DirtyBatch], the_plan: Plan) -> CleanResult:
+def _clean(job: CleanJob, reader: _Reader, scanned: list[DirtyBatch], the_plan: Plan) -> CleanResult:
     aborted = _Aborted(job.aborted)
+    dirty = scanned[: the_plan.count]
     keys = KeyMap(job.map_capacity)
     mapped = 0
     for b in dirty:  # pass 1
@@ -381,7 +404,7 @@ def _clean(job: CleanJob, reader: _Reader, dirty: list[DirtyBatch], the_plan: Pl
     epochs = list(job.previous.epochs) if job.previous is not None else []
     new_epochs = merge_epochs(epochs + [(end, job.now_ms)], job.log_start)
     writer = CompactedWriter(job.out_dir, end, new_epochs)
-    result = CleanResult(the_plan, writer, keys=len(keys))
+    result = CleanResult(the_plan, scanned, writer, keys=len(keys))
     try:
         pass2 = _Filter(job, keys, aborted, epochs, result)
         for batch in _sources(job, reader, dirty):
@@ -400,17 +423,13 @@ def _clean(job: CleanJob, reader: _Reader, dirty: list[DirtyBatch], the_plan: Pl
 
 def _sources(job: CleanJob, reader: _Reader, dirty: list[DirtyBatch]) -> Iterator[bytes]:
     """The compacted file's batches at or above the log start, then the cleanable ones."""
-    if job.previous is not None:
-        with open(job.previous.path, "rb") as f:
-            index = job.previous.index
-            for position, size, nxt in zip(index.positions, index.sizes, index.nexts):
-                if nxt <= job.log_start:
-                    continue
-                f.seek(position)
-                batch = f.read(size)
-                if len(batch) != size or not record_batch.crc_ok(batch):
-                    raise OSError(f"{job.previous.path}: batch at byte {position} is damaged")
-                yield batch
+    previous = job.previous
+    if previous is not None:
+        fd = os.open(previous.path, os.O_RDONLY)  # its own: the loop may close the served one
+        try:
+            yield from batches_from(fd, previous.path, previous.index, job.log_start)
+        finally:
+            os.close(fd)
     for b in dirty:
         yield reader.batch(b)
 

@@ -34,7 +34,9 @@ Invariants and crash safety: a file is complete or absent. A cleaning writes
 ``<end>.clean.tmp``, fsyncs it, renames it to ``<end>.clean``, fsyncs the directory and only
 then removes the previous file; so after a kill at any point the directory holds the old
 file, or the new one, or both (the newest complete one wins), plus perhaps a ``.tmp`` that
-``open`` deletes: a cleaning is finished or discarded, never half applied. The commitlog
+``open`` deletes: a cleaning is finished or discarded, never half applied. A cleaning that
+fails (a full disk, an fsync or rename error) removes its own file, ``.tmp`` or renamed, and
+the previous file goes on serving; it is tried again at a later pass. The commitlog
 keeps everything at and above the end of the file in use, so nothing live is lost. A file
 whose header or a batch CRC does not check (damage on disk) is set aside as
 ``<name>.damaged`` and logged at ERROR; the partition then serves what the commitlog still
@@ -67,7 +69,10 @@ _CRC = struct.Struct(">I")
 SUFFIX = ".clean"
 TMP_SUFFIX = ".clean.tmp"
 MAX_EPOCHS = 64  # tombstone epochs kept; older neighbours merge (a tombstone is then kept longer)
-_READ_CHUNK = 1 << 20
+_READ_CHUNK = 1 << 20  # bytes read at a time when a file is opened (every batch checked)
+_WALK_CHUNK = 64 << 10  # bytes read at a time by a lookup or a fetch
+INDEX_INTERVAL_BYTES = 4096  # Kafka's index.interval.bytes default
+_LENGTH = struct.Struct(">i")
 
 
 def file_name(end_offset: int) -> str:
@@ -93,25 +98,70 @@ def merge_epochs(epochs: list[tuple[int, int]], log_start: int, limit: int = MAX
     return kept
 
 
+class DamagedBatchError(OSError):
+    """A compacted file's batch is torn, malformed or fails its CRC (damage on disk, not an
+    I/O error)."""
+
+
 @dataclass(slots=True)
 class BatchIndex:
-    """Where each batch of a compacted file is: parallel arrays of int64 (32 bytes a batch),
-    base offsets ascending."""
+    """A sparse index of a compacted file, as Kafka's offset index: the first batch, then
+    the first batch at least INDEX_INTERVAL_BYTES past the last one indexed; parallel arrays
+    of int64 (base offset, byte position), both ascending. Its memory is 16 bytes per 4 KiB
+    of batches whatever their count (which the producers choose); a lookup reads forward
+    from the entry at or before the offset, about INDEX_INTERVAL_BYTES. ``count``,
+    ``end_position``: the batches of the file and where the last one ends."""
 
     bases: array
-    nexts: array
     positions: array
-    sizes: array
+    count: int = 0
+    end_position: int = 0
 
     @classmethod
-    def empty(cls) -> BatchIndex:
-        return cls(array("q"), array("q"), array("q"), array("q"))
+    def empty(cls, start_position: int) -> BatchIndex:
+        return cls(array("q"), array("q"), 0, start_position)
 
-    def add(self, base: int, nxt: int, position: int, size: int) -> None:
-        self.bases.append(base)
-        self.nexts.append(nxt)
-        self.positions.append(position)
-        self.sizes.append(size)
+    def add(self, base: int, position: int, size: int) -> None:
+        if not self.positions or position - self.positions[-1] >= INDEX_INTERVAL_BYTES:
+            self.bases.append(base)
+            self.positions.append(position)
+        self.count += 1
+        self.end_position = position + size
+
+    def walk_start(self, offset: int) -> int:
+        """Where a walk to the batch holding ``offset`` (or the next one) starts."""
+        i = bisect.bisect_right(self.bases, offset) - 1
+        return self.positions[max(i, 0)] if self.positions else self.end_position
+
+
+def walk(fd: int, path: Path, position: int, end: int,
+         chunk: int = _WALK_CHUNK) -> Iterator[tuple[int, bytes]]:
+    """(position, batch) of each batch of the compacted file ``path`` (open as ``fd``) from
+    byte ``position`` (a batch start) to ``end``, read ``chunk`` bytes at a time (a larger
+    batch on its own), its CRC checked; DamagedBatchError for one that is torn, malformed or
+    fails its CRC."""
+    buf, at = b"", position  # ``buf`` holds the file's bytes from ``at``
+    while position < end:
+        i = position - at
+        if i + record_batch.LOG_OVERHEAD > len(buf):
+            buf, at, i = os.pread(fd, min(chunk, end - position), position), position, 0
+        if len(buf) - i < record_batch.LOG_OVERHEAD:
+            raise DamagedBatchError(f"{path}: batch at byte {position} is torn")
+        size = record_batch.LOG_OVERHEAD + _LENGTH.unpack_from(buf, i + 8)[0]
+        if size < record_batch.HEADER_SIZE or position + size > end:
+            raise DamagedBatchError(f"{path}: batch at byte {position} is malformed")
+        batch = buf[i:i + size] if i + size <= len(buf) else os.pread(fd, size, position)
+        if len(batch) != size or not record_batch.crc_ok(batch):
+            raise DamagedBatchError(f"{path}: batch at byte {position} is damaged")
+        yield position, batch
+        position += size
+
+
+def batches_from(fd: int, path: Path, index: BatchIndex, offset: int) -> Iterator[bytes]:
+    """Each batch of a compacted file from the one holding ``offset`` (or the next one) on."""
+    for _, batch in walk(fd, path, index.walk_start(offset), index.end_position):
+        if record_batch.next_offset_of(batch) > offset:
+            yield batch
 
 
 class CompactedLog:
@@ -121,12 +171,13 @@ class CompactedLog:
     of the file. ``data_bytes``: bytes of batches held (the "clean" bytes of Kafka's dirty
     ratio)."""
 
-    def __init__(self, path: Path, end_offset: int, epochs: list[tuple[int, int]], index: BatchIndex) -> None:
+    def __init__(self, path: Path, end_offset: int, epochs: list[tuple[int, int]], index: BatchIndex,
+                 data_start: int) -> None:
         self.path = path
         self.end_offset = end_offset
         self.epochs = epochs
         self._index = index
-        self.data_bytes = sum(index.sizes)
+        self.data_bytes = index.end_position - data_start
         self._fd = os.open(path, os.O_RDONLY)
 
     @property
@@ -140,7 +191,7 @@ class CompactedLog:
 
     @property
     def batch_count(self) -> int:
-        return len(self._index.bases)
+        return self._index.count
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
@@ -170,55 +221,38 @@ class CompactedLog:
         return found
 
     # -- reading ---------------------------------------------------------------------------
-    def _first_at_or_after(self, offset: int) -> int:
-        """Index of the batch holding ``offset``, or of the first one after it."""
-        return bisect.bisect_right(self._index.nexts, offset)
-
     def read(self, offset: int, stop: int, max_bytes: int, min_one: bool,
              have: int = 0) -> tuple[list[bytes], int, bool]:
         """Batches from the one holding ``offset`` (or the next one) that start below
         ``stop``, up to ``max_bytes`` counting ``have`` bytes already taken (``min_one``:
         the first even if larger). Returns (batches, their size, full): ``full`` when
         ``max_bytes`` stopped the read."""
-        idx = self._index
         out: list[bytes] = []
         size = 0
-        i = self._first_at_or_after(offset)
-        while i < len(idx.bases) and idx.bases[i] < stop:
-            batch_size = idx.sizes[i]
-            if have + size + batch_size > max_bytes and (out or have or not min_one):
+        for batch in self.batches_from(offset):
+            if record_batch.base_offset_of(batch) >= stop:
+                break
+            if have + size + len(batch) > max_bytes and (out or have or not min_one):
                 return out, size, True
-            out.append(self._read(idx.positions[i], batch_size))
-            size += batch_size
-            i += 1
+            out.append(batch)
+            size += len(batch)
         return out, size, False
 
-    def bytes_from(self, offset: int, limit: int) -> int:
-        idx = self._index
-        size = 0
-        i = self._first_at_or_after(offset)
-        while i < len(idx.bases) and size < limit:
-            size += idx.sizes[i]
-            i += 1
-        return size
+    def bytes_from(self, offset: int) -> int:
+        """Bytes of the batches from the one holding ``offset`` (or the next one) to the end
+        (batches are back to back: no more is read than to find that one)."""
+        index = self._index
+        for position, batch in walk(self._fd, self.path, index.walk_start(offset), index.end_position):
+            if record_batch.next_offset_of(batch) > offset:
+                return index.end_position - position
+        return 0
 
     def batches_from(self, offset: int) -> Iterator[bytes]:
         """Each batch from the one holding ``offset`` (or the next one) on."""
-        idx = self._index
-        for i in range(self._first_at_or_after(offset), len(idx.bases)):
-            yield self._read(idx.positions[i], idx.sizes[i])
+        return batches_from(self._fd, self.path, self._index, offset)
 
     def batch_at_or_after(self, offset: int) -> bytes | None:
-        i = self._first_at_or_after(offset)
-        if i >= len(self._index.bases):
-            return None
-        return self._read(self._index.positions[i], self._index.sizes[i])
-
-    def _read(self, position: int, size: int) -> bytes:
-        batch = os.pread(self._fd, size, position)
-        if len(batch) != size or not record_batch.crc_ok(batch):
-            raise OSError(f"{self.path}: batch at byte {position} is damaged")
-        return batch
+        return next(self.batches_from(offset), None)
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -226,8 +260,9 @@ class CompactedLog:
             self._fd = -1
 
 
-def _load(path: Path) -> tuple[int, list[tuple[int, int]], BatchIndex] | None:
-    """(end offset, epochs, index) of a compacted file whose header and batches all check."""
+def _load(path: Path) -> tuple[int, list[tuple[int, int]], BatchIndex, int] | None:
+    """(end offset, epochs, index, where the batches start) of a compacted file whose header
+    and batches all check; None for a damaged one."""
     with open(path, "rb") as f:
         data_head = f.read(_HEAD.size)
         if len(data_head) != _HEAD.size:
@@ -242,45 +277,31 @@ def _load(path: Path) -> tuple[int, list[tuple[int, int]], BatchIndex] | None:
         if crc32c(data_head + rest[: count * _EPOCH.size]) != crc:
             return None
         epochs = [_EPOCH.unpack_from(rest, i * _EPOCH.size) for i in range(count)]
-        index = BatchIndex.empty()
-        position = _HEAD.size + len(rest)
+        start = _HEAD.size + len(rest)
+        index = BatchIndex.empty(start)
         last_next = -1
-        for batch in _batches(f, position):
-            if batch is None:
-                return None
-            base, nxt = record_batch.base_offset_of(batch), record_batch.next_offset_of(batch)
-            if base < last_next or nxt > end or not record_batch.crc_ok(batch):
-                return None
-            index.add(base, nxt, position, len(batch))
-            position += len(batch)
-            last_next = nxt
-    return end, [(int(a), int(b)) for a, b in epochs], index
-
-
-def _batches(f, position: int) -> Iterator[bytes | None]:
-    """Each batch of an open file from ``position``; None once for a torn or malformed one."""
-    f.seek(position)
-    while True:
-        head = f.read(record_batch.LOG_OVERHEAD)
-        if not head:
-            return
-        if len(head) < record_batch.LOG_OVERHEAD:
-            yield None
-            return
-        (length,) = struct.unpack_from(">i", head, 8)
-        if length < record_batch.HEADER_SIZE - record_batch.LOG_OVERHEAD:
-            yield None
-            return
-        body = f.read(length)
-        if len(body) != length:
-            yield None
-            return
-        yield head + body
+        try:
+            for position, batch in walk(f.fileno(), path, start, os.fstat(f.fileno()).st_size, _READ_CHUNK):
+                base, nxt = record_batch.base_offset_of(batch), record_batch.next_offset_of(batch)
+                if base < last_next or nxt > end:
+                    return None
+                index.add(base, position, len(batch))
+                last_next = nxt
+        except DamagedBatchError:
+            return None  # (an I/O error is raised: the file is not set aside for it)
+    return end, [(int(a), int(b)) for a, b in epochs], index, start
 
 
 class CompactedWriter:
-    """Writes a new compacted file (``<end>.clean.tmp``) in a worker thread; ``finish``
-    fsyncs it; ``install`` (on the loop) renames it into place."""
+    """Writes a new compacted file; every step but ``opened`` runs in the cleaner's thread.
+
+    ``add`` appends batches to ``<end>.clean.tmp`` and ``finish`` fsyncs it; ``commit``
+    renames it into place and fsyncs the directory; ``opened`` (on the loop) is the
+    CompactedLog serving it; ``remove`` deletes the file it supersedes. A step that fails
+    leaves no file of its own behind (``discard``): a full disk is not made fuller by the
+    leftovers of failed cleanings, and a file whose rename a failed directory fsync may not
+    have made durable does not win at the next restart over the one still served (an fsync
+    error is fatal for what it covered: it is never retried as if it had succeeded)."""
 
     def __init__(self, directory: Path, end_offset: int, epochs: list[tuple[int, int]]) -> None:
         directory.mkdir(parents=True, exist_ok=True)
@@ -288,17 +309,22 @@ class CompactedWriter:
         self.end_offset = end_offset
         self.epochs = epochs
         self.tmp = directory / (f"{end_offset:020d}" + TMP_SUFFIX)
+        self.final = directory / file_name(end_offset)
+        self._renamed = False
         self._f = open(self.tmp, "wb")
         header = encode_header(end_offset, epochs)
-        self._f.write(header)
-        self.position = len(header)
-        self.index = BatchIndex.empty()
+        try:
+            self._f.write(header)
+        except BaseException:
+            self.discard()
+            raise
+        self.data_start = self.position = len(header)
+        self.index = BatchIndex.empty(self.position)
         self.written = 0
 
     def add(self, batch: bytes) -> None:
         self._f.write(batch)
-        self.index.add(record_batch.base_offset_of(batch), record_batch.next_offset_of(batch), self.position,
-                       len(batch))
+        self.index.add(record_batch.base_offset_of(batch), self.position, len(batch))
         self.position += len(batch)
         self.written += len(batch)
 
@@ -308,20 +334,40 @@ class CompactedWriter:
         self._f.close()
 
     def discard(self) -> None:
-        if not self._f.closed:
-            self._f.close()
-        self.tmp.unlink(missing_ok=True)
+        """Remove the file written so far (renamed or not); never raises."""
+        try:
+            self._f.close()  # flushes what it buffers: on a full disk that fails, and closes
+        except OSError:
+            pass
+        for path in (self.tmp, self.final) if self._renamed else (self.tmp,):
+            try:
+                path.unlink(missing_ok=True)
+            except OSError as exc:
+                log.error("%s: could not remove a discarded compacted file (%s)", path, exc)
 
-    def install(self, previous: CompactedLog | None) -> CompactedLog:
-        """Switch to the new file atomically (rename, directory fsync), then drop
-        ``previous``; returns the new CompactedLog."""
-        final = self.directory / file_name(self.end_offset)
-        os.replace(self.tmp, final)
-        fsync_path(self.directory)
-        installed = CompactedLog(final, self.end_offset, self.epochs, self.index)
-        if previous is not None:
-            previous.close()
-            if previous.path != final:
-                previous.path.unlink(missing_ok=True)
-                fsync_path(self.directory)
-        return installed
+    def commit(self) -> None:
+        """Rename the finished file into place and make that durable (directory fsync);
+        on failure the file is removed again and the error raised."""
+        try:
+            os.replace(self.tmp, self.final)
+            self._renamed = True
+            fsync_path(self.directory)
+        except BaseException:
+            self.discard()
+            raise
+
+    def opened(self) -> CompactedLog:
+        """The committed file, ready to serve."""
+        return CompactedLog(self.final, self.end_offset, self.epochs, self.index, self.data_start)
+
+    def remove(self, previous: CompactedLog) -> None:
+        """Delete the file this one supersedes (closed by then). A failure costs only disk
+        space until the next open, which keeps the newest file and deletes older ones."""
+        if previous.path == self.final:
+            return
+        try:
+            previous.path.unlink(missing_ok=True)
+            fsync_path(self.directory)
+        except OSError as exc:
+            log.warning("%s: could not remove the superseded compacted file (%s); the next open "
+                        "removes it", previous.path, exc)

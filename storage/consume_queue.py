@@ -38,6 +38,7 @@ from __future__ import annotations
 import os
 import shutil
 import struct
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from . import batch_scan
@@ -50,6 +51,35 @@ CONTROL_CODE = -(1 << 63)
 PARKED_CODE = CONTROL_CODE + 1
 LOST_CODE = CONTROL_CODE + 2
 _SUFFIX = ".cq"
+
+
+def pack_entries(position: int, size: int, codes: Sequence[int] | None, count: int) -> bytes:
+    """The entries of the ``count`` offsets of one batch (at commitlog ``position``, ``size``
+    bytes), with their tag codes (None: no tag)."""
+    if codes is None:
+        return ENTRY.pack(position, size, 0) * count
+    if len(codes) != count:
+        raise ValueError(f"{len(codes)} tag codes for {count} offsets")
+    if batch_scan.cq_entries is not None and type(codes) is list:
+        return batch_scan.cq_entries(position, size, codes)  # one C loop
+    return b"".join(ENTRY.pack(position, size, code) for code in codes)
+
+
+def batch_runs(offset: int, chunks: Iterable[bytes]) -> Iterator[tuple[int, int, int, int]]:
+    """(first offset, next offset, position, size) of each batch named by raw entries read
+    in order from ``offset`` (the entries of one batch share its position and size, so a
+    run of equal ones is one batch); a run is yielded once the entry after it is seen, the
+    last one at the end of ``chunks``."""
+    start = position = size = -1
+    for raw in chunks:
+        for entry_position, entry_size, _ in ENTRY.iter_unpack(raw):
+            if entry_position != position or entry_size != size:
+                if start >= 0:
+                    yield start, offset, position, size
+                start, position, size = offset, entry_position, entry_size
+            offset += 1
+    if start >= 0:
+        yield start, offset, position, size
 
 
 def _queue_files(directory: Path) -> list[str]:
@@ -108,14 +138,7 @@ class ConsumeQueue:
     # -- writing ---------------------------------------------------------------------------
     def append(self, count: int, position: int, size: int, tag_codes: list[int] | None) -> None:
         """Add ``count`` entries (the offsets one batch spans) starting at ``next_offset``."""
-        if tag_codes is not None and len(tag_codes) != count:
-            raise ValueError(f"{len(tag_codes)} tag codes for {count} offsets")
-        if tag_codes is None:
-            data = ENTRY.pack(position, size, 0) * count
-        elif batch_scan.cq_entries is not None and type(tag_codes) is list:
-            data = batch_scan.cq_entries(position, size, tag_codes)  # one C loop
-        else:
-            data = b"".join(ENTRY.pack(position, size, code) for code in tag_codes)
+        data = pack_entries(position, size, tag_codes, count)
         offset = self._next_offset
         view = memoryview(data)
         while view:
@@ -159,6 +182,18 @@ class ConsumeQueue:
             self._dirty.add(base)
             offset += len(chunk) // ENTRY_SIZE
             view = view[len(chunk):]
+
+    def repoint(self, offset: int, end: int, position: int, size: int) -> None:
+        """Point the existing entries of offsets [offset, end) at the batch now at
+        ``position`` (``size`` bytes), keeping their tag codes (storage.retention moved it)."""
+        offset = max(offset, self._min_offset)
+        end = min(end, self._next_offset)
+        while offset < end:
+            raw = self.entries(offset, end - offset)
+            count = len(raw) // ENTRY_SIZE
+            self.rewrite(offset, pack_entries(position, size, [code for _, _, code in ENTRY.iter_unpack(raw)],
+                                              count))
+            offset += count
 
     def restart_at(self, offset: int) -> None:
         """Let an empty queue continue at ``offset``: an index rebuilt from the commitlog

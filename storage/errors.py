@@ -14,6 +14,12 @@ class StorageFailedError(StorageError):
     on disk, makes it writable again."""
 
 
+class SyncFailedError(OSError):
+    """An fsync or fdatasync inside a write failed (a commitlog segment roll): unlike a full
+    disk, it is not retried (a retry could report success for dropped pages); whoever gets it
+    fails the store (StorageFailedError)."""
+
+
 class CorruptIndexError(StorageError):
     """A consume-queue entry does not point at a batch of its partition holding its offset
     (the index file was damaged): the read is refused, and the indexes are rebuilt from the

@@ -5,6 +5,7 @@ loop; it keeps the progress ``rmqk topics describe``, the console and the metric
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 import threading
 from collections.abc import Callable
@@ -12,14 +13,25 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .compaction_cleaner import KEY_MAP_ENTRY_BYTES, CleaningCancelled, CleanJob, CompactionSettings, run_job
+from .compaction_cleaner import (
+    KEY_MAP_ENTRY_BYTES,
+    CleaningCancelled,
+    CleanJob,
+    CompactionSettings,
+    DirtyBatch,
+    run_job,
+)
 from .errors import StorageError
 
 if TYPE_CHECKING:
+    from .compaction_store import CompactedLog
     from .partition_log import PartitionLog
     from .store import MessageStore
 
 log = logging.getLogger(__name__)
+
+# dirty batches remembered across passes, over every partition (about 150 bytes each)
+MAX_CACHED_SCAN = 200_000
 
 
 @dataclass(slots=True)
@@ -50,6 +62,8 @@ class LogCleaner:
         self.seconds = 0.0  # spent in cleanings that wrote a file (their thread's wall time)
         self._pool: ThreadPoolExecutor | None = None
         self._lock = asyncio.Lock()
+        # per partition: (retention's batches_moved then, the dirty batches a pass found)
+        self._scans: dict[PartitionLog, tuple[int, list[DirtyBatch]]] = {}
         self._cancel = threading.Event()
 
     @property
@@ -100,30 +114,48 @@ class LogCleaner:
             plog.topic_id, p, plog.directory, plog.consume_queue.entries_per_file,
             [(s.base_position, s.path) for s in store.commitlog.segments],
             plog.log_start_offset, first_dirty, plog.next_offset, plog.last_stable_offset,
-            plog.txn_index.aborted_ranges(plog.log_start_offset, plog.last_stable_offset),
+            # the dirty range's only: the compacted file holds no aborted batch
+            plog.txn_index.aborted_ranges(first_dirty, plog.last_stable_offset),
             previous, settings, now, self.map_capacity, store.compaction_dir(plog), force, self._cancel,
-            store.durable_position,
+            store.durable_position, self._known(plog, first_dirty),
         )
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="log-cleaner")
         began = store.clock.monotonic()
+        loop = asyncio.get_running_loop()
         try:
-            result = await asyncio.get_running_loop().run_in_executor(self._pool, run_job, job)
+            result = await loop.run_in_executor(self._pool, run_job, job)
         except CleaningCancelled:
             return False
         except (OSError, ValueError, StorageError) as exc:
-            self.failures += 1
-            progress.last_error = str(exc)
-            log.error("%s-%d: cleaning failed (%s); it is tried again later", name, p, exc)
+            self._scans.pop(plog, None)
+            self._failed(name, p, progress, exc)
             return False
+        self._keep_scan(plog, result.scanned)
         progress.dirty_ratio = result.plan.dirty_ratio
-        if result.writer is None:
+        writer = result.writer
+        if writer is None:
             return False
-        if store.partitions().get((name, p)) is not plog or plog.compacted is not previous:
-            result.writer.discard()  # the topic was deleted, or another cleaning won
+        if not self._still_served(name, p, plog, previous):
+            writer.discard()  # the topic was deleted
             return False
-        plog.compacted = result.writer.install(previous)
+        # The rename and the directory fsync run in the thread too: a directory fsync waits
+        # for a journal commit, which a loaded disk can make long.
+        try:
+            await loop.run_in_executor(self._pool, writer.commit)
+            if not self._still_served(name, p, plog, previous):  # deleted meanwhile
+                await loop.run_in_executor(self._pool, writer.discard)
+                return False
+            installed = writer.opened()
+        except OSError as exc:
+            writer.discard()
+            self._failed(name, p, progress, exc)
+            return False
+        plog.compacted = installed
         plog.raise_commitlog_start(plog.cleaned_end)  # the commitlog below is not needed any more
+        if previous is not None:
+            previous.close()
+            await loop.run_in_executor(self._pool, writer.remove, previous)
         self.seconds += store.clock.monotonic() - began
         self.runs += 1
         self.bytes_read += result.bytes_read
@@ -136,6 +168,37 @@ class LogCleaner:
                  name, p, plog.cleaned_end, result.records_kept, result.records_read, result.bytes_read,
                  result.bytes_written, result.keys)
         return True
+
+    def _known(self, plog: PartitionLog, first_dirty: int) -> list[DirtyBatch]:
+        """The dirty batches the last pass found, from the one at ``first_dirty`` on. They
+        stay valid (a batch's offsets and bytes never change, and the dirty range only grows
+        at its end) until retention moves batches, which re-points their entries: any move
+        since, or a ``first_dirty`` that is not one of their starts (the log start moved
+        inside a batch), and the scan starts afresh."""
+        kept = self._scans.get(plog)
+        if kept is None or kept[0] != self._store.retention.stats.batches_moved:
+            return []
+        scanned = kept[1]
+        i = bisect.bisect_left(scanned, first_dirty, key=lambda b: b.base)
+        return scanned[i:] if i < len(scanned) and scanned[i].base == first_dirty else []
+
+    def _keep_scan(self, plog: PartitionLog, scanned: list[DirtyBatch]) -> None:
+        """Remember ``scanned`` for the next pass, within MAX_CACHED_SCAN batches over every
+        partition (a partition past that is scanned afresh at each pass, as before)."""
+        self._scans.pop(plog, None)
+        for gone in [p for p in self._scans if p.closed]:
+            del self._scans[gone]
+        if sum(len(v[1]) for v in self._scans.values()) + len(scanned) <= MAX_CACHED_SCAN:
+            self._scans[plog] = (self._store.retention.stats.batches_moved, scanned)
+
+    def _still_served(self, name: str, p: int, plog: PartitionLog, previous: CompactedLog | None) -> bool:
+        served = self._store.partitions().get((name, p)) is plog and not plog.closed
+        return served and plog.compacted is previous
+
+    def _failed(self, name: str, p: int, progress: CleanerProgress, exc: Exception) -> None:
+        self.failures += 1
+        progress.last_error = str(exc)
+        log.error("%s-%d: cleaning failed (%s); it is tried again later", name, p, exc)
 
     def close(self) -> None:
         self._cancel.set()  # a cleaning under way stops at its next batch, its file discarded

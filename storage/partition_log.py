@@ -278,7 +278,7 @@ class PartitionLog:
         size = 0
         compacted = self.compacted
         if compacted is not None and offset < compacted.end_offset:
-            size = compacted.bytes_from(offset, limit)
+            size = compacted.bytes_from(offset)
             offset = compacted.end_offset
         while offset < end and size < limit:
             position, batch_size, _ = self.consume_queue.entry(offset)
@@ -379,10 +379,15 @@ class PartitionLog:
         self.time_index.flush()
         self.txn_index.flush()
 
-    def close(self) -> None:
+    def close(self, *, destroy: bool = False) -> None:
+        """Close its files; ``destroy``: the consume queue's files are deleted too (the
+        topic was deleted; the store removes the directories)."""
         self.closed = True
         if self.compacted is not None:
             self.compacted.close()
-        self.consume_queue.close()
+        if destroy:
+            self.consume_queue.destroy()
+        else:
+            self.consume_queue.close()
         self.time_index.close()
         self.txn_index.close()

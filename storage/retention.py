@@ -67,7 +67,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .commitlog import DamagedSegmentError, EntryHead, Segment
-from .consume_queue import ENTRY, ENTRY_SIZE
+from .consume_queue import ENTRY_SIZE, ConsumeQueue, batch_runs
 
 if TYPE_CHECKING:
     from .partition_log import PartitionLog
@@ -85,8 +85,12 @@ _MAX_SCAN_SEGMENTS = 64  # oldest segments a run looks into (their entry headers
 # whose live batches are remembered are not read again)
 _SCAN_BYTES_PER_RUN = 256 << 20
 _MOVE_SLICE_BYTES = 4 << 20  # bytes moved between two turns of the event loop
-_SCAN_SLICE = 20_000  # entry headers looked at between two turns of the event loop
+_SCAN_SLICE = 20_000  # entry headers (or queue offsets) looked at between two turns of the event loop
 _CACHED_HEADS = 200_000  # live batch heads remembered across runs, at most
+
+
+class _Changed(Exception):
+    """A partition changed under a walk during a turn of the loop (see Retention._walk)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,13 +140,18 @@ class RetentionStats:
 
 @dataclass(frozen=True, slots=True)
 class Move:
+    """A live batch of ``plog`` to copy to the commitlog head: ``head`` says where it is
+    (commitlog position and size, bytes) and which offsets it spans (logical)."""
+
     plog: PartitionLog
     head: EntryHead
 
 
 @dataclass(slots=True)
 class Plan:
-    """Segments to delete, oldest first, once ``moves`` are done."""
+    """Segments to delete, oldest first (a prefix of the commitlog's closed segments), once
+    ``moves`` are done; the first ``free`` of them need no move (nothing live in them), so
+    they may go even when the moves fail."""
 
     segments: list[Segment] = field(default_factory=list)
     moves: list[Move] = field(default_factory=list)
@@ -151,19 +160,21 @@ class Plan:
 
 def batch_starts(plog: PartitionLog, start: int, stop: int) -> Iterator[tuple[int, int, int]]:
     """(offset, batch position, batch size) of each batch with entries in [start, stop), from
-    the consume queue alone (the entries of one batch share position and size)."""
+    the consume queue alone (consume_queue.batch_runs)."""
     queue = plog.consume_queue
-    offset, previous = max(start, queue.min_offset), None
-    stop = min(stop, queue.next_offset)
+    offset = max(start, queue.min_offset)
+    chunks = _entry_chunks(queue, offset, min(stop, queue.next_offset))
+    for first, _, position, size in batch_runs(offset, chunks):
+        yield first, position, size
+
+
+def _entry_chunks(queue: ConsumeQueue, offset: int, stop: int) -> Iterator[bytes]:
     chunk = 64  # most walks stop at once: read a few entries first
     while offset < stop:
         raw = queue.entries(offset, min(chunk, stop - offset))
         if not raw:
             return
-        for i, (position, size, _) in enumerate(ENTRY.iter_unpack(raw)):
-            if (position, size) != previous:
-                previous = (position, size)
-                yield offset + i, position, size
+        yield raw
         offset += len(raw) // ENTRY_SIZE
         chunk = _WALK_CHUNK
 
@@ -185,19 +196,27 @@ class Retention:
         self._idle: tuple | None = None  # what decided the last plan that found nothing to do
 
     # -- log start offsets -----------------------------------------------------------------
-    def advance(self) -> bool:
-        """Move every partition's log start as its retention says; True if any moved."""
+    def advance(self) -> Generator[str, None, bool]:
+        """Move every partition's log start as its retention says; True if any moved.
+        Yields "slice" every _SCAN_SLICE offsets its walks look at (see ``_walk``)."""
         store = self._store
         config = store.config
         now = store.clock.now_ms()
         cut = self._segment_cut(now)
         moved = False
-        for (name, _), plog in store.partitions().items():
+        for (name, _), plog in list(store.partitions().items()):
             meta = store.topics.get(name)
-            if meta is None or plog.log_start_offset >= plog.next_offset:
+            if meta is None or plog.closed or plog.log_start_offset >= plog.next_offset:
                 continue
             rule = own_retention(meta.configs, config.retention_ms, config.retention_bytes)
-            target = self._by_segment(plog, cut) if rule is None else self._by_rule(plog, rule, now)
+            try:
+                if rule is None:
+                    target = yield from self._by_segment(plog, cut)
+                else:
+                    target = yield from self._by_rule(plog, rule, now)
+            except _Changed:
+                self._sizes.pop(plog, None)
+                continue  # deleted or cut during a turn: the next run looks again
             if target > plog.log_start_offset:
                 plog.advance_log_start(target)
                 moved = True
@@ -220,12 +239,29 @@ class Retention:
         return commitlog.segments[-1].base_position
 
     @staticmethod
-    def _by_segment(plog: PartitionLog, cut: int) -> int:
+    def _walk(plog: PartitionLog, start: int, stop: int) -> Iterator[str | tuple[int, int, int]]:
+        """batch_starts of [start, stop), with "slice" every _SCAN_SLICE offsets so that a long
+        walk (a million offsets take about a second) gives the loop turns; raises _Changed when
+        the partition was deleted, or its queue cut past the walk, during a turn."""
+        mark = start
+        for item in batch_starts(plog, start, stop):
+            if item[0] - mark >= _SCAN_SLICE:
+                yield "slice"
+                mark = item[0]
+                if plog.closed or plog.consume_queue.min_offset > mark:
+                    raise _Changed
+            yield item
+
+    def _by_segment(self, plog: PartitionLog, cut: int) -> Generator[str, None, int]:
         """The first offset whose batch is at or after commitlog position ``cut`` (looking at
         _WALK_PER_RUN offsets at most: the rest at the next run)."""
         start = plog.log_start_offset
         last = start
-        for offset, position, _ in batch_starts(plog, start, min(plog.next_offset, start + _WALK_PER_RUN)):
+        for item in self._walk(plog, start, min(plog.next_offset, start + _WALK_PER_RUN)):
+            if item == "slice":
+                yield item
+                continue
+            offset, position, _ = item
             if position >= cut:
                 return offset
             last = offset
@@ -233,35 +269,44 @@ class Retention:
             return last  # the last batch looked at may go on past the window: kept for now
         return plog.next_offset
 
-    def _by_rule(self, plog: PartitionLog, rule: TopicRetention, now: int) -> int:
+    def _by_rule(self, plog: PartitionLog, rule: TopicRetention, now: int) -> Generator[str, None, int]:
         target = plog.log_start_offset
         if rule.ms is not None:
             kept = plog.time_index.lookup(now - rule.ms)
             target = max(target, plog.next_offset if kept is None else kept)
         if rule.bytes is not None:
-            target = self._by_size(plog, target, rule.bytes)
+            target = yield from self._by_size(plog, target, rule.bytes)
         else:
             self._sizes.pop(plog, None)
         return target
 
-    def _by_size(self, plog: PartitionLog, start: int, limit: int) -> int:
+    def _by_size(self, plog: PartitionLog, start: int, limit: int) -> Generator[str, None, int]:
         """The first offset to keep so that the partition's bytes from it on are the fewest
         still at least ``limit`` (whole batches; Kafka's rule for segments).
 
         The bytes are counted once and then kept up to date (what retention dropped taken
         off, what was appended added), _WALK_PER_RUN offsets a run at most: until the count
         reaches the end, the decision is made on fewer bytes than there are, so it never
-        drops a batch Kafka would keep."""
+        drops a batch Kafka would keep. (A walk interrupted by _Changed leaves the count to
+        be dropped by the caller.)"""
         queue = plog.consume_queue
         counted = self._sizes.get(plog)
         if counted is None or counted[0] > start or counted[1] < start or counted[0] < queue.min_offset:
             counted = self._sizes[plog] = [start, start, 0]
         elif counted[0] < start:  # the start moved (time, DeleteRecords): uncount what went
-            counted[2] -= sum(size for _, _, size in batch_starts(plog, counted[0], start))
+            for item in self._walk(plog, counted[0], start):
+                if item == "slice":
+                    yield item
+                else:
+                    counted[2] -= item[2]
             counted[0] = start
         budget = counted[1] + _WALK_PER_RUN
         end = plog.next_offset
-        for offset, _, size in batch_starts(plog, counted[1], end):
+        for item in self._walk(plog, counted[1], end):
+            if item == "slice":
+                yield item
+                continue
+            offset, _, size = item
             if offset >= budget:
                 end = offset  # counted up to a batch's start: the next run goes on from there
                 break
@@ -269,7 +314,11 @@ class Retention:
         counted[1] = end
         total = counted[2]
         target = end
-        for offset, _, size in batch_starts(plog, start, end):
+        for item in self._walk(plog, start, end):
+            if item == "slice":
+                yield item
+                continue
+            offset, _, size = item
             if total - size < limit:
                 target = offset
                 break
@@ -399,7 +448,9 @@ class Retention:
         for move, position in self.copies:
             if move.plog.closed or not _points_at(move.plog, move.head):
                 continue
-            repoint(move.plog, move.head.base_offset, move.head.last_offset_delta, move.head.size, position)
+            head = move.head
+            move.plog.consume_queue.repoint(head.base_offset, head.base_offset + head.last_offset_delta + 1,
+                                            position, head.size)
             self.stats.bytes_moved += move.head.size
             self.stats.batches_moved += 1
         self.copies = []
@@ -427,17 +478,3 @@ def _points_at(plog: PartitionLog, head: EntryHead) -> bool:
     position, size, _ = queue.entry(first)
     return position == head.position and size == head.size
 
-
-def repoint(plog: PartitionLog, base: int, last_delta: int, size: int, position: int) -> None:
-    """Rewrite the queue entries of the batch at ``base`` (``size`` bytes) to ``position``,
-    keeping their codes."""
-    queue = plog.consume_queue
-    offset = max(base, queue.min_offset)
-    end = min(base + last_delta + 1, queue.next_offset)
-    while offset < end:
-        raw = queue.entries(offset, end - offset)
-        if not raw:
-            break
-        data = b"".join(ENTRY.pack(position, size, code) for _, _, code in ENTRY.iter_unpack(raw))
-        queue.rewrite(offset, data)
-        offset += len(raw) // ENTRY_SIZE

@@ -108,7 +108,7 @@ from .commitlog import CommitLog, Damage, DamagedSegmentError, Entry
 from .compaction_store import CompactedLog
 from .log_cleaner import LogCleaner
 from .config import StorageConfig
-from .consume_queue import ENTRY, ENTRY_SIZE, LOST_CODE
+from .consume_queue import ENTRY_SIZE, LOST_CODE, pack_entries
 from .disk_reserve import DiskReserve
 from .errors import (
     CorruptRecordError,
@@ -119,6 +119,7 @@ from .errors import (
     RecordTooLargeError,
     StorageError,
     StorageFailedError,
+    SyncFailedError,
     UnknownPartitionError,
     UnknownTopicError,
 )
@@ -133,7 +134,7 @@ from .producer_state import ProducerStateTable
 from .recompress import CODEC_NAMES, NONE, Compression, recompress, records_region
 from .record_batch import Buffer
 from .record_layout import record_ends
-from .retention import Plan, Retention, repoint
+from .retention import Plan, Retention
 from .topics import TopicMeta, TopicRegistry
 from .txn_index import OngoingTxns
 
@@ -552,8 +553,7 @@ class MessageStore:
         if code == LOST_CODE and self._rebuild_floors:  # a rebuild meets a moved batch late
             codes = self._index_codes(self.topics.by_id(plog.topic_id).name, plog, entry.batch)
             span = info.last_offset_delta + 1
-            queue.rewrite(base, b"".join(ENTRY.pack(entry.position, len(entry.batch), 0 if codes is None else c)
-                                         for c in (codes or [0] * span)))
+            queue.rewrite(base, pack_entries(entry.position, len(entry.batch), codes, span))
             return True
         if size != len(entry.batch):
             return False
@@ -561,7 +561,7 @@ class MessageStore:
             original = self.commitlog.read_checked(position, size, plog.topic_id, plog.partition)
             if original is not None and original != entry.batch:
                 return False
-            repoint(plog, base, info.last_offset_delta, size, entry.position)
+            queue.repoint(base, last + 1, entry.position, size)
         return True
 
     def _lowest_bases(self) -> dict[tuple[uuid.UUID, int], int]:
@@ -908,7 +908,7 @@ class MessageStore:
         self.topics.announce(deleted=metas)
         for _, plogs in withdrawn:
             for plog in plogs:
-                _close_deleted(plog)
+                plog.close(destroy=True)
         await self._in_metadata_thread(_remove_dirs, [self._dir / kind / str(m.topic_id) for m in metas
                                                       for kind in ("consumequeue", "compaction")])
         return outcomes
@@ -929,7 +929,7 @@ class MessageStore:
         for p in range(meta.partitions):
             plog = self._partitions.pop((name, p), None)
             if plog is not None:
-                _close_deleted(plog)
+                plog.close(destroy=True)
         _remove_dirs([self._dir / kind / str(meta.topic_id) for kind in ("consumequeue", "compaction")])
         return meta
 
@@ -1226,6 +1226,8 @@ class MessageStore:
         try:
             position = self.commitlog.append(plog.topic_id, plog.partition, parts)
             plog.dispatch(position, info, base, codes, batch)
+        except SyncFailedError as exc:
+            raise self._fail(exc) from exc
         except OSError as exc:
             log.error("%s/%d: append failed (%s); nothing of it is kept", plog.topic_id, plog.partition, exc)
             try:
@@ -1538,12 +1540,14 @@ class MessageStore:
         self._check_writable()
         retention = self.retention
         retention.stats.runs += 1
-        advanced = retention.advance()
+        advanced = yield from retention.advance()
         plan = yield from retention.plan()
         if plan.moves:
             try:
                 for _ in retention.move(plan):
                     yield "slice"
+            except SyncFailedError as exc:
+                raise self._fail(exc) from exc
             except OSError as exc:
                 now = self.clock.now_ms()
                 if now - retention.move_failure_logged >= _REPEAT_LOG_MS:  # a full disk: every run
@@ -1617,15 +1621,6 @@ def _divert(diverter: Diverter, name: str, p: int, base: int, batch: Buffer, rec
     deltas = [recs[i].offset - received_base for i in keep]
     return (memoryview(stored), [recs[i] for i in keep], kept_codes,
             sparse_codes(info.last_offset_delta + 1, deltas, kept_codes))
-
-
-def _close_deleted(plog: PartitionLog) -> None:
-    plog.closed = True
-    if plog.compacted is not None:
-        plog.compacted.close()
-    plog.consume_queue.destroy()
-    plog.time_index.close()
-    plog.txn_index.close()
 
 
 def _remove_dirs(paths: list[Path]) -> None:

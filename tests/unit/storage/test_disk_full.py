@@ -76,6 +76,29 @@ def test_an_append_that_fails_half_way_leaves_nothing(stores, monkeypatch, where
     assert append(store, "t", 0, make_batch([b"d"])).base_offset == 3
 
 
+@pytest.mark.timeout(60)
+def test_a_write_that_makes_no_progress_fails_the_append(stores, monkeypatch):
+    """A short pwritev followed by a pwrite that writes nothing (and reports no error) fails
+    the append and takes it back; it must not loop for ever on the event loop."""
+    store = stores.open()
+    store.create_topic("t", 1, {})
+    append(store, "t", 0, make_batch([b"a"]))
+    before = sizes(store)
+    real_pwrite = os.pwrite
+
+    def short_pwritev(fd, parts, at):
+        return real_pwrite(fd, b"".join(bytes(p) for p in parts)[:10], at)
+
+    monkeypatch.setattr(commitlog_module.os, "pwritev", short_pwritev)
+    monkeypatch.setattr(commitlog_module.os, "pwrite", lambda fd, data, at: 0)
+    with pytest.raises(OSError):
+        append(store, "t", 0, make_batch([b"refused"]))
+    monkeypatch.undo()
+    assert sizes(store) == before
+    assert append(store, "t", 0, make_batch([b"b"])).base_offset == 1
+    assert [v for _, v in values_of(read_all(store, "t", 0))] == [b"a", b"b"]
+
+
 def no_space(monkeypatch):
     """Every write fails with ENOSPC, as on a full file system: pwrite / pwritev (see
     ``full_disk``), files written whole (write_json_atomically), and anything that needs a

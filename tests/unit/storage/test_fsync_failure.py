@@ -138,3 +138,68 @@ async def test_a_topic_deleted_during_a_checkpoint_is_not_a_storage_failure(stor
     assert reused and store.failure is None
     store.create_topic("alive", 1, {})  # the store still takes writes
     assert append(store, "alive", 0, make_batch([b"y"])).base_offset == 0
+
+
+def _failing_roll_sync(monkeypatch, store, which: str):
+    """The next segment roll's fdatasync of the full segment (``which`` "file") or fsync of
+    the commitlog directory ("directory") fails with EIO, once."""
+    from rmqkafka.storage import commitlog as commitlog_module
+
+    state = {"armed": True}
+    real_fdatasync, real_fsync_path = os.fdatasync, commitlog_module.fsync_path
+
+    def fdatasync(fd):
+        if which == "file" and state["armed"] and fd == store.commitlog.segments[-1].fd:
+            state["armed"] = False
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return real_fdatasync(fd)
+
+    def fsync_path(path):
+        if which == "directory" and state["armed"]:
+            state["armed"] = False
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return real_fsync_path(path)
+
+    monkeypatch.setattr(commitlog_module.os, "fdatasync", fdatasync)
+    monkeypatch.setattr(commitlog_module, "fsync_path", fsync_path)
+    return state
+
+
+@pytest.mark.parametrize("which", ["file", "directory"])
+def test_a_failed_sync_at_a_segment_roll_is_fatal(stores, monkeypatch, which):
+    """A roll fdatasyncs the full segment and fsyncs the directory holding the new one. Its
+    failure is fatal, as every fsync failure is: retried at the next roll, the sync would
+    report success for pages the kernel dropped, and the records after it would be
+    acknowledged on a segment whose data (or directory entry) may be gone."""
+    store = stores.open(segment_bytes=4096)
+    store.create_topic("t", 1, {})
+    big = b"x" * 1500
+    append(store, "t", 0, make_batch([big]))
+    append(store, "t", 0, make_batch([big]))
+    state = _failing_roll_sync(monkeypatch, store, which)
+    with pytest.raises(StorageFailedError, match="fsync failed"):
+        append(store, "t", 0, make_batch([big]))  # does not fit: rolls
+    assert not state["armed"] and store.failure is not None
+    with pytest.raises(StorageFailedError):
+        append(store, "t", 0, make_batch([b"refused"]))
+
+
+@pytest.mark.parametrize("which", ["file", "directory"])
+def test_a_failed_sync_at_a_roll_during_a_retention_move_is_fatal(stores, clock, monkeypatch, which):
+    """The same sync failing under a retention move (which appends copies) is not taken
+    for a full disk to retry at the next run: the store fails."""
+    store = stores.open(segment_bytes=4096, retention_ms=None)
+    store.create_topic("keep", 1, {"retention.ms": "-1"})
+    store.create_topic("gone", 1, {"retention.ms": "1000"})
+    big = b"x" * 1500
+    append(store, "keep", 0, make_batch([big]))
+    for _ in range(7):  # the active segment ends up full: the copy of "keep" rolls it
+        append(store, "gone", 0, make_batch([big], timestamps=[clock.now_ms()]))
+    store.commitlog.flush()
+    clock.advance(60_000)
+    segments = len(store.commitlog.segments)
+    state = _failing_roll_sync(monkeypatch, store, which)
+    with pytest.raises(StorageFailedError, match="fsync failed"):
+        store.apply_retention()
+    assert not state["armed"] and store.failure is not None
+    assert len(store.commitlog.segments) >= segments  # nothing was deleted

@@ -6,7 +6,10 @@ cleaned offsets, and the cleaner's files truncated, damaged or left half-written
 from __future__ import annotations
 
 import asyncio
+import errno
+import io
 import os
+import struct
 from pathlib import Path
 
 import pytest
@@ -85,6 +88,19 @@ def test_key_map_short_keys_are_exact_and_long_ones_digested():
     assert keys.latest(b"x" * 99) is None and len(keys) == 2
     assert len(KeyMap.digest(b"y" * 1000)) == 17 and KeyMap.digest(b"short") == b"short"
     assert keys.room_for(8) and not keys.room_for(9)
+
+
+def test_the_key_map_holds_a_digest_of_a_huge_key_in_the_cleaning_path():
+    """put_records and superseded (the loops a cleaning runs) keep a 1 MiB key as its
+    17-byte digest: the map's memory is bounded by its capacity, whatever the keys."""
+    from types import SimpleNamespace
+
+    huge = [SimpleNamespace(key=bytes([i]) * (1 << 20), offset=i, value=b"v") for i in range(3)]
+    keys = KeyMap(10)
+    keys.put_records(huge + [SimpleNamespace(key=None, offset=9, value=b"v")])
+    assert len(keys) == 3 and all(len(k) == 17 for k in keys._map)
+    newer = [SimpleNamespace(key=bytes([1]) * (1 << 20), offset=0, value=None)]
+    assert keys.superseded(newer) == [True] and keys.superseded(huge) == [False, False, False]
 
 
 def _batches(timestamps: list[int], size: int = 100) -> list[DirtyBatch]:
@@ -387,7 +403,7 @@ def test_a_batch_without_records_is_not_kept():
     from rmqkafka.storage.compaction_cleaner import CleanResult, Plan, _Aborted, _Filter
 
     job = SimpleNamespace(log_start=0, settings=EAGER, now_ms=0)
-    pass2 = _Filter(job, KeyMap(10), _Aborted([]), [], CleanResult(Plan(0, 0, 0, 0.0, False)))
+    pass2 = _Filter(job, KeyMap(10), _Aborted([]), [], CleanResult(Plan(0, 0, 0, 0.0, False), []))
     batch = keyed([(b"b", b"1"), (b"c", b"1")], 0)
     assert pass2.filter(batch) == batch
     assert pass2.filter(empty_batch(batch)) is None
@@ -427,3 +443,232 @@ def test_only_what_the_commitlog_has_fsynced_is_cleaned():
     assert plan(batches, 0, 1 << 62, 0, settings, now_ms=100_000).count == 3
     assert plan(batches, 0, 1 << 62, 0, settings, now_ms=100_000, durable_position=1100).count == 2
     assert plan(batches, 0, 1 << 62, 0, settings, now_ms=100_000, durable_position=1099).count == 1
+
+
+# -- a full disk and failing syncs ---------------------------------------------------------
+class _FullDisk(io.FileIO):
+    """A file on a full disk: every write fails with ENOSPC (a buffered writer holds the
+    bytes until its flush, which then fails, and so does its close)."""
+
+    def write(self, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def _full_disk_open(path, mode="r", *args, **kwargs):
+    if "w" in mode:
+        return io.BufferedWriter(_FullDisk(path, "w"))
+    return open(path, mode, *args, **kwargs)
+
+
+def test_a_full_disk_leaves_no_temporary_file_and_serves_everything(store, clock, monkeypatch):
+    """ENOSPC while the compacted file is written: the cleaning fails (retried later), its
+    .tmp is gone (it would hold the space the disk lacks), and the commitlog serves all."""
+    from rmqkafka.storage import compaction_store
+
+    fill(store, clock)
+    want = records(store)
+    monkeypatch.setattr(compaction_store, "open", _full_disk_open, raising=False)
+    assert not clean(store)
+    assert store.cleaner.failures == 1 and "No space left" in store.cleaner.progress[(T, 0)].last_error
+    directory = _clean_dir(store)
+    assert not directory.exists() or os.listdir(directory) == []
+    assert store.partition(T, 0).cleaned_end == 0 and records(store) == want
+    monkeypatch.undo()
+    assert clean(store)  # space again: cleaned
+    assert latest(store) == {k: v for _, k, v in want}
+
+
+@pytest.mark.parametrize("failing", ["fsync of the file", "fsync of the directory"])
+def test_a_failed_sync_is_not_taken_for_a_switch(store, clock, monkeypatch, failing):
+    """An fsync error is fatal for what it covered: the new file is not switched in (nor
+    left to win at the next restart), the previous one still serves, nothing is lost, and a
+    later cleaning succeeds."""
+    from rmqkafka.storage import compaction_store
+
+    fill(store, clock)
+    assert clean(store)
+    previous = store.partition(T, 0).compacted
+    directory = _clean_dir(store)
+    before = sorted(os.listdir(directory))
+    fill(store, clock)
+    want = records(store)
+
+    def eio(*args):
+        raise OSError(errno.EIO, "Input/output error")
+
+    if failing == "fsync of the file":
+        monkeypatch.setattr(compaction_store.os, "fsync", eio)
+    else:
+        monkeypatch.setattr(compaction_store, "fsync_path", eio)
+    assert not clean(store)
+    monkeypatch.undo()
+    plog = store.partition(T, 0)
+    assert store.cleaner.failures == 1 and "Input/output error" in store.cleaner.progress[(T, 0)].last_error
+    assert plog.compacted is previous and plog.commitlog_start_offset == previous.end_offset
+    assert sorted(os.listdir(directory)) == before
+    assert records(store) == want
+    assert clean(store)
+    assert latest(store) == {k: v for _, k, v in want} and len(records(store)) < len(want)
+
+
+# -- the compacted file's index -------------------------------------------------------------
+def _compacted_file(tmp_path: Path, count: int) -> tuple[Path, list[bytes]]:
+    """A compacted file of ``count`` single-record batches, base offsets 0, 3, 6, ... (gaps
+    between them, as cleaning leaves), every 7th one larger than the index interval."""
+    from rmqkafka.storage.compaction_store import CompactedWriter
+
+    batches = []
+    for i in range(count):
+        value = b"v" * (5000 if i % 7 == 3 else 20)
+        batch = keyed([(b"k%d" % i, value)], 1000)
+        batches.append(struct.pack(">q", 3 * i) + batch[8:])  # the CRC does not cover the base
+    writer = CompactedWriter(tmp_path, 3 * count, [])
+    for batch in batches:
+        writer.add(batch)
+    writer.finish()
+    writer.commit()
+    return tmp_path, batches
+
+
+def test_the_compacted_index_is_sparse_and_every_read_finds_its_batch(tmp_path):
+    """The index of a compacted file holds one entry per INDEX_INTERVAL_BYTES of batches
+    (Kafka's index.interval.bytes), not one per batch: a partition of many small batches,
+    which its producers choose, costs memory in proportion to its bytes / 4 KiB. Every read
+    still finds the batch holding an offset, or the first after it."""
+    from rmqkafka.storage.compaction_store import INDEX_INTERVAL_BYTES
+
+    directory, batches = _compacted_file(tmp_path, 3000)
+    log = CompactedLog.open(directory)
+    assert log.batch_count == 3000 and log.data_bytes == sum(map(len, batches))
+    assert len(log.index.bases) <= log.data_bytes // INDEX_INTERVAL_BYTES + 2
+    assert log.first_offset == 0 and log.end_offset == 9000
+    for offset in [0, 1, 2, 3, 4, 299, 300, 301, 4500, 8996, 8997, 8998, 8999]:
+        i = (offset + 2) // 3  # the batch holding the offset, or the next one
+        want = batches[i] if i < len(batches) else None
+        assert log.batch_at_or_after(offset) == want
+        assert list(log.batches_from(offset)) == batches[i:]
+        assert log.bytes_from(offset) == sum(map(len, batches[i:]))
+        got, size, full = log.read(offset, 9000, 20_000, True)
+        take, total = [], 0
+        for b in batches[i:]:
+            if total + len(b) > 20_000 and take:
+                break
+            take.append(b)
+            total += len(b)
+        assert (got, size) == (take, total) and full == (len(take) < len(batches) - i)
+    got, _, _ = log.read(300, 306, 1 << 20, True)  # stops at ``stop``
+    assert got == batches[100:102]
+    assert log.read(301, 9000, 10, False) == ([], 0, True)
+    log.close()
+
+
+def test_queue_entries_that_split_a_batch_fail_the_cleaning(store, clock):
+    """The cleaner reads the consume queue in its thread while retention may re-point a
+    moved batch's entries on the loop: a read half way through sees the batch's offsets in
+    two runs. Each run must be a whole batch, or the batch would be written twice into the
+    compacted file (offsets going backwards for every consumer): such a cleaning fails and
+    is tried again."""
+    from rmqkafka.storage.consume_queue import ENTRY
+
+    append(store, T, 0, keyed([(b"k%d" % k, b"v%d" % k) for k in range(5)], clock.now_ms()))
+    clock.advance(1000)
+    append(store, T, 0, keyed([(b"sentinel", b"s")], clock.now_ms()))
+    clock.advance(1000)
+    plog = store.partition(T, 0)
+    position, size, code = plog.consume_queue.entry(0)
+    copy = store.commitlog.append(plog.topic_id, 0, [plog.batch_at(0)])
+    plog.consume_queue.rewrite(2, ENTRY.pack(copy, size, code) * 3)  # offsets 2..4 re-pointed, 0..1 not yet
+    assert not clean(store)
+    assert store.cleaner.failures == 1 and plog.cleaned_end == 0
+    plog.consume_queue.rewrite(0, ENTRY.pack(copy, size, code) * 2)  # the re-pointing finished
+    assert clean(store)
+    offsets = [o for o, _, _ in records(store)]
+    assert offsets == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_cleaning_asks_only_for_the_aborted_transactions_of_its_dirty_range(store, clock, monkeypatch):
+    """The aborted transactions are listed on the loop at every pass. Those below the
+    cleaned end were removed by the cleaning that covered them (and the txnindex keeps
+    them until the log start passes), so only the dirty range's are asked for: a partition
+    with a long history of aborts does not cost the loop all of them every 15 s."""
+    pid = 77
+    txn = dict(producer_id=pid, producer_epoch=0, transactional=True)
+    for seq in range(3):
+        append(store, T, 0, keyed([(b"a", b"aborted")], clock.now_ms(), base_sequence=seq, **txn))
+        store.append_built(T, 0, marker(pid, 0, ABORT))
+    clock.advance(1000)
+    append(store, T, 0, keyed([(b"z", b"z")], clock.now_ms()))
+    assert clean(store)
+    plog = store.partition(T, 0)
+    asked = []
+    real = plog.txn_index.aborted_ranges
+    monkeypatch.setattr(plog.txn_index, "aborted_ranges",
+                        lambda start, upper: asked.append(start) or real(start, upper))
+    append(store, T, 0, keyed([(b"z", b"z2")], clock.now_ms()))
+    clock.advance(1000)
+    append(store, T, 0, keyed([(b"y", b"y")], clock.now_ms()))
+    assert clean(store)
+    assert asked == [6]  # the first dirty offset, not the log start (0)
+    assert latest(store) == {b"z": b"z2", b"y": b"y"}
+
+
+def test_an_io_error_opening_a_compacted_file_does_not_set_it_aside(stores, store, clock, monkeypatch):
+    """Only damage (a torn batch, a failed CRC) sets a compacted file aside: an I/O error
+    reading it is raised (the store does not open), since setting the file aside would lose
+    whatever retention has deleted from the commitlog below its end."""
+    from rmqkafka.storage import compaction_store
+
+    fill(store, clock)
+    assert clean(store)
+    directory = _clean_dir(store)
+    names = sorted(os.listdir(directory))
+    stores.crash(store)
+    real_pread = os.pread
+
+    def pread(fd, size, at):
+        if at > 0 and os.readlink(f"/proc/self/fd/{fd}").endswith(SUFFIX):
+            raise OSError(errno.EIO, "Input/output error")
+        return real_pread(fd, size, at)
+
+    monkeypatch.setattr(compaction_store.os, "pread", pread)
+    with pytest.raises(OSError, match="Input/output error"):
+        CompactedLog.open(directory)
+    monkeypatch.undo()
+    assert sorted(os.listdir(directory)) == names
+    assert CompactedLog.open(directory) is not None
+
+
+def test_a_pass_that_cleans_nothing_does_not_scan_the_dirty_range_again(store, clock, monkeypatch):
+    """A partition below its min.cleanable.dirty.ratio is looked at every pass (15 s): the
+    dirty batches found by the last pass are kept (they only grow at the end), so a pass
+    reads only the entries appended since (100,000 dirty batches cost 2 s of the cleaner
+    thread, holding the GIL, at every pass). A retention move, which re-points entries,
+    makes the next pass scan again."""
+    from rmqkafka.storage import compaction_cleaner
+
+    fill(store, clock, rounds=4, keys=3)
+    lazy = CompactionSettings(segment_ms=1, min_cleanable_dirty_ratio=1.0)  # dirt alone is never enough
+    assert clean(store)  # the first cleaning (no clean bytes yet: ratio 1)
+    fill(store, clock, rounds=4, keys=3)
+    scanned = []
+    real = compaction_cleaner._Reader._dirty
+
+    def counted(self, base, nxt, position, size):
+        scanned.append(base)
+        return real(self, base, nxt, position, size)
+
+    monkeypatch.setattr(compaction_cleaner._Reader, "_dirty", counted)
+    assert not clean(store, settings=lazy)
+    assert scanned == [13, 16, 19, 22, 25]  # (12 was found by the cleaning: the active segment then)
+    scanned.clear()
+    assert not clean(store, settings=lazy)
+    assert scanned == []  # nothing new: nothing read
+    append(store, T, 0, keyed([(b"k1", b"new")], clock.now_ms()))
+    assert not clean(store, settings=lazy)
+    assert len(scanned) == 1  # only the new batch
+    store.retention.stats.batches_moved += 1  # what a move's re-pointing counts
+    scanned.clear()
+    assert not clean(store, settings=lazy)
+    assert scanned == [12, 13, 16, 19, 22, 25, 26]  # every dirty batch again
+    assert clean(store)  # the cached scan cleans as a fresh one would
+    assert latest(store)[b"k1"] == b"new"
