@@ -158,10 +158,13 @@ class WatchPort:
     def _docs(self, rest: str) -> Response:
         site = docs_site.built_site({docs_site.ENV_DIR: str(self._docs_dir)})
         found = docs_site.site_file(site, rest) if site is not None else None
-        if found is None:
+        try:
+            body = found[0].read_bytes() if found is not None else None
+        except OSError:  # gone since it was found: rmqk docs swapped a new site in
+            body = None
+        if body is None:
             return Response(404, b"not found (rmqk docs builds the documentation site)\n")
-        file, kind = found
-        return Response(200, file.read_bytes(), kind)
+        return Response(200, body, found[1], headers={"X-Content-Type-Options": "nosniff"})
 
     async def _resend(self, request: Request) -> Response:
         if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":

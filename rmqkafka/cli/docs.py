@@ -34,6 +34,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 
 import click
@@ -150,7 +151,7 @@ def build(checkout: Path, root: Path) -> None:
 
 
 def serve_site(site: Path, port: int, open_: bool) -> None:
-    handler = functools.partial(_QuietHandler, directory=str(site))
+    handler = functools.partial(_SiteHandler, site=site)
     try:
         server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
     except OSError as exc:
@@ -169,6 +170,30 @@ def serve_site(site: Path, port: int, open_: bool) -> None:
         server.server_close()
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+class _SiteHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves the site's files through docs_site.site_file, as the console's /docs/ does: no
+    directory listing and nothing outside the site (http.server's own mapping lists
+    directories and follows symlinks anywhere)."""
+
+    def __init__(self, *args: object, site: Path, **kwargs: object) -> None:
+        self._site = site
+        super().__init__(*args, directory=str(site), **kwargs)
+
+    def send_head(self):  # noqa: ANN201 - the base's signature: an open file or None
+        found = docs_site.site_file(self._site, urllib.parse.unquote(urllib.parse.urlsplit(self.path).path))
+        try:
+            file = open(found[0], "rb") if found is not None else None  # noqa: SIM115 - the base closes it
+        except OSError:
+            file = None
+        if file is None:
+            self.send_error(404)
+            return None
+        self.send_response(200)
+        self.send_header("Content-Type", found[1])
+        self.send_header("Content-Length", str(os.fstat(file.fileno()).st_size))
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.end_headers()
+        return file
+
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base's name
         pass  # stdout is for the URL only; a request log would be noise
