@@ -2,10 +2,11 @@
 client quotas.
 
 Documents are built when asked for, from adapter.broker_state (the numbers /metrics shows
-too), so the page and a Prometheus graph never disagree. Rates and lag over time come from
-adapter.console_history: ``sample`` reads the topics' end offsets, the positions groups
-reached and their lags every few seconds (WatchPort runs it); nothing is counted on the
-produce or fetch path for them.
+too), so the page and a Prometheus graph never disagree; partition sizes, which cost disk
+reads, come through adapter.console_sizes (bounded in loop time, so a size may lag). Rates
+and lag over time come from adapter.console_history: ``sample`` reads the topics' end
+offsets, the positions groups reached and their lags every few seconds (WatchPort runs it);
+nothing is counted on the produce or fetch path for them.
 
 Resending dead letters runs ``rmqk dlq resend GROUP --json`` against this broker in a child
 process: the command line's logic (what was resent is the committed offset of
@@ -35,6 +36,7 @@ from .broker_state import (
     topic_partitions,
 )
 from .console_history import RATE_MIN_SPAN_S, ConsoleHistory, Sample
+from .console_sizes import PartitionSizes
 from .context import BrokerContext
 from .handlers.describe_log_dirs import partition_size
 
@@ -52,6 +54,7 @@ class ConsoleApi:
         self._context = context
         self._bootstrap = bootstrap
         self.history = ConsoleHistory()
+        self.sizes = PartitionSizes()
 
     def context(self) -> BrokerContext | None:
         return self._context()
@@ -61,8 +64,9 @@ class ConsoleApi:
         by_topic: dict[str, list[dict]] = {}
         ends: dict[str, int] = {}
         cleaner = ctx.store.cleaner
-        for entry in topic_partitions(ctx):
-            size = partition_size(ctx, entry.log) if entry.log is not None else 0
+        entries = topic_partitions(ctx)
+        sizes = self.sizes.sizes(entries, clock=ctx.clock, size_of=lambda entry: partition_size(ctx, entry.log))
+        for entry, size in zip(entries, sizes, strict=True):
             doc = {"partition": entry.partition, "start": entry.start, "end": entry.end,
                    "messages": entry.end - entry.start, "size_bytes": size}
             progress = cleaner.progress.get((entry.topic, entry.partition))
@@ -78,11 +82,12 @@ class ConsoleApi:
             topics.append({
                 "name": name, "partitions": partitions,
                 "messages": sum(p["messages"] for p in partitions),
-                "size_bytes": sum(p["size_bytes"] for p in partitions),
+                "size_bytes": None if any(p["size_bytes"] is None for p in partitions)
+                else sum(p["size_bytes"] for p in partitions),
                 "rate_per_s": self.history.rate("produced", name, now, ends[name]),
                 "configs": dict(meta.configs) if meta is not None else {},
             })
-        return {"topics": topics, "rate_min_span_s": RATE_MIN_SPAN_S,
+        return {"topics": topics, "rate_min_span_s": RATE_MIN_SPAN_S, "sizes_stale": self.sizes.stale,
                 "cleaner": {"runs": cleaner.runs, "read_bytes": cleaner.bytes_read,
                             "written_bytes": cleaner.bytes_written, "reclaimed_bytes": cleaner.bytes_reclaimed,
                             "failures": cleaner.failures}}
