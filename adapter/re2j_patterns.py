@@ -28,20 +28,30 @@ class PatternError(ValueError):
     PatternSyntaxException.getDescription() gives it (e.g. "invalid escape sequence")."""
 
 
-@functools.lru_cache(maxsize=_CACHED)
 def compile_pattern(pattern: str):
     """The compiled pattern (use ``fullmatch``, as Kafka's ``matcher(..).matches()``)."""
+    compiled = _compiled(pattern)
+    if isinstance(compiled, PatternError):
+        raise PatternError(*compiled.args)  # a fresh one: a raised instance keeps its traceback
+    return compiled
+
+
+@functools.lru_cache(maxsize=_CACHED)
+def _compiled(pattern: str):
+    """The compiled pattern or its refusal, both cached: RE2 refuses a program over its
+    memory bound only once it built it (1,000 ``\\pL``: 0.3-0.7 s), so a refusal is paid
+    once however often a client sends the pattern."""
     if len(pattern) > MAX_PATTERN_LENGTH:
-        raise PatternError(f"longer than {MAX_PATTERN_LENGTH} characters")
+        return PatternError(f"longer than {MAX_PATTERN_LENGTH} characters")
     if _has_any_byte_escape(pattern):
-        raise PatternError("invalid escape sequence")
+        return PatternError("invalid escape sequence")
     try:
         return re2.compile(pattern, _OPTIONS)
     except re2.error as exc:
         detail = exc.args[0] if exc.args else "invalid pattern"
         if isinstance(detail, bytes):
             detail = detail.decode("utf-8", "replace")
-        raise PatternError(str(detail).split(": ", 1)[0]) from None
+        return PatternError(str(detail).split(": ", 1)[0])
 
 
 def _has_any_byte_escape(pattern: str) -> bool:
