@@ -8,6 +8,12 @@ refuses (backreferences, lookaround, possessive and atomic forms, ``\\Z``) is re
 accepts one construct RE2J does not, ``\\C`` (any byte): it is refused here. Python's ``re``
 backtracks: ``(a+)+b`` against 26 letters held the event loop for 15 s, and a client
 controls both the pattern and, by creating a topic, the text.
+
+What one pattern costs is bounded: RE2 builds at most ``MAX_MEMORY`` (2 MiB) of program and
+DFA state for it, and a pattern whose program would not fit is refused ("pattern too large";
+RE2J, which Kafka uses, has no such bound: ``\\pL{249}`` is refused here, ``\\pL{1,60}`` and
+``.{1,249}`` are not). Compiling the largest accepted pattern takes about 0.2 s, so patterns
+and refusals alike are cached (``_CACHED`` of them, at most about 128 MiB).
 """
 
 from __future__ import annotations
@@ -17,10 +23,12 @@ import functools
 import re2
 
 MAX_PATTERN_LENGTH = 4096  # bounds the compile cost a client controls
-_CACHED = 256
+MAX_MEMORY = 2 << 20  # RE2's bound per pattern: its program and DFA caches (RE2's default: 8 MiB)
+_CACHED = 64  # so compiled patterns hold at most about 64 x MAX_MEMORY
 
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # a refused pattern is the client's error, answered to it
+_OPTIONS.max_mem = MAX_MEMORY
 
 
 class PatternError(ValueError):
