@@ -22,12 +22,20 @@ process while it starts:
   404 otherwise, and the page shows no link to it.
 
 The port has no authentication: bind it where only operators reach it (``metrics.host``;
-the default is the primary listener's address).
+the default is the primary listener's address). That alone does not keep out a web page an
+operator's browser opens: a page on evil.example whose name is made to resolve to the
+broker's address (DNS rebinding) is same-origin with the console to the browser. Its requests
+carry ``Host: evil.example``, so the browser-facing paths (the page, /api/, /docs/) answer
+only a Host header that is an IP literal, ``localhost``, or one of ``allowed_hosts`` (the
+broker's own names and ``metrics.allowed.hosts``; ``*`` = any), else 403. /metrics, /ready
+and /healthz answer any Host: their clients (Prometheus, probes) often name the broker by a
+DNS name nobody configured here, and no browser page needs them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import logging
 from collections.abc import Callable
@@ -52,6 +60,9 @@ STATIC = {"index.html": "text/html; charset=utf-8", "console.js": "text/javascri
           "vendor/uPlot.min.css": "text/css; charset=utf-8"}
 
 
+MACHINE_PATHS = frozenset(("/metrics", "/ready", "/healthz"))  # answered whatever the Host header
+
+
 class WatchPort:
     """``context`` returns the broker's context while it serves clients, else None;
     ``failure`` the store's failure (None while healthy); ``connections`` the number of open
@@ -59,8 +70,9 @@ class WatchPort:
 
     def __init__(self, stats: RequestStats, context: Callable[[], BrokerContext | None],
                  failure: Callable[[], BaseException | None], connections: Callable[[], int],
-                 bootstrap: Callable[[], str | None]) -> None:
+                 bootstrap: Callable[[], str | None], allowed_hosts: frozenset[str] = frozenset()) -> None:
         self._context = context
+        self._allowed_hosts = allowed_hosts
         self._failure = failure
         self.registry = new_registry(BrokerCollector(stats, context, connections, lambda: context() is not None))
         self.api = ConsoleApi(context, bootstrap)
@@ -107,6 +119,9 @@ class WatchPort:
 
     async def handle(self, request: Request) -> Response:
         path = request.path
+        if path not in MACHINE_PATHS and not self._host_allowed(request.headers.get("host")):
+            return Response(403, b"unknown Host header: open the console by the broker's address, or add the "
+                                 b"name to metrics.allowed.hosts\n")
         if request.method == "POST":
             if path != "/api/dlq/resend":
                 return Response(405, b"method not allowed\n")
@@ -140,6 +155,17 @@ class WatchPort:
         if ctx is None:
             return _json(503, {"error": "the broker is not serving"})
         return _json(200, document(ctx))
+
+    def _host_allowed(self, host: str | None) -> bool:
+        if host is None or "*" in self._allowed_hosts:  # no Host: not a browser's request
+            return True
+        name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host  # drop the port
+        name = name.removeprefix("[").split("]", 1)[0].lower().rstrip(".")  # [v6]:port
+        try:
+            ipaddress.ip_address(name)
+            return True
+        except ValueError:
+            return name == "localhost" or name.endswith(".localhost") or name in self._allowed_hosts
 
     def _overview(self) -> dict:
         ctx = self._context()

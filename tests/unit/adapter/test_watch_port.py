@@ -137,3 +137,40 @@ def test_docs_are_served_only_once_built(tmp_path, monkeypatch: pytest.MonkeyPat
     assert ask(watch, "/docs/guides/").body == b"guides"
     assert ask(watch, "/docs/../secret").status == 404
     assert json.loads(ask(watch, "/api/overview").body)["docs"] == "/docs/"
+
+
+def test_a_browser_page_of_another_site_cannot_read_the_console_through_dns_rebinding() -> None:
+    """A page on evil.example whose name is made to resolve to the broker's address is, to the
+    browser, same-origin with the console: it could read /api/* (topic and group names) and
+    POST /api/dlq/resend. Its requests carry ``Host: evil.example``, so the browser-facing
+    paths answer only a Host that is an IP literal, localhost, or a name the broker knows for
+    itself (metrics.allowed.hosts adds more). Before, every Host was served."""
+    watch = WatchPort(RequestStats(), lambda: None, lambda: None, lambda: 0, lambda: None,
+                      allowed_hosts=frozenset({"broker-1.internal"}))
+
+    def status(path: str, host: str | None, method: str = "GET") -> int:
+        headers = {"host": host} if host is not None else {}
+        if method == "POST":
+            headers["content-type"] = "application/json"
+        return asyncio.run(watch.handle(Request(method, path, {}, headers, b'{"group": "g"}'))).status
+
+    for path in ("/", "/console/console.js", "/api/overview", "/api/topics", "/docs/"):
+        assert status(path, "evil.example:9404") == 403, path
+        assert status(path, "evil.example") == 403, path
+    assert status("/api/dlq/resend", "evil.example:9404", "POST") == 403
+    refused = asyncio.run(watch.handle(Request("GET", "/", {}, {"host": "evil.example:9404"})))
+    assert b"metrics.allowed.hosts" in refused.body
+    for host in ("127.0.0.1:9404", "[::1]:9404", "10.0.0.7", "localhost:9404", "LocalHost.", "broker-1.internal:9404",
+                 "BROKER-1.INTERNAL", None):
+        assert status("/", host) == 200, host
+    # machine endpoints stay as they were (Prometheus targets and probes are often DNS names)
+    assert status("/metrics", "evil.example") == 200 and status("/healthz", "evil.example") == 200
+    anything = WatchPort(RequestStats(), lambda: None, lambda: None, lambda: 0, lambda: None,
+                         allowed_hosts=frozenset({"*"}))
+    assert asyncio.run(anything.handle(Request("GET", "/", {}, {"host": "evil.example"}))).status == 200
+
+
+def test_metrics_allowed_hosts_key() -> None:
+    assert build_config({}).adapter.metrics_allowed_hosts == ()
+    config = build_config({"metrics.allowed.hosts": " Console.Example , broker-1.internal,"})
+    assert config.adapter.metrics_allowed_hosts == ("console.example", "broker-1.internal")
