@@ -12,7 +12,9 @@ What a user who installed the package gets, least surprising first:
 - Building needs the sources, ``mkdocs.yml`` and ``docs/``, which live in the project's
   source tree, not in the wheel: they are found beside the installed package (a checkout
   installed with ``pip install -e``), else in the current directory or a parent (a checkout
-  installed with ``pip install .``), else at ``--source DIR``. And it needs the ``docs``
+  installed with ``pip install .``; only this project's, recognised by
+  ``adapter/docs_site.py``: another MkDocs project there is not built), else at
+  ``--source DIR``. And it needs the ``docs``
   extra (MkDocs, Material, mkdocs-click). Either missing is one line saying what to do, exit 2.
 - Building is offline: the theme fetches no fonts (``font: false``) and no plugin fetches;
   ``mkdocs build --strict`` runs in a child process into a fresh directory that replaces the
@@ -46,6 +48,8 @@ from rmqkafka.cli.common import CliError, CliUsageError, Command
 # the site even when no Markdown changed.
 GENERATED_FROM = ("rmqkafka", "adapter/properties.py", "adapter/broker_configs.py", "adapter/codec/versions.py")
 BUILD_TIMEOUT_S = 600.0
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the checkout, for an editable install
+CHECKOUT_MARK = Path("adapter") / "docs_site.py"  # a file only this project's checkout has there
 NEEDED_MODULES = {"mkdocs": "mkdocs", "material": "mkdocs-material", "mkdocs_click": "mkdocs-click"}
 
 
@@ -93,13 +97,16 @@ def ensure_built(root: Path, source: Path | None, rebuild: bool) -> Path:
 
 
 def find_sources(source: Path | None) -> Path | None:
+    """``--source``, else a checkout of this project beside the package or around the current
+    directory. Only this project's: another MkDocs project's mkdocs.yml may run hooks (Python),
+    and its site is not these docs."""
     if source is not None:
         if not (source / "mkdocs.yml").is_file():
             raise CliUsageError(f"--source {source}: no mkdocs.yml there")
         return source.resolve()
-    package_root = Path(__file__).resolve().parents[2]  # the checkout, for an editable install
-    for candidate in (package_root, *[Path.cwd(), *Path.cwd().parents]):
-        if (candidate / "mkdocs.yml").is_file() and (candidate / "docs").is_dir():
+    for candidate in (PACKAGE_ROOT, *[Path.cwd(), *Path.cwd().parents]):
+        if (candidate / "mkdocs.yml").is_file() and (candidate / "docs").is_dir() \
+                and (candidate / CHECKOUT_MARK).is_file():
             return candidate
     return None
 

@@ -203,3 +203,28 @@ def test_serve_lists_no_directory_and_follows_no_link_out(built: Path, tmp_path:
     finally:
         child.terminate()
         child.wait(timeout=30)
+
+
+def test_sources_are_only_this_projects_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``rmqk docs`` from inside another MkDocs project (a wheel install, so the package has no
+    checkout beside it) must not build that project: before, any mkdocs.yml with a docs/ in
+    the current directory or a parent was built (running its hooks, which are Python) and
+    served as rmqkafka's documentation."""
+    from rmqkafka.cli import docs
+
+    foreign = tmp_path / "other-project"
+    (foreign / "docs").mkdir(parents=True)
+    (foreign / "mkdocs.yml").write_text("site_name: other\nhooks: [hooks.py]\n")
+    (foreign / "sub").mkdir()
+    monkeypatch.setattr(docs, "PACKAGE_ROOT", tmp_path / "site-packages")
+    monkeypatch.chdir(foreign / "sub")
+    assert docs.find_sources(None) is None
+    # a checkout of this project, found from inside it
+    checkout = tmp_path / "rmqkafka-checkout"
+    shutil.copytree(foreign, checkout)
+    (checkout / "adapter").mkdir()
+    (checkout / "adapter" / "docs_site.py").write_text("")
+    monkeypatch.chdir(checkout / "sub")
+    assert docs.find_sources(None) == checkout
+    monkeypatch.setattr(docs, "PACKAGE_ROOT", ROOT)  # an editable install: the checkout beside it
+    assert docs.find_sources(None) == ROOT
