@@ -156,9 +156,9 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
                                     (ours; unset = off, 0 = any free port; ``--metrics-port``)
 ``metrics.host``                    address of that port (ours; default: the primary
                                     listener's bind address)
-``metrics.allowed.hosts``           host names (comma-separated) the console answers in a
-                                    request's Host besides IP literals, localhost and the
-                                    broker's own names (ours; ``*`` = any)
+``metrics.allowed.hosts``           host names (comma-separated) that port answers browsers
+                                    by, besides IP literals, localhost and the broker's own
+                                    names (ours; ``*`` = any; DNS rebinding)
 =================================== ==========================================================
 
 Precedence, highest first: command-line overrides (host, port, data_dir, flush, metrics

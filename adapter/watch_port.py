@@ -25,11 +25,12 @@ The port has no authentication: bind it where only operators reach it (``metrics
 the default is the primary listener's address). That alone does not keep out a web page an
 operator's browser opens: a page on evil.example whose name is made to resolve to the
 broker's address (DNS rebinding) is same-origin with the console to the browser. Its requests
-carry ``Host: evil.example``, so the browser-facing paths (the page, /api/, /docs/) answer
-only a Host header that is an IP literal, ``localhost``, or one of ``allowed_hosts`` (the
-broker's own names and ``metrics.allowed.hosts``; ``*`` = any), else 403. /metrics, /ready
-and /healthz answer any Host: their clients (Prometheus, probes) often name the broker by a
-DNS name nobody configured here, and no browser page needs them.
+carry ``Host: evil.example``, so a request from a browser (``BROWSER_HEADERS``, which a page's
+script cannot remove, or a ``Mozilla/`` User-Agent) is answered only when its Host header is
+an IP literal, ``localhost``, or one of ``allowed_hosts`` (the broker's own names and
+``metrics.allowed.hosts``; ``*`` = any), else 403, whatever the path. Other clients
+(Prometheus, probes, curl, ``rmqk topics describe --metrics-url``) often name the broker by a
+DNS name nobody configured here and are no such threat: they are answered whatever their Host.
 """
 
 from __future__ import annotations
@@ -60,7 +61,12 @@ STATIC = {"index.html": "text/html; charset=utf-8", "console.js": "text/javascri
           "vendor/uPlot.min.css": "text/css; charset=utf-8"}
 
 
-MACHINE_PATHS = frozenset(("/metrics", "/ready", "/healthz"))  # answered whatever the Host header
+# Sent by browsers (Fetch Metadata, Origin) and never removable by a page's script.
+BROWSER_HEADERS = ("sec-fetch-mode", "sec-fetch-site", "sec-fetch-dest", "origin")
+
+
+def _from_browser(headers: dict[str, str]) -> bool:
+    return any(name in headers for name in BROWSER_HEADERS) or "mozilla/" in headers.get("user-agent", "").lower()
 
 
 class WatchPort:
@@ -119,7 +125,7 @@ class WatchPort:
 
     async def handle(self, request: Request) -> Response:
         path = request.path
-        if path not in MACHINE_PATHS and not self._host_allowed(request.headers.get("host")):
+        if _from_browser(request.headers) and not self._host_allowed(request.headers.get("host")):
             return Response(403, b"unknown Host header: open the console by the broker's address, or add the "
                                  b"name to metrics.allowed.hosts\n")
         if request.method == "POST":

@@ -99,24 +99,30 @@ def test_off_by_default_and_on_from_the_config_file(broker_factory: Any, tmp_pat
         urllib.request.urlopen(url + "/ready", timeout=5)
 
 
-def test_the_console_answers_only_the_brokers_own_host_names(broker_factory: Any, tmp_path: Path) -> None:
+def test_the_console_answers_browsers_only_by_the_brokers_own_host_names(broker_factory: Any, tmp_path: Path) -> None:
     """DNS rebinding (adapter.watch_port): a page of another site reaching the port through a
     name made to resolve to it sends that name as Host, and is refused; the broker's own
-    names, IP literals, localhost and metrics.allowed.hosts are answered."""
+    names, IP literals, localhost and metrics.allowed.hosts are answered. Clients that are no
+    browser (Prometheus, rmqk) are answered whatever name they use."""
     import socket
 
     config = tmp_path / "server.properties"
     config.write_text("metrics.port=0\nmetrics.allowed.hosts=console.example\n")
     url = broker_factory(config_file=config).metrics_url
     port = url.rsplit(":", 1)[1]
-    status, body, _ = get(url + "/api/overview", headers={"Host": f"evil.example:{port}"})
+    browser = {"User-Agent": "Mozilla/5.0 (X11; Linux x86_64) Chrome/131.0", "Sec-Fetch-Mode": "cors",
+               "Sec-Fetch-Site": "same-origin"}
+    status, body, _ = get(url + "/api/overview", headers={**browser, "Host": f"evil.example:{port}"})
     assert status == 403 and b"metrics.allowed.hosts" in body
-    assert get(url + "/", headers={"Host": f"evil.example:{port}"})[0] == 403
+    for path in ("/", "/metrics"):
+        assert get(url + path, headers={**browser, "Host": f"evil.example:{port}"})[0] == 403, path
     assert get(url + "/api/dlq/resend", data=b'{"group": "g"}',
-               headers={"Host": f"evil.example:{port}", "Content-Type": "application/json"})[0] == 403
-    assert get(url + "/metrics", headers={"Host": "evil.example"})[0] == 200  # Prometheus, probes
+               headers={**browser, "Host": f"evil.example:{port}", "Content-Type": "application/json"})[0] == 403
     for name in ("console.example", socket.gethostname(), "localhost", "127.0.0.1"):
-        assert get(url + "/api/overview", headers={"Host": f"{name}:{port}"})[0] == 200, name
+        assert get(url + "/api/overview", headers={**browser, "Host": f"{name}:{port}"})[0] == 200, name
+    # urllib is no browser: what rmqk topics describe --metrics-url and scripts send
+    assert get(url + "/api/topics", headers={"Host": f"rmqk.monitoring.svc:{port}"})[0] == 200
+    assert get(url + "/metrics", headers={"Host": "rmqk.monitoring.svc"})[0] == 200
 
 
 def test_serve_prints_the_metrics_line_after_the_started_line(tmp_path: Path) -> None:
