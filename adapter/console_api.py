@@ -193,8 +193,9 @@ class ConsoleApi:
         bootstrap = self._bootstrap()
         if bootstrap is None:
             return 502, {"error": "resending needs a PLAINTEXT listener; use rmqk dlq resend"}
+        # "--": the group is the command's GROUP, never one of its options ("--help")
         child = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "rmqkafka", "dlq", "resend", group, "--json", "-b", bootstrap,
+            sys.executable, "-m", "rmqkafka", "dlq", "resend", "--json", "-b", bootstrap, "--", group,
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         try:
             out, err = await asyncio.wait_for(child.communicate(), RESEND_TIMEOUT_S)

@@ -341,3 +341,10 @@ def test_dlq_resend_runs_rmqk_dlq_resend(watched: tuple[Any, str]) -> None:
     assert status == 200 and json.loads(answer)["resent"] == 0  # the position moved: nothing new
     # the resent records wait in delay level 3 as a first retry
     assert value(scrape(url), "rmqk_delay_level_depth", level="3", delay="10s") == 3
+    # a group name is the command's GROUP, never an option of it (before: --help printed the
+    # usage and answered 200, as if resent)
+    status, answer, _ = get(resend, data=json.dumps({"group": "--help"}).encode(),
+                            headers={"Content-Type": "application/json"})
+    result = json.loads(answer)
+    assert "Usage:" not in answer.decode() and result["group"] == "--help"
+    assert result["result"].get("group") == "--help" or "--help" in result["message"], result
