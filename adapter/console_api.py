@@ -53,6 +53,7 @@ class ConsoleApi:
     def __init__(self, context: Callable[[], BrokerContext | None], bootstrap: Callable[[], str | None]) -> None:
         self._context = context
         self._bootstrap = bootstrap
+        self._resending = False  # a dead-letter resend's child process is running
         self.history = ConsoleHistory()
         self.sizes = PartitionSizes()
 
@@ -189,10 +190,21 @@ class ConsoleApi:
 
     # -- actions -----------------------------------------------------------------------------
     async def resend(self, group: str) -> tuple[int, dict]:
-        """Run ``rmqk dlq resend GROUP --json`` against this broker: (HTTP status, document)."""
+        """Run ``rmqk dlq resend GROUP --json`` against this broker: (HTTP status, document).
+        One at a time: a child process is some 50 MB for up to RESEND_TIMEOUT_S, and how many
+        requests come is the clients' choice, so another one meanwhile is answered 429."""
         bootstrap = self._bootstrap()
         if bootstrap is None:
             return 502, {"error": "resending needs a PLAINTEXT listener; use rmqk dlq resend"}
+        if self._resending:
+            return 429, {"error": "a resend is already running; try again once it finished"}
+        self._resending = True
+        try:
+            return await self._resend(group, bootstrap)
+        finally:
+            self._resending = False
+
+    async def _resend(self, group: str, bootstrap: str) -> tuple[int, dict]:
         # "--": the group is the command's GROUP, never one of its options ("--help")
         child = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "rmqkafka", "dlq", "resend", "--json", "-b", bootstrap, "--", group,
