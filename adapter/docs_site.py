@@ -14,7 +14,8 @@ None (a 404): ``..``, a symlink out (a directory's index.html too), a NUL byte, 
 than ``MAX_URL_PATH``, a symlink loop, a directory without index.html (no listings). Content
 types come from ``CONTENT_TYPES`` (the kinds of file MkDocs writes), not from the machine's
 /etc/mime.types, so a file is served the same everywhere; anything else is
-application/octet-stream. The console's /docs/ and ``rmqk docs --serve`` both serve through it.
+application/octet-stream. A directory named without its slash is redirected to it
+(``wants_slash``). The console's /docs/ and ``rmqk docs --serve`` both serve through it.
 """
 
 from __future__ import annotations
@@ -65,6 +66,14 @@ def site_file(site: Path, url_path: str) -> tuple[Path, str] | None:
     except (OSError, RuntimeError):  # ENAMETOOLONG, EACCES; RuntimeError: a symlink loop
         return None
     return target, CONTENT_TYPES.get(target.suffix.lower(), "application/octet-stream")
+
+
+def wants_slash(url_path: str, found: Path) -> bool:
+    """Whether ``url_path``, which ``site_file`` mapped to ``found``, names a directory without
+    its trailing slash: the server redirects to the slash, or the page's relative links
+    (``../assets/``) would resolve one level too high."""
+    return bool(url_path) and not url_path.endswith("/") and found.name == "index.html" \
+        and not url_path.endswith("index.html")
 
 
 def _inside(root: Path, path: Path) -> Path | None:

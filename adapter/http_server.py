@@ -33,7 +33,7 @@ READ_TIMEOUT = 10.0
 MAX_CONNECTIONS = 64
 WRITE_TIMEOUT = 30.0
 _LENGTH_DIGITS = len(str(MAX_BODY))  # a longer Content-Length is too large whatever its digits
-_REASONS = {200: "OK", 302: "Found", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+_REASONS = {200: "OK", 301: "Moved Permanently", 302: "Found", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
             413: "Payload Too Large", 415: "Unsupported Media Type", 429: "Too Many Requests", 500: "Internal Server Error",
             502: "Bad Gateway", 503: "Service Unavailable"}
 

@@ -41,6 +41,7 @@ import json
 import logging
 from collections.abc import Callable
 from importlib import resources
+from urllib.parse import quote
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -190,6 +191,8 @@ class WatchPort:
     def _docs(self, rest: str) -> Response:
         site = docs_site.built_site({docs_site.ENV_DIR: str(self._docs_dir)})
         found = docs_site.site_file(site, rest) if site is not None else None
+        if found is not None and docs_site.wants_slash(rest, found[0]):
+            return Response(301, b"", headers={"Location": f"/docs/{quote(rest.lstrip('/'))}/"})
         try:
             body = found[0].read_bytes() if found is not None else None
         except OSError:  # gone since it was found: rmqk docs swapped a new site in

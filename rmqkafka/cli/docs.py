@@ -187,7 +187,14 @@ class _SiteHandler(http.server.SimpleHTTPRequestHandler):
         super().__init__(*args, directory=str(site), **kwargs)
 
     def send_head(self):  # noqa: ANN201 - the base's signature: an open file or None
-        found = docs_site.site_file(self._site, urllib.parse.unquote(urllib.parse.urlsplit(self.path).path))
+        url_path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
+        found = docs_site.site_file(self._site, url_path)
+        if found is not None and docs_site.wants_slash(url_path, found[0]):
+            self.send_response(301)
+            self.send_header("Location", urllib.parse.quote(url_path) + "/")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return None
         try:
             file = open(found[0], "rb") if found is not None else None  # noqa: SIM115 - the base closes it
         except OSError:

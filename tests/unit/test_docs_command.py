@@ -176,6 +176,13 @@ def test_the_console_answers_hostile_docs_paths_404(tmp_path: Path, monkeypatch:
     assert page.status == 200 and page.headers.get("X-Content-Type-Options") == "nosniff"
     for hostile in ("/docs/index.html\x00", "/docs/" + "a/" * 3000, "/docs/../site.stamp", "/docs/" + "x" * 300):
         assert ask(hostile).status == 404, hostile[:40]
+    # a directory without its slash is redirected: its index.html's relative links (../assets/)
+    # would otherwise resolve one level too high, and the page come without its styles
+    (tmp_path / "site" / "guides").mkdir()
+    (tmp_path / "site" / "guides" / "index.html").write_text("guides")
+    moved = ask("/docs/guides")
+    assert moved.status == 301 and moved.headers["Location"] == "/docs/guides/"
+    assert ask("/docs/guides/").body == b"guides"
 
 
 def test_serve_lists_no_directory_and_follows_no_link_out(built: Path, tmp_path: Path) -> None:
@@ -196,6 +203,9 @@ def test_serve_lists_no_directory_and_follows_no_link_out(built: Path, tmp_path:
         assert url.startswith("http://127.0.0.1:"), url
         with urllib.request.urlopen(url + "reference/cli/", timeout=30) as response:
             assert b"rmqk docs" in response.read()
+        request = urllib.request.Request(url + "reference/cli", method="HEAD")
+        with urllib.request.urlopen(request, timeout=30) as response:  # follows the redirect
+            assert response.url == url + "reference/cli/"
         for path in ("assets/", "leak.txt", "reference/../../secret.txt"):
             with pytest.raises(urllib.error.HTTPError) as refused:
                 urllib.request.urlopen(url + path, timeout=30).close()
