@@ -238,3 +238,38 @@ def test_sources_are_only_this_projects_checkout(tmp_path: Path, monkeypatch: py
     assert docs.find_sources(None) == checkout
     monkeypatch.setattr(docs, "PACKAGE_ROOT", ROOT)  # an editable install: the checkout beside it
     assert docs.find_sources(None) == ROOT
+
+
+def test_encoded_traversal_through_the_metrics_port_is_a_404(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole way, socket to file: the HTTP server decodes %2e%2e, %2f and %00 once, and the
+    decoded path still cannot leave the site."""
+    import asyncio
+
+    from rmqkafka.adapter.request_stats import RequestStats
+    from rmqkafka.adapter.watch_port import WatchPort
+
+    monkeypatch.setenv("RMQK_DOCS_DIR", str(tmp_path))
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "index.html").write_text("home")
+    (tmp_path / "site.stamp").write_text("secret stamp")
+
+    async def scenario() -> dict[str, bytes]:
+        watch = WatchPort(RequestStats(), lambda: None, lambda: None, lambda: 0, lambda: None)
+        host, port = await watch.start("127.0.0.1", 0)
+        answers = {}
+        try:
+            for target in ("/docs/", "/docs/%2e%2e/site.stamp", "/docs/%2E%2E%2Fsite.stamp", "/docs/..%2fsite.stamp",
+                           "/docs/index.html%00.png", "/docs/%252e%252e/site.stamp", "/docs//" + str(tmp_path / "site.stamp"),
+                           "/docs/" + "%2e%2e/" * 20 + "etc/passwd"):
+                reader, writer = await asyncio.open_connection(host, port)
+                writer.write(f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+                answers[target] = await asyncio.wait_for(reader.read(), 60)
+                writer.close()
+        finally:
+            watch.close()
+        return answers
+
+    answers = asyncio.run(scenario())
+    assert answers.pop("/docs/").endswith(b"\r\n\r\nhome")
+    for target, answer in answers.items():
+        assert answer.startswith(b"HTTP/1.1 404") and b"secret" not in answer and b"root:" not in answer, target
