@@ -42,6 +42,7 @@ from .handlers.describe_log_dirs import partition_size
 
 RESEND_GROUP_PREFIX = "rmq_dlq_resend."  # rmqkafka.cli.dlq.RESEND_GROUP_PREFIX
 RESEND_TIMEOUT_S = 60.0
+RESEND_LIMIT = 10_000  # dead letters per resend: the child's memory and its --json answer grow with them
 QUOTAS_SHOWN = 100  # quota entities and throttled clients listed on the page
 HALF_MESSAGES_SHOWN = 100
 
@@ -192,7 +193,8 @@ class ConsoleApi:
     async def resend(self, group: str) -> tuple[int, dict]:
         """Run ``rmqk dlq resend GROUP --json`` against this broker: (HTTP status, document).
         One at a time: a child process is some 50 MB for up to RESEND_TIMEOUT_S, and how many
-        requests come is the clients' choice, so another one meanwhile is answered 429."""
+        requests come is the clients' choice, so another one meanwhile is answered 429. At
+        most RESEND_LIMIT dead letters each: the next resend goes on from the position."""
         bootstrap = self._bootstrap()
         if bootstrap is None:
             return 502, {"error": "resending needs a PLAINTEXT listener; use rmqk dlq resend"}
@@ -207,7 +209,8 @@ class ConsoleApi:
     async def _resend(self, group: str, bootstrap: str) -> tuple[int, dict]:
         # "--": the group is the command's GROUP, never one of its options ("--help")
         child = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "rmqkafka", "dlq", "resend", "--json", "-b", bootstrap, "--", group,
+            sys.executable, "-m", "rmqkafka", "dlq", "resend", "--json", "-b", bootstrap,
+            "--limit", str(RESEND_LIMIT), "--", group,
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         try:
             out, err = await asyncio.wait_for(child.communicate(), RESEND_TIMEOUT_S)

@@ -47,3 +47,27 @@ def test_one_resend_runs_at_a_time_and_another_meanwhile_is_refused(monkeypatch)
     assert first[0] == 200 and first[1]["resent"] == 1
     assert later[0] == 200  # the place is free again once the first finished
     assert [argv[-1] for argv in started] == ["a", "d"]
+
+
+def test_one_resend_sends_a_bounded_number_of_dead_letters(monkeypatch) -> None:
+    """What one click costs is bounded: the child resends at most RESEND_LIMIT records (its
+    memory and its --json answer, read whole by the broker, grow with them); the next click
+    goes on from the position. Before, a group's every dead letter went in one run."""
+    started: list[tuple[str, ...]] = []
+
+    class Child:
+        returncode = 0
+
+        async def communicate(self) -> tuple[bytes, bytes]:
+            return b"{}", b""
+
+    async def spawn(*argv, **_):
+        started.append(argv)
+        return Child()
+
+    monkeypatch.setattr(console_api.asyncio, "create_subprocess_exec", spawn)
+    status, _ = asyncio.run(ConsoleApi(lambda: None, lambda: "127.0.0.1:9092").resend("g"))
+    [argv] = started
+    assert status == 200
+    assert argv[argv.index("--limit") + 1] == str(console_api.RESEND_LIMIT) and argv.index("--limit") < argv.index("--")
+    assert 0 < console_api.RESEND_LIMIT <= 10_000
