@@ -271,9 +271,20 @@ class Broker:
             log.warning("fsync latency is not measured: the store has no _fdatasync to time")
         self._watch = WatchPort(
             stats, lambda: self.context if self.serving else None, lambda: self.store.failure,
-            lambda: len(self._connections), self._plaintext_bootstrap)
+            lambda: len(self._connections), self._plaintext_bootstrap, allowed_hosts=self._own_host_names())
         host = cfg.metrics_host if cfg.metrics_host is not None else cfg.host
         self.metrics_address = await self._watch.start(host, cfg.metrics_port)
+
+    def _own_host_names(self) -> frozenset[str]:
+        """The names the console answers (watch_port's Host check): metrics.allowed.hosts,
+        and the names the broker is configured or known by (its listeners' hosts and
+        advertised hosts, metrics.host, this machine's host name)."""
+        cfg = self.adapter_config
+        names = {cfg.host, cfg.advertised_host, cfg.metrics_host, socket.gethostname(), socket.getfqdn(),
+                 *cfg.metrics_allowed_hosts}
+        for listener in cfg.extra_listeners:
+            names.update((listener.host, listener.advertised_host))
+        return frozenset(name.lower().rstrip(".") for name in names if name)
 
     def _stop_watch(self) -> None:
         if self._watch is not None:

@@ -64,14 +64,15 @@ def high_watermark(ctx: BrokerContext, name: str, partition: int,
                    built: dict[tuple[str, int], PartitionLog] | None = None) -> int | None:
     """The end offset of a topic's or view's partition (a view's is its source's); None when
     there is no such partition any more. ``built``: the store's partition table, when the
-    caller asks for many (``store.partitions()`` copies it on every call)."""
+    caller has it; else the one partition is looked up (``store.partitions()`` would copy the
+    whole table)."""
     entity = ctx.semantics.resolve(name)
     if entity is None:
         return None
     source = ctx.store.topics.get(entity.source) if isinstance(entity, View) else entity
     if source is None or not 0 <= partition < source.partitions:
         return None
-    plog = (ctx.store.partitions() if built is None else built).get((source.name, partition))
+    plog = ctx.store.built_partition(source.name, partition) if built is None else built.get((source.name, partition))
     return plog.next_offset if plog is not None else 0
 
 

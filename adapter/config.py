@@ -176,3 +176,6 @@ class AdapterConfig:
     # other. 0 picks an ephemeral port (printed on stdout after the started line).
     metrics_port: int | None = None  # metrics.port (ours); None = no HTTP port
     metrics_host: str | None = None  # metrics.host (ours); None = the primary listener's host
+    # Host names the metrics port answers browsers by, besides IP literals, localhost and the
+    # broker's own names (adapter.watch_port: DNS rebinding); "*" = any.
+    metrics_allowed_hosts: tuple[str, ...] = ()  # metrics.allowed.hosts (ours)

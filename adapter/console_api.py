@@ -2,10 +2,11 @@
 client quotas.
 
 Documents are built when asked for, from adapter.broker_state (the numbers /metrics shows
-too), so the page and a Prometheus graph never disagree. Rates and lag over time come from
-adapter.console_history: ``sample`` reads the topics' end offsets, the positions groups
-reached and their lags every few seconds (WatchPort runs it); nothing is counted on the
-produce or fetch path for them.
+too), so the page and a Prometheus graph never disagree; partition sizes, which cost disk
+reads, come through adapter.console_sizes (bounded in loop time, so a size may lag). Rates
+and lag over time come from adapter.console_history: ``sample`` reads the topics' end
+offsets, the positions groups reached and their lags every few seconds (WatchPort runs it);
+nothing is counted on the produce or fetch path for them.
 
 Resending dead letters runs ``rmqk dlq resend GROUP --json`` against this broker in a child
 process: the command line's logic (what was resent is the committed offset of
@@ -35,11 +36,13 @@ from .broker_state import (
     topic_partitions,
 )
 from .console_history import RATE_MIN_SPAN_S, ConsoleHistory, Sample
+from .console_sizes import PartitionSizes
 from .context import BrokerContext
 from .handlers.describe_log_dirs import partition_size
 
 RESEND_GROUP_PREFIX = "rmq_dlq_resend."  # rmqkafka.cli.dlq.RESEND_GROUP_PREFIX
 RESEND_TIMEOUT_S = 60.0
+RESEND_LIMIT = 10_000  # dead letters per resend: the child's memory and its --json answer grow with them
 QUOTAS_SHOWN = 100  # quota entities and throttled clients listed on the page
 HALF_MESSAGES_SHOWN = 100
 
@@ -51,7 +54,9 @@ class ConsoleApi:
     def __init__(self, context: Callable[[], BrokerContext | None], bootstrap: Callable[[], str | None]) -> None:
         self._context = context
         self._bootstrap = bootstrap
+        self._resending = False  # a dead-letter resend's child process is running
         self.history = ConsoleHistory()
+        self.sizes = PartitionSizes()
 
     def context(self) -> BrokerContext | None:
         return self._context()
@@ -61,8 +66,9 @@ class ConsoleApi:
         by_topic: dict[str, list[dict]] = {}
         ends: dict[str, int] = {}
         cleaner = ctx.store.cleaner
-        for entry in topic_partitions(ctx):
-            size = partition_size(ctx, entry.log) if entry.log is not None else 0
+        entries = topic_partitions(ctx)
+        sizes = self.sizes.sizes(entries, clock=ctx.clock, size_of=lambda entry: partition_size(ctx, entry.log))
+        for entry, size in zip(entries, sizes, strict=True):
             doc = {"partition": entry.partition, "start": entry.start, "end": entry.end,
                    "messages": entry.end - entry.start, "size_bytes": size}
             progress = cleaner.progress.get((entry.topic, entry.partition))
@@ -78,11 +84,12 @@ class ConsoleApi:
             topics.append({
                 "name": name, "partitions": partitions,
                 "messages": sum(p["messages"] for p in partitions),
-                "size_bytes": sum(p["size_bytes"] for p in partitions),
+                "size_bytes": None if any(p["size_bytes"] is None for p in partitions)
+                else sum(p["size_bytes"] for p in partitions),
                 "rate_per_s": self.history.rate("produced", name, now, ends[name]),
                 "configs": dict(meta.configs) if meta is not None else {},
             })
-        return {"topics": topics, "rate_min_span_s": RATE_MIN_SPAN_S,
+        return {"topics": topics, "rate_min_span_s": RATE_MIN_SPAN_S, "sizes_stale": self.sizes.stale,
                 "cleaner": {"runs": cleaner.runs, "read_bytes": cleaner.bytes_read,
                             "written_bytes": cleaner.bytes_written, "reclaimed_bytes": cleaner.bytes_reclaimed,
                             "failures": cleaner.failures}}
@@ -184,12 +191,26 @@ class ConsoleApi:
 
     # -- actions -----------------------------------------------------------------------------
     async def resend(self, group: str) -> tuple[int, dict]:
-        """Run ``rmqk dlq resend GROUP --json`` against this broker: (HTTP status, document)."""
+        """Run ``rmqk dlq resend GROUP --json`` against this broker: (HTTP status, document).
+        One at a time: a child process is some 50 MB for up to RESEND_TIMEOUT_S, and how many
+        requests come is the clients' choice, so another one meanwhile is answered 429. At
+        most RESEND_LIMIT dead letters each: the next resend goes on from the position."""
         bootstrap = self._bootstrap()
         if bootstrap is None:
             return 502, {"error": "resending needs a PLAINTEXT listener; use rmqk dlq resend"}
+        if self._resending:
+            return 429, {"error": "a resend is already running; try again once it finished"}
+        self._resending = True
+        try:
+            return await self._resend(group, bootstrap)
+        finally:
+            self._resending = False
+
+    async def _resend(self, group: str, bootstrap: str) -> tuple[int, dict]:
+        # "--": the group is the command's GROUP, never one of its options ("--help")
         child = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "rmqkafka", "dlq", "resend", group, "--json", "-b", bootstrap,
+            sys.executable, "-m", "rmqkafka", "dlq", "resend", "--json", "-b", bootstrap,
+            "--limit", str(RESEND_LIMIT), "--", group,
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         try:
             out, err = await asyncio.wait_for(child.communicate(), RESEND_TIMEOUT_S)

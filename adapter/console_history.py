@@ -14,7 +14,7 @@ Invariants (what bounds the memory, whatever the number of topics and groups):
   ring of ``SLOTS`` values aligned with one ring of sample times; nothing else outlives a
   sample;
 - a series that is not tracked yet takes a free place, or the place of a tracked series that
-  is idle: absent from the last sample, or a counter that stayed flat over a whole ring since
+  is idle: absent from this sample or the last, or a counter that stayed flat over a whole ring since
   it was tracked, or a lag that stayed zero; among newcomers the larger lag, then the name,
   goes first. Its points before it was tracked are None, like those of a
   series that was absent (a topic not created yet, a group that committed nothing yet);
@@ -87,7 +87,8 @@ class ConsoleHistory:
         free = self._max_series - len(series)
         if len(newcomers) > free:
             admitted = self._admitted[kind]
-            idle = sorted(name for name, ring in series.items() if self._idle(kind, ring, admitted[name]))
+            idle = sorted(name for name, ring in series.items()
+                          if name not in values or self._idle(kind, ring, admitted[name]))
             for name in idle[:len(newcomers) - free]:
                 del series[name], admitted[name]
             free = self._max_series - len(series)

@@ -6,9 +6,15 @@ the latter is a dependency for four kinds of request. This serves one request pe
 (``Connection: close``): GET and HEAD, and POST with a small body; enough for Prometheus,
 probes, curl and a browser page polling a JSON API.
 
-Bounds: the request head must arrive within ``READ_TIMEOUT`` s and fit ``MAX_HEAD`` bytes; a
-body may not exceed ``MAX_BODY``. A handler that raises answers 500 and is logged; the
-broker keeps serving.
+Bounds (what a client costs is bounded before it is paid): the request head must arrive
+within ``READ_TIMEOUT`` s and fit ``MAX_HEAD`` bytes; a body may not exceed ``MAX_BODY``; at
+most ``MAX_CONNECTIONS`` connections are open at once (one more is answered 503 and closed,
+so the port never takes the file descriptors the Kafka listeners need); an answer must be
+taken by the client within ``WRITE_TIMEOUT`` s, or the connection is aborted and its unsent
+bytes dropped (a client that never reads holds neither memory nor a place for longer). So the
+memory the port holds is at most MAX_CONNECTIONS answers. A handler that raises answers 500
+and is logged; the broker keeps serving. HEAD answers the GET's headers (its Content-Length
+too) without the body.
 """
 
 from __future__ import annotations
@@ -24,8 +30,11 @@ log = logging.getLogger(__name__)
 MAX_HEAD = 16 * 1024
 MAX_BODY = 64 * 1024
 READ_TIMEOUT = 10.0
-_REASONS = {200: "OK", 302: "Found", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-            413: "Payload Too Large", 415: "Unsupported Media Type", 500: "Internal Server Error",
+MAX_CONNECTIONS = 64
+WRITE_TIMEOUT = 30.0
+_LENGTH_DIGITS = len(str(MAX_BODY))  # a longer Content-Length is too large whatever its digits
+_REASONS = {200: "OK", 301: "Moved Permanently", 302: "Found", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+            413: "Payload Too Large", 415: "Unsupported Media Type", 429: "Too Many Requests", 500: "Internal Server Error",
             502: "Bad Gateway", 503: "Service Unavailable"}
 
 
@@ -49,30 +58,44 @@ class Response:
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-async def start(host: str, port: int, handler: Handler) -> asyncio.Server:
-    """Bind and serve; the caller closes the returned server."""
+async def start(host: str, port: int, handler: Handler, *, max_connections: int = MAX_CONNECTIONS,
+                write_timeout: float = WRITE_TIMEOUT) -> asyncio.Server:
+    """Bind and serve; the caller closes the returned server. The keyword arguments are the
+    bounds above (tests make them small)."""
+    open_connections = 0
 
     async def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal open_connections
+        if open_connections >= max_connections:
+            # a few bytes into the new socket's empty buffer, never waited for
+            writer.write(_encode(Response(503, b"too many connections\n")))
+            writer.close()
+            return
+        open_connections += 1
         try:
-            request = await asyncio.wait_for(_read(reader), READ_TIMEOUT)
-            if isinstance(request, Response):
-                response = request
-            else:
-                try:
-                    response = await handler(request)
-                except Exception:  # a bug in one page must not take the port down
-                    log.exception("metrics port: %s %s failed", request.method, request.path)
-                    response = Response(500, b"internal error\n")
-                if request.method == "HEAD":
-                    response = Response(response.status, b"", response.content_type, response.headers)
-            writer.write(_encode(response))
-            await writer.drain()
+            response, head_only = await _answer(reader, handler)
+            writer.write(_encode(response, head_only))
+            await asyncio.wait_for(writer.drain(), write_timeout)
         except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
-            pass
+            writer.transport.abort()  # close() would keep the unsent bytes until the client reads
         finally:
+            open_connections -= 1
             writer.close()
 
     return await asyncio.start_server(on_connection, host, port, reuse_address=True, limit=MAX_HEAD)
+
+
+async def _answer(reader: asyncio.StreamReader, handler: Handler) -> tuple[Response, bool]:
+    """The response to the connection's one request, and whether it answers a HEAD."""
+    request = await asyncio.wait_for(_read(reader), READ_TIMEOUT)
+    if isinstance(request, Response):
+        return request, False
+    try:
+        response = await handler(request)
+    except Exception:  # a bug in one page must not take the port down
+        log.exception("metrics port: %s %s failed", request.method, request.path)
+        response = Response(500, b"internal error\n")
+    return response, request.method == "HEAD"
 
 
 async def _read(reader: asyncio.StreamReader) -> Request | Response:
@@ -93,18 +116,18 @@ async def _read(reader: asyncio.StreamReader) -> Request | Response:
     length = headers.get("content-length", "0")
     if not length.isdigit():
         return Response(400, b"bad content-length\n")
-    if int(length) > MAX_BODY:
+    if len(length.lstrip("0")) > _LENGTH_DIGITS or int(length) > MAX_BODY:
         return Response(413, b"body too large\n")
     body = await reader.readexactly(int(length)) if int(length) else b""
     url = urlsplit(target)
     return Request(method, unquote(url.path), parse_qs(url.query), headers, body)
 
 
-def _encode(response: Response) -> bytes:
+def _encode(response: Response, head_only: bool = False) -> bytes:
     head = [f"HTTP/1.1 {response.status} {_REASONS.get(response.status, 'Unknown')}",
             f"Content-Type: {response.content_type}",
             f"Content-Length: {len(response.body)}",
             "Connection: close",
             "Cache-Control: no-store",
             *(f"{name}: {value}" for name, value in response.headers.items())]
-    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + response.body
+    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + (b"" if head_only else response.body)

@@ -156,6 +156,9 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
                                     (ours; unset = off, 0 = any free port; ``--metrics-port``)
 ``metrics.host``                    address of that port (ours; default: the primary
                                     listener's bind address)
+``metrics.allowed.hosts``           host names (comma-separated) that port answers browsers
+                                    by, besides IP literals, localhost and the broker's own
+                                    names (ours; ``*`` = any; DNS rebinding)
 =================================== ==========================================================
 
 Precedence, highest first: command-line overrides (host, port, data_dir, flush, metrics
@@ -303,6 +306,7 @@ KNOWN_KEYS = frozenset(
         "transactionCheckMax",
         "metrics.port",
         "metrics.host",
+        "metrics.allowed.hosts",
     }
 )
 
@@ -836,6 +840,7 @@ def build_config(
         "quota_window_size_seconds": p.integer("quota.window.size.seconds"),
         "metrics_port": _metrics_port(p, metrics_port),
         "metrics_host": p.get("metrics.host"),
+        "metrics_allowed_hosts": _host_names(p.get("metrics.allowed.hosts")),
     }
     adapter_kwargs.update({k: v for k, v in optional.items() if v is not None})
     given, mutation_rate = p.limit("controller.mutation.rate")
@@ -927,6 +932,13 @@ def _flag(option: str, value: int) -> int:
     """A command-line port, in the words of a file's values (the flag has no file)."""
     return checked(value, _PORT, lambda reason: ConfigError(
         f"invalid value {str(value)!r} for {option}: {reason}"))
+
+
+def _host_names(value: str | None) -> tuple[str, ...] | None:
+    """metrics.allowed.hosts: lower-case names, without a DNS root's trailing dot."""
+    if value is None:
+        return None
+    return tuple(name for name in (part.strip().lower().rstrip(".") for part in value.split(",")) if name)
 
 
 def _metrics_port(p: _Props, override: int | None) -> int | None:

@@ -21,10 +21,15 @@ Choices
   estimate otherwise. Either way about 1-2 ms per partition, whatever its length, so a
   describe of every partition never stalls the event loop for long. A compacted partition's
   cleaned offsets count as the bytes its compaction store holds (storage.compaction_store).
+- What a describe costs is what the partitions hold: a partition never used (not built by
+  the store) is 0 bytes and is not built for the describe, and the loop is given up every
+  ``YIELD_EVERY`` partitions, so describing 100,000 declared partitions neither keeps them in
+  memory nor holds up the other clients for its whole length.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from operator import itemgetter
 
@@ -40,6 +45,7 @@ from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 API_KEY = 35
 EXACT_LIMIT = 4096
 SAMPLES = 256
+YIELD_EVERY = 32  # partitions sized per turn of the event loop (each up to 1-2 ms)
 _POSITION_AND_SIZE = itemgetter(0, 1)
 
 
@@ -101,20 +107,20 @@ async def handle(ctx: BrokerContext, request: Request):
         for topic in request.body.topics:
             wanted.setdefault(topic.topic, set()).update(topic.partitions)
     topics = []
+    sized = 0
     for name, indexes in sorted(wanted.items()):
-        meta = store.topics.get(name)
-        if meta is None:
-            continue
-        partitions = [
-            dict(
-                partition_index=p,
-                partition_size=partition_size(ctx, store.partition(name, p)),
-                offset_lag=0,
-                is_future_key=False,
-            )
-            for p in sorted(indexes)
-            if 0 <= p < meta.partitions
-        ]
+        partitions = []
+        for p in sorted(indexes):
+            if sized == YIELD_EVERY:
+                sized = 0
+                await asyncio.sleep(0)  # a describe of every partition does not hold up the others
+            meta = store.topics.get(name)  # again after each yield: it may be gone meanwhile
+            if meta is None or not 0 <= p < meta.partitions:
+                continue
+            sized += 1
+            plog = store.built_partition(name, p)  # None: never used, nothing in it
+            partitions.append(dict(partition_index=p, partition_size=0 if plog is None else partition_size(ctx, plog),
+                                   offset_lag=0, is_future_key=False))
         if partitions:
             topics.append(dict(name=name, partitions=partitions))
     log_dir = os.path.abspath(ctx.storage_config.data_dir)

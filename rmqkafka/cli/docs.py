@@ -12,7 +12,9 @@ What a user who installed the package gets, least surprising first:
 - Building needs the sources, ``mkdocs.yml`` and ``docs/``, which live in the project's
   source tree, not in the wheel: they are found beside the installed package (a checkout
   installed with ``pip install -e``), else in the current directory or a parent (a checkout
-  installed with ``pip install .``), else at ``--source DIR``. And it needs the ``docs``
+  installed with ``pip install .``; only this project's, recognised by
+  ``adapter/docs_site.py``: another MkDocs project there is not built), else at
+  ``--source DIR``. And it needs the ``docs``
   extra (MkDocs, Material, mkdocs-click). Either missing is one line saying what to do, exit 2.
 - Building is offline: the theme fetches no fonts (``font: false``) and no plugin fetches;
   ``mkdocs build --strict`` runs in a child process into a fresh directory that replaces the
@@ -34,6 +36,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 
 import click
@@ -45,6 +48,8 @@ from rmqkafka.cli.common import CliError, CliUsageError, Command
 # the site even when no Markdown changed.
 GENERATED_FROM = ("rmqkafka", "adapter/properties.py", "adapter/broker_configs.py", "adapter/codec/versions.py")
 BUILD_TIMEOUT_S = 600.0
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the checkout, for an editable install
+CHECKOUT_MARK = Path("adapter") / "docs_site.py"  # a file only this project's checkout has there
 NEEDED_MODULES = {"mkdocs": "mkdocs", "material": "mkdocs-material", "mkdocs_click": "mkdocs-click"}
 
 
@@ -92,13 +97,16 @@ def ensure_built(root: Path, source: Path | None, rebuild: bool) -> Path:
 
 
 def find_sources(source: Path | None) -> Path | None:
+    """``--source``, else a checkout of this project beside the package or around the current
+    directory. Only this project's: another MkDocs project's mkdocs.yml may run hooks (Python),
+    and its site is not these docs."""
     if source is not None:
         if not (source / "mkdocs.yml").is_file():
             raise CliUsageError(f"--source {source}: no mkdocs.yml there")
         return source.resolve()
-    package_root = Path(__file__).resolve().parents[2]  # the checkout, for an editable install
-    for candidate in (package_root, *[Path.cwd(), *Path.cwd().parents]):
-        if (candidate / "mkdocs.yml").is_file() and (candidate / "docs").is_dir():
+    for candidate in (PACKAGE_ROOT, *[Path.cwd(), *Path.cwd().parents]):
+        if (candidate / "mkdocs.yml").is_file() and (candidate / "docs").is_dir() \
+                and (candidate / CHECKOUT_MARK).is_file():
             return candidate
     return None
 
@@ -150,7 +158,7 @@ def build(checkout: Path, root: Path) -> None:
 
 
 def serve_site(site: Path, port: int, open_: bool) -> None:
-    handler = functools.partial(_QuietHandler, directory=str(site))
+    handler = functools.partial(_SiteHandler, site=site)
     try:
         server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
     except OSError as exc:
@@ -169,6 +177,37 @@ def serve_site(site: Path, port: int, open_: bool) -> None:
         server.server_close()
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+class _SiteHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves the site's files through docs_site.site_file, as the console's /docs/ does: no
+    directory listing and nothing outside the site (http.server's own mapping lists
+    directories and follows symlinks anywhere)."""
+
+    def __init__(self, *args: object, site: Path, **kwargs: object) -> None:
+        self._site = site
+        super().__init__(*args, directory=str(site), **kwargs)
+
+    def send_head(self):  # noqa: ANN201 - the base's signature: an open file or None
+        url_path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
+        found = docs_site.site_file(self._site, url_path)
+        if found is not None and docs_site.wants_slash(url_path, found[0]):
+            self.send_response(301)
+            self.send_header("Location", urllib.parse.quote(url_path) + "/")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return None
+        try:
+            file = open(found[0], "rb") if found is not None else None  # noqa: SIM115 - the base closes it
+        except OSError:
+            file = None
+        if file is None:
+            self.send_error(404)
+            return None
+        self.send_response(200)
+        self.send_header("Content-Type", found[1])
+        self.send_header("Content-Length", str(os.fstat(file.fileno()).st_size))
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.end_headers()
+        return file
+
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base's name
         pass  # stdout is for the URL only; a request log would be noise

@@ -99,6 +99,32 @@ def test_off_by_default_and_on_from_the_config_file(broker_factory: Any, tmp_pat
         urllib.request.urlopen(url + "/ready", timeout=5)
 
 
+def test_the_console_answers_browsers_only_by_the_brokers_own_host_names(broker_factory: Any, tmp_path: Path) -> None:
+    """DNS rebinding (adapter.watch_port): a page of another site reaching the port through a
+    name made to resolve to it sends that name as Host, and is refused; the broker's own
+    names, IP literals, localhost and metrics.allowed.hosts are answered. Clients that are no
+    browser (Prometheus, rmqk) are answered whatever name they use."""
+    import socket
+
+    config = tmp_path / "server.properties"
+    config.write_text("metrics.port=0\nmetrics.allowed.hosts=console.example\n")
+    url = broker_factory(config_file=config).metrics_url
+    port = url.rsplit(":", 1)[1]
+    browser = {"User-Agent": "Mozilla/5.0 (X11; Linux x86_64) Chrome/131.0", "Sec-Fetch-Mode": "cors",
+               "Sec-Fetch-Site": "same-origin"}
+    status, body, _ = get(url + "/api/overview", headers={**browser, "Host": f"evil.example:{port}"})
+    assert status == 403 and b"metrics.allowed.hosts" in body
+    for path in ("/", "/metrics"):
+        assert get(url + path, headers={**browser, "Host": f"evil.example:{port}"})[0] == 403, path
+    assert get(url + "/api/dlq/resend", data=b'{"group": "g"}',
+               headers={**browser, "Host": f"evil.example:{port}", "Content-Type": "application/json"})[0] == 403
+    for name in ("console.example", socket.gethostname(), "localhost", "127.0.0.1"):
+        assert get(url + "/api/overview", headers={**browser, "Host": f"{name}:{port}"})[0] == 200, name
+    # urllib is no browser: what rmqk topics describe --metrics-url and scripts send
+    assert get(url + "/api/topics", headers={"Host": f"rmqk.monitoring.svc:{port}"})[0] == 200
+    assert get(url + "/metrics", headers={"Host": "rmqk.monitoring.svc"})[0] == 200
+
+
 def test_serve_prints_the_metrics_line_after_the_started_line(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "rmqkafka", "serve", "--port", "0", "--metrics-port", "0",
@@ -265,7 +291,7 @@ def poll_json(url: str, ready: Any, timeout: float = 90.0) -> Any:
 def test_topic_rates_and_their_history(watched: tuple[Any, str]) -> None:
     """The broker samples every 5 s (adapter.console_history): the chart's points add up to
     what was produced and consumed, and the RATE column shows a rate."""
-    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import Producer
 
     broker, url = watched
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
@@ -276,19 +302,7 @@ def test_topic_rates_and_their_history(watched: tuple[Any, str]) -> None:
     for i in range(40):
         producer.produce("rated", str(i).encode())
     assert producer.flush(60) == 0
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "rated-readers",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe(["rated"])
-    read, deadline = 0, time.monotonic() + 60
-    try:
-        while read < 30 and time.monotonic() < deadline:
-            message = consumer.poll(1.0)
-            if message is not None and message.error() is None:
-                read += 1
-                if read == 30:
-                    consumer.commit(message, asynchronous=False)
-    finally:
-        consumer.close()
+    read = watch_seed.read_and_commit(broker.bootstrap_servers, "rated", "rated-readers", 30)
     assert read == 30
 
     rated = next(t for t in get_json(url + "/api/topics")["topics"] if t["name"] == "rated")
@@ -327,3 +341,10 @@ def test_dlq_resend_runs_rmqk_dlq_resend(watched: tuple[Any, str]) -> None:
     assert status == 200 and json.loads(answer)["resent"] == 0  # the position moved: nothing new
     # the resent records wait in delay level 3 as a first retry
     assert value(scrape(url), "rmqk_delay_level_depth", level="3", delay="10s") == 3
+    # a group name is the command's GROUP, never an option of it (before: --help printed the
+    # usage and answered 200, as if resent)
+    status, answer, _ = get(resend, data=json.dumps({"group": "--help"}).encode(),
+                            headers={"Content-Type": "application/json"})
+    result = json.loads(answer)
+    assert "Usage:" not in answer.decode() and result["group"] == "--help"
+    assert result["result"].get("group") == "--help" or "--help" in result["message"], result

@@ -46,6 +46,28 @@ class Seeded:
                 close()
 
 
+def read_and_commit(bootstrap: str, topic: str, group: str, count: int, timeout_s: float = 60.0) -> int:
+    """Read ``count`` records of ``topic`` from the start as ``group`` and commit that
+    position (so the group's lag is what was not read); the number read, for the caller to
+    check (fewer only when ``timeout_s`` passed)."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    read, deadline = 0, time.monotonic() + timeout_s
+    try:
+        while read < count and time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is not None and message.error() is None:
+                read += 1
+        if read:
+            consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    return read
+
+
 def _flush(producer: Any) -> None:
     assert producer.flush(15) == 0, "records not delivered"
 

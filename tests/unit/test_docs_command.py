@@ -128,3 +128,148 @@ def test_the_fingerprint_changes_with_a_page_or_a_module_the_references_read(tmp
     assert second != first
     (tmp_path / "adapter" / "properties.py").write_text("A = 22\n")
     assert fingerprint(tmp_path) != second
+
+
+def test_the_site_serves_nothing_outside_it_whatever_the_path(tmp_path: Path) -> None:
+    """A hostile path is a 404, never a file outside the site nor an exception (which answered
+    500 and logged a traceback per request). Before: an index.html that is a symlink out was
+    served; a NUL byte raised ValueError; a long path OSError (ENAMETOOLONG)."""
+    from rmqkafka.adapter.docs_site import site_file
+
+    site = tmp_path / "site"
+    (site / "guides").mkdir(parents=True)
+    (site / "assets").mkdir()
+    (site / "assets" / "app.js").write_text("x")
+    (site / "index.html").write_text("home")
+    (tmp_path / "secret.txt").write_text("no")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "index.html").write_text("no")
+    (site / "guides" / "index.html").symlink_to(tmp_path / "secret.txt")
+    (site / "out").symlink_to(tmp_path / "outside")
+    (site / "etc").symlink_to("/etc")
+    (site / "home.html").symlink_to(site / "index.html")  # a link inside the site is fine
+    (site / "loop").symlink_to(site / "loop")
+    for hostile in ("guides/", "guides", "out/", "out/index.html", "etc/passwd", "/etc/passwd", "//etc/passwd",
+                    "index.html\x00.png", "\x00", "a/" * 3000, "x" * 300, "assets/", "assets", "loop", "loop/x"):
+        assert site_file(site, hostile) is None, hostile[:40]
+    assert site_file(site, "home.html")[0] == (site / "index.html").resolve()
+    # content types are the site's, not whatever /etc/mime.types says on this machine
+    assert site_file(site, "assets/app.js")[1] == "text/javascript; charset=utf-8"
+
+
+def test_the_console_answers_hostile_docs_paths_404(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from rmqkafka.adapter.http_server import Request
+    from rmqkafka.adapter.request_stats import RequestStats
+    from rmqkafka.adapter.watch_port import WatchPort
+
+    monkeypatch.setenv("RMQK_DOCS_DIR", str(tmp_path))
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "index.html").write_text("home")
+    watch = WatchPort(RequestStats(), lambda: None, lambda: None, lambda: 0, lambda: None)
+
+    def ask(path: str):
+        return asyncio.run(watch.handle(Request("GET", path, {}, {})))
+
+    page = ask("/docs/")
+    assert page.status == 200 and page.headers.get("X-Content-Type-Options") == "nosniff"
+    for hostile in ("/docs/index.html\x00", "/docs/" + "a/" * 3000, "/docs/../site.stamp", "/docs/" + "x" * 300):
+        assert ask(hostile).status == 404, hostile[:40]
+    # a directory without its slash is redirected: its index.html's relative links (../assets/)
+    # would otherwise resolve one level too high, and the page come without its styles
+    (tmp_path / "site" / "guides").mkdir()
+    (tmp_path / "site" / "guides" / "index.html").write_text("guides")
+    moved = ask("/docs/guides")
+    assert moved.status == 301 and moved.headers["Location"] == "/docs/guides/"
+    assert ask("/docs/guides/").body == b"guides"
+
+
+def test_serve_lists_no_directory_and_follows_no_link_out(built: Path, tmp_path: Path) -> None:
+    """``rmqk docs --serve`` serves what the console serves: before, http.server listed every
+    directory without an index.html and followed symlinks anywhere."""
+    import urllib.error
+
+    site = tmp_path / "docs" / "site"
+    shutil.copytree(built / "site", site, symlinks=True)
+    shutil.copy(built / "site.stamp", tmp_path / "docs" / "site.stamp")  # built: no second build
+    (tmp_path / "secret.txt").write_text("no")
+    (site / "leak.txt").symlink_to(tmp_path / "secret.txt")
+    child = subprocess.Popen([sys.executable, "-m", "rmqkafka", "docs", "--serve", "--port", "0"], cwd=ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "RMQK_DOCS_DIR": str(tmp_path / "docs")})
+    try:
+        url = child.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:"), url
+        with urllib.request.urlopen(url + "reference/cli/", timeout=30) as response:
+            assert b"rmqk docs" in response.read()
+        request = urllib.request.Request(url + "reference/cli", method="HEAD")
+        with urllib.request.urlopen(request, timeout=30) as response:  # follows the redirect
+            assert response.url == url + "reference/cli/"
+        for path in ("assets/", "leak.txt", "reference/../../secret.txt"):
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(url + path, timeout=30).close()
+            assert refused.value.code == 404, path
+    finally:
+        child.terminate()
+        child.wait(timeout=30)
+
+
+def test_sources_are_only_this_projects_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``rmqk docs`` from inside another MkDocs project (a wheel install, so the package has no
+    checkout beside it) must not build that project: before, any mkdocs.yml with a docs/ in
+    the current directory or a parent was built (running its hooks, which are Python) and
+    served as rmqkafka's documentation."""
+    from rmqkafka.cli import docs
+
+    foreign = tmp_path / "other-project"
+    (foreign / "docs").mkdir(parents=True)
+    (foreign / "mkdocs.yml").write_text("site_name: other\nhooks: [hooks.py]\n")
+    (foreign / "sub").mkdir()
+    monkeypatch.setattr(docs, "PACKAGE_ROOT", tmp_path / "site-packages")
+    monkeypatch.chdir(foreign / "sub")
+    assert docs.find_sources(None) is None
+    # a checkout of this project, found from inside it
+    checkout = tmp_path / "rmqkafka-checkout"
+    shutil.copytree(foreign, checkout)
+    (checkout / "adapter").mkdir()
+    (checkout / "adapter" / "docs_site.py").write_text("")
+    monkeypatch.chdir(checkout / "sub")
+    assert docs.find_sources(None) == checkout
+    monkeypatch.setattr(docs, "PACKAGE_ROOT", ROOT)  # an editable install: the checkout beside it
+    assert docs.find_sources(None) == ROOT
+
+
+def test_encoded_traversal_through_the_metrics_port_is_a_404(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole way, socket to file: the HTTP server decodes %2e%2e, %2f and %00 once, and the
+    decoded path still cannot leave the site."""
+    import asyncio
+
+    from rmqkafka.adapter.request_stats import RequestStats
+    from rmqkafka.adapter.watch_port import WatchPort
+
+    monkeypatch.setenv("RMQK_DOCS_DIR", str(tmp_path))
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "index.html").write_text("home")
+    (tmp_path / "site.stamp").write_text("secret stamp")
+
+    async def scenario() -> dict[str, bytes]:
+        watch = WatchPort(RequestStats(), lambda: None, lambda: None, lambda: 0, lambda: None)
+        host, port = await watch.start("127.0.0.1", 0)
+        answers = {}
+        try:
+            for target in ("/docs/", "/docs/%2e%2e/site.stamp", "/docs/%2E%2E%2Fsite.stamp", "/docs/..%2fsite.stamp",
+                           "/docs/index.html%00.png", "/docs/%252e%252e/site.stamp", "/docs//" + str(tmp_path / "site.stamp"),
+                           "/docs/" + "%2e%2e/" * 20 + "etc/passwd"):
+                reader, writer = await asyncio.open_connection(host, port)
+                writer.write(f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+                answers[target] = await asyncio.wait_for(reader.read(), 60)
+                writer.close()
+        finally:
+            watch.close()
+        return answers
+
+    answers = asyncio.run(scenario())
+    assert answers.pop("/docs/").endswith(b"\r\n\r\nhome")
+    for target, answer in answers.items():
+        assert answer.startswith(b"HTTP/1.1 404") and b"secret" not in answer and b"root:" not in answer, target

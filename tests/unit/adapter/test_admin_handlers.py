@@ -161,6 +161,45 @@ def test_bad_operations(store):
         run_ops(store, {}, ("no.such.config", SET, "1"))
 
 
+
+def test_describing_every_partition_builds_none_and_lets_the_loop_run(store):
+    """A cluster-wide describe costs what the partitions hold, not what was declared: before,
+    it built a PartitionLog for each of them (kept for good: a topics.json of 100,000 unused
+    partitions then held them all in memory), in one turn of the event loop."""
+    from kio.schema.describe_log_dirs.v4.request import DescribeLogDirsRequest
+
+    store.create_topic("wide", 3 * describe_log_dirs.YIELD_EVERY, {})
+    fill(store, "written", [5])
+    ctx = context(store)  # the semantics layer builds its system topics' partitions
+    built = len(store.partitions())
+    turns = 0
+
+    async def scenario():
+        nonlocal turns
+        done = asyncio.Event()
+
+        async def other_client():
+            nonlocal turns
+            while not done.is_set():
+                turns += 1
+                await asyncio.sleep(0)
+
+        ticker = asyncio.create_task(other_client())
+        await asyncio.sleep(0)
+        try:
+            return await describe_log_dirs.handle(ctx, Request(35, 4, 1, "test", DescribeLogDirsRequest(topics=None), True))
+        finally:
+            done.set()
+            await ticker
+
+    response = asyncio.run(scenario())
+    assert len(store.partitions()) == built
+    topics = {t.name: t.partitions for t in response.results[0].topics}
+    assert len(topics["wide"]) == 3 * describe_log_dirs.YIELD_EVERY
+    assert {p.partition_size for p in topics["wide"]} == {0}
+    assert topics["written"][0].partition_size > 0
+    assert turns >= 3  # the describe gave the loop up between slices of partitions
+
 # --- DescribeTopicPartitions paging -----------------------------------------------------------
 
 

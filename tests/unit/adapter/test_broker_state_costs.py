@@ -34,3 +34,23 @@ def test_group_offsets_copies_the_partition_table_once() -> None:
     rows = group_offsets(ctx)
     assert len(rows) == 20 * 15 and {(r.end, r.lag) for r in rows} == {(10, 6)}
     assert copies[0] == 1
+
+
+def test_share_partitions_copy_no_partition_table_per_row() -> None:
+    """A share group's rows each looked their high watermark up through a copy of the store's
+    whole partition table: a /metrics scrape (twice per group) and each 5-s history sample
+    were O(share-partitions x partitions)."""
+    from rmqkafka.adapter.broker_state import share_partitions
+
+    ctx, copies = fake_context(topics=50, groups=0)
+    logs = ctx.store.partitions()
+    copies[0] = 0
+    ctx.store.built_partition = lambda name, p: logs.get((name, p))
+    rows = [(f"t{i}", p) for i in range(50) for p in range(3)]
+    ctx.shares = types.SimpleNamespace(partitions_of=lambda group: [(group, t, p) for t, p in rows],
+                                       start_and_lag=lambda key, meta: (4, 6), get=lambda key: None)
+    ctx.semantics.partition_count = lambda meta: meta.partitions
+    ctx.groups.share = types.SimpleNamespace(groups={})
+    found = share_partitions(ctx, "queue")
+    assert len(found) == 150 and {(r["start"], r["end"], r["lag"]) for r in found} == {(4, 10, 6)}
+    assert copies[0] <= 1

@@ -98,7 +98,7 @@ NOT_INTEGERS = {
     "ssl.truststore.type", "ssl.client.auth", "ssl.enabled.protocols", "authorizer.class.name",
     "super.users", "allow.everyone.if.no.acl.found", "log.dirs", "log.dir",
     "auto.create.topics.enable", "compression.type", "flush.policy", "flushDiskType",
-    "enablePropertyFilter", "messageDelayLevel", "metrics.host", "group.consumer.assignors",
+    "enablePropertyFilter", "messageDelayLevel", "metrics.host", "metrics.allowed.hosts", "group.consumer.assignors",
     "group.consumer.migration.policy",
 }
 

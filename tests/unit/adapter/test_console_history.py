@@ -133,3 +133,18 @@ def test_every_console_file_is_package_data() -> None:
     covered = {p.relative_to(console).as_posix() for pattern in patterns for p in console.glob(pattern)}
     missing = [f for f in files if f not in covered and "__pycache__" not in f and f != "__init__.py"]
     assert not missing, f"add to [tool.setuptools.package-data] in pyproject.toml: {missing}"
+
+
+def test_a_series_gone_in_this_sample_gives_its_place_to_a_newcomer_of_the_same_sample() -> None:
+    """Topics deleted and others created between two samples: before, the gone ones counted
+    as idle only once a sample had recorded them absent, so the newcomers waited a sample,
+    and with steady churn every other sample charted nothing new."""
+    clock, history = ManualClock(), ConsoleHistory()
+    record(history, clock, sample({f"old{i:03}": 1 for i in range(MAX_SERIES)}, {},
+                                  {f"g-old{i:03}": 1 for i in range(MAX_SERIES)}))
+    record(history, clock, sample({f"new{i:03}": 1 for i in range(MAX_SERIES)}, {},
+                                  {f"g-new{i:03}": 1 for i in range(MAX_SERIES)}))
+    doc = history.document()
+    assert sorted(doc["produced"]) == [f"new{i:03}" for i in range(MAX_SERIES)]
+    assert sorted(doc["lag"]) == [f"g-new{i:03}" for i in range(MAX_SERIES)]
+    assert history.omitted == {"produced": 0, "consumed": 0, "lag": 0}

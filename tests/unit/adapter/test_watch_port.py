@@ -137,3 +137,47 @@ def test_docs_are_served_only_once_built(tmp_path, monkeypatch: pytest.MonkeyPat
     assert ask(watch, "/docs/guides/").body == b"guides"
     assert ask(watch, "/docs/../secret").status == 404
     assert json.loads(ask(watch, "/api/overview").body)["docs"] == "/docs/"
+
+
+def test_a_browser_page_of_another_site_cannot_read_the_console_through_dns_rebinding() -> None:
+    """A page on evil.example whose name is made to resolve to the broker's address is, to the
+    browser, same-origin with the console: it could read /api/* and /metrics (topic and group
+    names) and POST /api/dlq/resend. Its requests carry ``Host: evil.example``, so a browser's
+    request is answered only for a Host that is an IP literal, localhost, or a name the broker
+    knows for itself (metrics.allowed.hosts adds more). Before, every Host was served."""
+    watch = WatchPort(RequestStats(), lambda: None, lambda: None, lambda: 0, lambda: None,
+                      allowed_hosts=frozenset({"broker-1.internal"}))
+    firefox = {"user-agent": "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"}
+    # what a page's script cannot take off its requests, whatever User-Agent it sets
+    fetch = {"user-agent": "curl/8.5.0", "sec-fetch-mode": "cors", "sec-fetch-site": "same-origin"}
+
+    def status(path: str, host: str | None, browser: dict[str, str], method: str = "GET") -> int:
+        headers = {**browser, **({"host": host} if host is not None else {})}
+        if method == "POST":
+            headers["content-type"] = "application/json"
+        return asyncio.run(watch.handle(Request(method, path, {}, headers, b'{"group": "g"}'))).status
+
+    for browser in (firefox, fetch, {"origin": "http://evil.example:9404"}):
+        for path in ("/", "/console/console.js", "/api/overview", "/api/topics", "/docs/", "/metrics"):
+            assert status(path, "evil.example:9404", browser) == 403, (path, browser)
+            assert status(path, "evil.example", browser) == 403, (path, browser)
+        assert status("/api/dlq/resend", "evil.example:9404", browser, "POST") == 403
+    refused = asyncio.run(watch.handle(Request("GET", "/", {}, {**firefox, "host": "evil.example:9404"})))
+    assert b"metrics.allowed.hosts" in refused.body
+    for host in ("127.0.0.1:9404", "[::1]:9404", "10.0.0.7", "localhost:9404", "LocalHost.", "broker-1.internal:9404",
+                 "BROKER-1.INTERNAL", None):
+        assert status("/", host, firefox) == 200, host
+    # other clients (Prometheus, probes, curl, rmqk) often use a name nobody configured here
+    for client in ({}, {"user-agent": "Prometheus/2.53.0"}, {"user-agent": "kube-probe/1.30"},
+                   {"user-agent": "Python-urllib/3.11"}):
+        assert status("/metrics", "rmqk.monitoring.svc:9404", client) == 200
+        assert status("/api/overview", "rmqk.monitoring.svc:9404", client) == 200
+    anything = WatchPort(RequestStats(), lambda: None, lambda: None, lambda: 0, lambda: None,
+                         allowed_hosts=frozenset({"*"}))
+    assert asyncio.run(anything.handle(Request("GET", "/", {}, {**firefox, "host": "evil.example"}))).status == 200
+
+
+def test_metrics_allowed_hosts_key() -> None:
+    assert build_config({}).adapter.metrics_allowed_hosts == ()
+    config = build_config({"metrics.allowed.hosts": " Console.Example , broker-1.internal,"})
+    assert config.adapter.metrics_allowed_hosts == ("console.example", "broker-1.internal")
