@@ -5,6 +5,7 @@ codes, timestamps and key checks for every batch the Python path accepts, and th
 
 from __future__ import annotations
 
+import gzip
 import os
 import shutil
 import subprocess
@@ -12,6 +13,7 @@ import sys
 from contextlib import contextmanager
 
 import pytest
+import zstandard
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -19,7 +21,7 @@ from rmqkafka.storage import batch_scan, consume_queue
 from rmqkafka.storage import record_batch as rb
 from rmqkafka.storage.tag_code import tag_code
 
-from batches import CODECS, GZIP, NONE, ZSTD, make_batch, with_field
+from batches import CODECS, GZIP, NONE, ZSTD, fix_crc, make_batch, with_field
 
 needs_extension = pytest.mark.skipif(batch_scan.scan is None, reason="the C extension is not built here")
 MAX_INFLATED = 1 << 20
@@ -239,3 +241,173 @@ def test_a_large_batch_is_scanned_without_holding_the_gil():
     finally:
         sys.setswitchinterval(interval)
     assert min(shares) < 0.6, f"longest pause of this thread per scan: {shares}"
+
+
+# -- differential fuzzing with hand-made records ------------------------------------------------
+# The records below are encoded field by field, so that every length, count and varint a
+# hostile producer controls can lie: over-long varints (redundant continuation bytes), 10-byte
+# ones whose last byte carries bits past 64, unterminated ones, negative zigzag values, lengths
+# past the record or the batch, counts the body does not hold. Both paths must agree on each.
+
+_HOSTILE_INTS = [-(1 << 63), -(1 << 31) - 1, -(1 << 31), -2, -1, 0, 1, 2, 3, 7, 100, (1 << 31) - 1, 1 << 31,
+                 (1 << 32) + 1, (1 << 63) - 1]
+_HEADER_NAMES = [b"TAGS", b"KEYS", b"", b"TAGSX", "标签".encode(), b"\xff\xfe", b"\xed\xa0\x80", b"TAG"]
+_TEN_BYTES = b"\xff" * 9  # then a last byte: bits past 64 unless it is 0 or 1
+
+
+def varint(value: int, pad: int = 0) -> bytes:
+    """Kafka's zigzag varint of ``value`` (as int64), with ``pad`` redundant bytes."""
+    raw = ((value << 1) ^ (value >> 63)) & ((1 << 64) - 1)
+    groups = []
+    while True:
+        groups.append(raw & 0x7F)
+        raw >>= 7
+        if not raw:
+            break
+    groups += [0] * pad
+    return bytes(g | 0x80 for g in groups[:-1]) + bytes([groups[-1]])
+
+
+@st.composite
+def field(draw, value: int, plain: int) -> bytes:
+    """``value`` as a record field: as a producer writes it (``plain`` times in ``plain`` + 4),
+    else a lie or an odd encoding."""
+    how = draw(st.sampled_from(["plain"] * plain + ["other", "long", "ten", "bytes"]))
+    if how == "other":
+        return varint(draw(st.one_of(st.sampled_from(_HOSTILE_INTS), st.integers(value - 3, value + 3))))
+    if how == "long":
+        return varint(value, draw(st.integers(1, 9)))
+    if how == "ten":
+        return _TEN_BYTES + bytes([draw(st.integers(0, 0xFF))])
+    if how == "bytes":
+        return draw(st.binary(min_size=0, max_size=11))
+    return varint(value)
+
+
+@st.composite
+def sized(draw, data: bytes | None, plain: int) -> bytes:
+    return draw(field(-1, plain)) if data is None else draw(field(len(data), plain)) + data
+
+
+@st.composite
+def hostile_record(draw, index: int, plain: int) -> bytes:
+    body = draw(field(0, plain))  # attributes, read as a varint by aiokafka
+    deltas = [0, 1, -1, -(1 << 40), 1 << 40] + ([(1 << 63) - 1] if plain < 60 else [])
+    body += draw(field(draw(st.sampled_from(deltas)), plain))  # timestamp delta
+    body += draw(field(index, plain))  # offset delta
+    body += draw(sized(draw(st.one_of(st.none(), st.binary(max_size=6))), plain))  # key
+    body += draw(sized(draw(st.one_of(st.none(), st.binary(max_size=12))), plain))  # value
+    names = _HEADER_NAMES if plain < 60 else [n for n in _HEADER_NAMES if _utf8(n)]
+    headers = draw(st.lists(st.tuples(st.sampled_from(names),
+                                      st.one_of(st.none(), st.binary(max_size=6),
+                                                st.sampled_from(["标签", "😀x"]).map(str.encode))), max_size=3))
+    body += draw(field(len(headers), plain))
+    for name, value in headers:
+        body += draw(sized(name, plain)) + draw(sized(value, plain))
+    return draw(field(len(body), plain)) + body
+
+
+def _utf8(data: bytes) -> bool:
+    try:
+        data.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def raw_batch(records: bytes, count: int, base_offset: int = 0, base_ts: int = 1_700_000_000_000,
+              attributes: int = 0) -> bytes:
+    """A v2 batch around an already encoded records region (compressed with the codec that
+    ``attributes`` names), its CRC right."""
+    codec = attributes & rb.COMPRESSION_MASK
+    if codec == GZIP:
+        records = gzip.compress(records)
+    elif codec == ZSTD:
+        records = zstandard.ZstdCompressor().compress(records)
+    header = rb.HEADER.pack(base_offset, rb.HEADER_SIZE - rb.LOG_OVERHEAD + len(records), -1, 2, 0, attributes,
+                            count - 1, base_ts, base_ts, -1, -1, -1, count)
+    return fix_crc(header + records)
+
+
+@needs_extension
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                    HealthCheck.too_slow])
+@given(st.data())
+@example(data=None)
+def test_hand_made_records_with_lying_fields_give_the_same_outcome(monkeypatch, data):
+    if data is None:  # the C scan vouches for over-long varints it can read
+        record = varint(0) + varint(0, 3) + varint(0, 4) + varint(2, 2) + b"ab" + varint(-1, 1) + varint(1)
+        record += varint(4) + b"TAGS" + varint(2) + b"TA"
+        batch = raw_batch(varint(len(record)) + record, 1)
+        assert isinstance(rb.read_produced_records(batch, MAX_INFLATED), rb.ScannedRecords)
+        both(monkeypatch, batch)
+        return
+    n = data.draw(st.integers(1, 4))
+    # how often a field lies: batches from nearly all fields right (one lie among dozens, or a
+    # right batch with a hostile header) to nearly all wrong
+    plain = data.draw(st.sampled_from([1000, 60, 8, 2]))
+    body = b"".join(data.draw(hostile_record(i, plain)) for i in range(n))
+    body = body[:data.draw(st.integers(0, len(body)))] if data.draw(st.integers(0, 9)) == 0 else body
+    body += data.draw(st.binary(max_size=3)) if data.draw(st.integers(0, 9)) == 0 else b""
+    count = n if plain == 1000 else data.draw(st.one_of(st.just(n), st.sampled_from([n - 1, n + 1, 0, -1, 1 << 30])))
+    batch = raw_batch(body, count,
+                      base_offset=data.draw(st.sampled_from([0, 0, 5, -1, (1 << 63) - 1, (1 << 63) - n,
+                                                             (1 << 63) - n - 1, -(1 << 63)])),
+                      base_ts=data.draw(st.sampled_from([1_700_000_000_000, 0, 1, -1, (1 << 63) - 1, -(1 << 63)])),
+                      attributes=data.draw(st.sampled_from([0, 0, 0, rb.TIMESTAMP_TYPE_BIT, rb.TRANSACTIONAL_BIT,
+                                                            GZIP, ZSTD])))
+    for tag in data.draw(st.lists(st.sampled_from(["TAGS", "KEYS", "标签", ""]), min_size=1, max_size=2, unique=True)):
+        both(monkeypatch, batch, tag)
+
+
+@needs_extension
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(record, min_size=1, max_size=5), st.data())
+def test_valid_batches_damaged_anywhere_give_the_same_outcome(monkeypatch, recs, data):
+    """Flips, insertions and cuts anywhere in a valid batch (its header too: base offset,
+    timestamps, attributes, count), up to random bytes for the whole records region."""
+    batch = bytearray(build(recs))
+    for _ in range(data.draw(st.integers(1, 4))):
+        what = data.draw(st.sampled_from(["flip", "set", "insert", "delete", "cut", "random"]))
+        at = data.draw(st.integers(0, len(batch) - 1))
+        if what == "flip":
+            batch[at] ^= 1 << data.draw(st.integers(0, 7))
+        elif what == "set":
+            batch[at] = data.draw(st.sampled_from([0x00, 0x01, 0x7F, 0x80, 0xFF]))
+        elif what == "insert":
+            batch[at:at] = data.draw(st.binary(min_size=1, max_size=4))
+        elif what == "delete":
+            del batch[at:at + data.draw(st.integers(1, 4))]
+        elif what == "cut":
+            del batch[max(at, rb.HEADER_SIZE):]
+        else:
+            batch[rb.HEADER_SIZE:] = data.draw(st.binary(max_size=64))
+        if len(batch) < rb.HEADER_SIZE:  # read_produced_records is given whole headers (split_batches)
+            batch += bytes(rb.HEADER_SIZE - len(batch))
+    both(monkeypatch, fix_crc(batch) if data.draw(st.booleans()) else bytes(batch))
+
+
+@needs_extension
+@pytest.mark.parametrize("base", [(1 << 63) - 3, (1 << 63) - 2, (1 << 63) - 1])
+def test_offsets_that_would_pass_int64_are_refused_by_both_paths(monkeypatch, base):
+    """aiokafka's offsets wrap past int64; record_batch compares them with Python's: a batch
+    whose last offset would wrap is refused (CORRUPT_MESSAGE), and the scan must not vouch
+    for it (it did: the scan accepted what the Python path refused)."""
+    batch = with_field(make_batch(3), 0, ">q", base)
+    outcome_ = both(monkeypatch, batch)
+    assert outcome_[0] == ("accepted" if base == (1 << 63) - 3 else "refused")
+    if base != (1 << 63) - 3:
+        assert outcome_[1] is rb.CorruptRecordError
+
+
+@needs_extension
+def test_consume_queue_entries_take_only_ints():
+    class Sneaky:
+        def __index__(self) -> int:
+            codes.clear()  # what a conversion could do to the list under the C loop
+            return 1
+
+    codes = [1, Sneaky(), 3]
+    with pytest.raises(TypeError):
+        batch_scan.cq_entries(0, 0, codes)
+    assert batch_scan.cq_entries(0, 0, [True, 2]) == b"".join(consume_queue.ENTRY.pack(0, 0, c) for c in (1, 2))
