@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 import zstandard
@@ -411,3 +412,47 @@ def test_consume_queue_entries_take_only_ints():
     with pytest.raises(TypeError):
         batch_scan.cq_entries(0, 0, codes)
     assert batch_scan.cq_entries(0, 0, [True, 2]) == b"".join(consume_queue.ENTRY.pack(0, 0, c) for c in (1, 2))
+
+
+def _build_in(tmp_path, **env) -> tuple[subprocess.CompletedProcess, list]:
+    """``setup.py build_ext`` (the optional extension alone) in a copy of its sources."""
+    pytest.importorskip("setuptools")
+    root = Path(__file__).resolve().parents[3]
+    (tmp_path / "storage").mkdir()
+    shutil.copy(root / "setup.py", tmp_path / "setup.py")
+    shutil.copy(root / "storage" / "_batchscan.c", tmp_path / "storage" / "_batchscan.c")
+    done = subprocess.run([sys.executable, "setup.py", "build_ext", "--build-lib", "out"], cwd=tmp_path,
+                          env=dict(os.environ, **env), capture_output=True, text=True, timeout=300)
+    return done, sorted(tmp_path.rglob("_batchscan*.so"))
+
+
+def test_the_build_goes_on_without_a_compiler(tmp_path):
+    """No C compiler: the build warns and succeeds without the extension (``optional=True``),
+    so ``pip install`` does too; the broker then runs the Python path (next test)."""
+    done, built = _build_in(tmp_path, CC=str(tmp_path / "no-such-cc"))
+    assert done.returncode == 0, done.stderr
+    assert "building extension" in done.stderr + done.stdout and "failed" in done.stderr + done.stdout
+    assert built == []
+
+
+@pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="no C compiler")
+def test_the_same_build_with_a_compiler_makes_the_extension(tmp_path):
+    """The other half of the test above: what it copies does build where there is a compiler
+    (without this, a build that never compiled anything would pass it)."""
+    done, built = _build_in(tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert len(built) == 1
+
+
+def test_without_the_extension_the_python_path_is_used():
+    code = ("import sys; sys.modules['rmqkafka.storage._batchscan'] = None\n"  # an import of it fails
+            "from rmqkafka.storage import batch_scan, record_batch\n"
+            "print(batch_scan.IMPLEMENTATION, batch_scan.scan, batch_scan.cq_entries)\n"
+            "print(batch_scan.describe())\n"
+            "import batches\n"
+            "print(type(record_batch.read_produced_records(batches.make_batch(3), 1 << 20)).__name__)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
+    env.pop(batch_scan.ENV_PURE_PYTHON, None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == ["python None None", "record batches are scanned in Python (the compiled extension "
+                                "is not built)", "list"]
