@@ -560,3 +560,30 @@ async def test_a_damaged_pending_table_in_the_checkpoint_is_rebuilt_from_the_com
     assert values(b.store, "orders", 1) == [b"plain"]
     b.produce("orders", 0, batch(end("A"), end("B")))
     assert values(b.store, "orders", 0) == [b"v", b"w"]
+
+
+def _previous_format_restore(state: dict) -> list:
+    """How a broker of the previous format read this state (its HalfMessages.restore)."""
+    table = {}
+    for offset, group, key, topic, partition, stored, first_check, checks in state.get("pending", []):
+        table[int(offset)] = (group, key, topic, int(partition), int(stored), int(first_check), int(checks))
+    return list(table)
+
+
+async def test_a_broker_of_the_previous_format_refuses_a_checkpoint_with_pending_halves(world):
+    """The previous format read only "pending": given the new snapshot it would start with no
+    pending half message (never checked, never ended) and then checkpoint that. While any is
+    pending the snapshot's "pending" is a string it cannot read, so it fails to start instead;
+    with none pending it reads an empty list and loses nothing. This broker reads both."""
+    b = await opened(world)
+    assert _previous_format_restore(b.scheduler.halves.snapshot()) == []
+    b.produce("orders", 0, batch(half(b"v", "A")))
+    state = b.scheduler.halves.snapshot()
+    with pytest.raises(ValueError):
+        _previous_format_restore(state)
+    await world.close(b)
+    b = await world.open(CONFIG)
+    assert b.store.clean_start and halves(b)["pending"] == 1
+    b.produce("orders", 0, batch(end("A")))
+    assert _previous_format_restore(b.scheduler.halves.snapshot()) == []
+    assert values(b.store, "orders", 0) == [b"v"]
