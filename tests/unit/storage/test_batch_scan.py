@@ -480,3 +480,42 @@ def test_a_record_cut_short_is_refused_with_the_same_words_whatever_the_heap_hol
                 assert len(words) == 1, sorted(words)[:5]
                 seen |= words
         assert all("Can't read 0 bytes" in why for why in seen), sorted(seen)[:3]
+
+
+@needs_extension
+def test_the_scan_and_the_entries_leak_nothing_on_any_outcome():
+    """Accepted, not vouched for, non-ASCII tags (the decoder's objects), refused arguments:
+    no reference to an argument is kept and no memory stays allocated after many calls."""
+    import gc
+    import tracemalloc
+
+    accepted = make_batch(5, headers=[("TAGS", "标签".encode()), ("KEYS", b"k")])
+    refused = with_field(make_batch(3), 0, ">q", (1 << 63) - 1)
+    cut = accepted[:-3]
+    tag = b"TAGS"
+    inputs = [accepted, refused, cut, bytearray(accepted), memoryview(accepted)]
+    codes = [1, 2, 3]
+
+    def calls() -> None:
+        for data in inputs:
+            batch_scan.scan(data, tag)
+        batch_scan.cq_entries(7, 8, codes)
+        for bad in ((7, 8, [1 << 64]), (7, 8, [1, "x"]), (7, 8, (1,))):
+            with pytest.raises((OverflowError, TypeError)):
+                batch_scan.cq_entries(*bad)
+        with pytest.raises(TypeError):
+            batch_scan.scan("text", tag)
+
+    calls()  # warm: caches the first calls fill
+    before_refs = [sys.getrefcount(x) for x in (*inputs, tag, codes)]
+    gc.collect()
+    tracemalloc.start()
+    try:
+        for _ in range(3000):
+            calls()
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert [sys.getrefcount(x) for x in (*inputs, tag, codes)] == before_refs
+    assert grown < 64 << 10, f"{grown} bytes still allocated after 3,000 rounds"
