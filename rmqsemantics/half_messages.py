@@ -364,6 +364,7 @@ class HalfMessages:
                 offset = half_offset_of(header(record, TRAN_HALF))
                 if offset is not None:
                     self.pending.raise_checks(offset, int_header(record, CHECK_TIMES))
+                    self._version += 1  # the cached snapshot is stale
 
     def _replayed_delivery(self, where: Where, topic: str, partition: int) -> None:
         """A ``PARKED_AT`` naming a half message in a replayed batch of ``topic``: its

@@ -587,3 +587,21 @@ async def test_a_broker_of_the_previous_format_refuses_a_checkpoint_with_pending
     b.produce("orders", 0, batch(end("A")))
     assert _previous_format_restore(b.scheduler.halves.snapshot()) == []
     assert values(b.store, "orders", 0) == [b"v"]
+
+
+async def test_a_replayed_check_count_reaches_the_next_snapshot(world):
+    """The snapshot is cached by version: a check count a replayed check request raises must
+    change the version, or a checkpoint after it would keep the count from before."""
+    from rmqkafka.rmqsemantics.half_records import check_batch
+    from rmqkafka.rmqsemantics.pending_halves import PendingHalves
+
+    b = await opened(world)
+    b.produce("orders", 0, batch(half(b"v", "A")))
+    table = b.scheduler.halves
+    assert table.snapshot()["table"]  # cached now
+    [record] = list(_records(b, HALF_TOPIC, 0))
+    table.replay(check_topic("g"), 0, check_batch([(record, record.offset, 2)]))
+    assert table.pending.get(record.offset).checks == 2
+    again = PendingHalves()
+    again.restore(table.snapshot()["table"], None)
+    assert again.get(record.offset).checks == 2
