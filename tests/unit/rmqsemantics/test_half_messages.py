@@ -605,3 +605,27 @@ async def test_a_replayed_check_count_reaches_the_next_snapshot(world):
     again = PendingHalves()
     again.restore(table.snapshot()["table"], None)
     assert again.get(record.offset).checks == 2
+
+
+@pytest.mark.parametrize("left", ["the previous checkpoint and a torn temporary file", "a checkpoint cut short"])
+async def test_a_checkpoint_write_cut_short_keeps_every_pending_half(world, left):
+    """A crash in the middle of writing a checkpoint leaves the previous one (the new one goes
+    to a temporary name first) or, on a file system that lost the rename's order, a file cut
+    short: neither forgets a pending half message or its check count."""
+    b = await opened(world)
+    b.produce("orders", 0, batch(half(b"v", "A"), half(b"w", "B")))
+    await b.store.checkpoint()
+    b.scheduler.halves.check_pass(T0 + TIMEOUT)
+    b.produce("orders", 1, batch(half(b"x", "C")))
+    await world.crash(b)
+    path = world.data_dir / "checkpoint.json"
+    text = path.read_text()
+    if left == "a checkpoint cut short":
+        path.write_text(text[: len(text) // 2])
+    else:
+        (world.data_dir / "checkpoint.json.tmp").write_text(text[: len(text) // 3])
+    b = await world.open(CONFIG)
+    assert {e["uniq_key"]: e["checks"] for e in halves(b)["oldest"]} == {"A": 1, "B": 1, "C": 0}
+    b.produce("orders", 0, batch(end("A"), end("B", b"ROLLBACK")))
+    b.produce("orders", 1, batch(end("C")))
+    assert values(b.store, "orders", 0) == [b"v"] and values(b.store, "orders", 1) == [b"x"]
