@@ -15,8 +15,9 @@
  * checks of record_batch.read_produced_records) accepts, with the same results; for anything
  * it does not vouch for (a record that does not frame, a wrong offset delta, a count the body
  * does not hold, bytes left over, a LogAppendTime batch, a value past int64, a base offset
- * whose records' offsets would pass int64, a header name that is not UTF-8) it returns None and raises nothing: the Python path then reads the batch
- * and raises its own error. So it may refuse more than Python does, never less.
+ * whose records' offsets would pass int64, a header name that is not UTF-8) it returns None
+ * and raises nothing: the Python path then reads the batch and raises its own error. So it
+ * may refuse more than Python does, never less.
  *
  * A batch of RELEASE_GIL_BYTES or more is scanned without the GIL, as the Python path read a
  * large batch a slice at a time so that the event loop's thread could run in between.
