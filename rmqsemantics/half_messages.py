@@ -78,6 +78,11 @@ CHECK_STEP = 5000  # half messages a check step handles before the service yield
 # pending half messages a status lists: its JSON stays below the 32767 bytes a DescribeConfigs
 # value may have in the versions before v4 (a legacy string)
 STATUS_LIMIT = 100
+# What the snapshot's "pending" holds while any half message is pending. A broker of the
+# previous format read only "pending", as a list of rows, and would start without every
+# pending half message packed in "table"; unpacking this string as rows fails, so such a
+# broker refuses to start instead (docs/design/storage-format.md: what to do then).
+PACKED_ELSEWHERE = "packed in 'table' by a newer broker: see docs/design/storage-format.md"
 
 # deliver([(record, headers)], real topic, real qid): append committed messages (or park them)
 Deliver = Callable[[list[tuple[object, list]], str, int], None]
@@ -325,13 +330,14 @@ class HalfMessages:
     def snapshot(self) -> object:
         cached = self._snapshot_cache
         if cached is None or cached[0] != self._version:
-            state = {"table": self.pending.snapshot()}
+            state = {"table": self.pending.snapshot(), "pending": PACKED_ELSEWHERE if len(self.pending) else []}
             self._snapshot_cache = cached = (self._version, state)
         return cached[1]
 
     def restore(self, state: object | None) -> None:
         state = state if isinstance(state, dict) else {}
-        self.pending.restore(state.get("table"), state.get("pending"))  # "pending": an older broker's rows
+        rows = state.get("pending")  # an older broker's rows, or PACKED_ELSEWHERE
+        self.pending.restore(state.get("table"), None if rows == PACKED_ELSEWHERE else rows)
         self._replay = ParkReplay(self._cancel, self._replayed_delivery)
         self._version += 1
 
@@ -358,6 +364,7 @@ class HalfMessages:
                 offset = half_offset_of(header(record, TRAN_HALF))
                 if offset is not None:
                     self.pending.raise_checks(offset, int_header(record, CHECK_TIMES))
+                    self._version += 1  # the cached snapshot is stale
 
     def _replayed_delivery(self, where: Where, topic: str, partition: int) -> None:
         """A ``PARKED_AT`` naming a half message in a replayed batch of ``topic``: its

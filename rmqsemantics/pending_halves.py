@@ -14,9 +14,18 @@ removed is a tombstone (``checks`` -1, key None) until the dead outnumber the li
 arrays are rebuilt without them; ``_by_key[group][key]`` is the offset of the live row
 with that group and key, and nothing else.
 
+Bounds: times are kept within int64 and check counts within [0, int32] (a producer's
+CHECK_IMMUNITY_TIME_IN_SECONDS can name a time past int64: such a message is never due);
+a group or (topic, partition) no live row names any more is forgotten when the columns are
+rebuilt, so the interned names stay within twice the live rows plus the rows added since the
+last rebuild (which the tombstones bound), not every group ever seen.
+
 The snapshot is the table packed (base64 of the arrays, the interned names and the keys),
 one string per column: a checkpoint costs no object per row to encode or to compare, and
-``restore`` reads this and the older format (a list of rows).
+``restore`` reads this and the older format (a list of rows). A snapshot that does not hold
+together (columns of different lengths, offsets out of order, an index past its names, not
+base64) raises ValueError and leaves the table empty: the store then rebuilds it from the
+commitlog (storage.store.DerivedState).
 """
 
 from __future__ import annotations
@@ -30,6 +39,9 @@ from dataclasses import dataclass
 
 REMOVED = -1  # checks of a tombstone row
 _COMPACT_AT = 1024  # tombstones kept at least, before a rebuild is worth it
+_MIN_MS, _MAX_MS = -(1 << 63), (1 << 63) - 1  # the time columns' range
+_MAX_CHECKS = (1 << 31) - 1
+_NAMES_SLACK = 64  # interned names kept beyond twice the live rows before they are re-interned
 
 
 @dataclass(slots=True)
@@ -111,6 +123,7 @@ class PendingHalves:
     def add(self, offset: int, group: str, key: str, topic: str, partition: int, stored_ms: int,
             first_check_ms: int, checks: int = 0) -> None:
         """Add (or replace) the row of ``offset``; the group and key name it from now on."""
+        stored_ms, first_check_ms, checks = _ms(stored_ms), _ms(first_check_ms), _checks(checks)
         offsets = self._offsets
         row = len(offsets)
         if offsets and offset <= offsets[-1]:
@@ -131,6 +144,7 @@ class PendingHalves:
                 self.add(offset, group, key, topic, partition, stored_ms, first)
             return
         count = len(groups_and_keys)
+        stored_ms, first_checks = _ms(stored_ms), [_ms(first) for first in first_checks]
         dest_id = self._intern_dest((topic, partition))
         group_ids = []
         for offset, (group, key) in enumerate(groups_and_keys, base):
@@ -173,12 +187,12 @@ class PendingHalves:
     def set_checks(self, offset: int, checks: int) -> None:
         row = self._row(offset)
         if row is not None:
-            self._checks[row] = checks
+            self._checks[row] = _checks(checks)
 
     def raise_checks(self, offset: int, checks: int) -> None:
         row = self._row(offset)
         if row is not None and checks > self._checks[row]:
-            self._checks[row] = checks
+            self._checks[row] = _checks(checks)
 
     # -- snapshot --------------------------------------------------------------------------
     def snapshot(self) -> dict:
@@ -190,15 +204,43 @@ class PendingHalves:
         """From a ``snapshot``, or from rows of the older format ([offset, group, key,
         topic, partition, stored, first check, checks])."""
         self.clear()
-        if state:
-            columns = {name: _unpack(state[name], column.typecode) for name, column in self._columns().items()}
-            groups, dests = state["groups"], [tuple(d) for d in state["dests"]]
-            for i, offset in enumerate(columns["offsets"]):
-                topic, partition = dests[columns["dest"][i]]
-                self.add(offset, groups[columns["group"][i]], state["keys"][i], topic, int(partition),
-                         columns["stored"][i], columns["first_check"][i], columns["checks"][i])
-        for offset, group, key, topic, partition, stored, first_check, checks in sorted(rows or ()):
-            self.add(int(offset), group, key, topic, int(partition), int(stored), int(first_check), int(checks))
+        try:
+            if state is not None:
+                self._restore_columns(state)
+            for offset, group, key, topic, partition, stored, first_check, checks in sorted(rows or ()):
+                if not all(isinstance(name, str) for name in (group, key, topic)):
+                    raise TypeError(f"row {offset}: names must be strings")
+                self.add(int(offset), group, key, topic, int(partition), int(stored), int(first_check), int(checks))
+        except (ValueError, TypeError, KeyError, IndexError, OverflowError, AttributeError) as exc:
+            self.clear()
+            raise ValueError(f"the pending half-message table in the checkpoint does not read: {exc!r}") from exc
+
+    def _restore_columns(self, state: dict) -> None:
+        """The table from a ``snapshot`` (compacted: no tombstones), checked whole first."""
+        columns = {name: _unpack(state[name], column.typecode) for name, column in self._columns().items()}
+        keys, groups = list(state["keys"]), [str(g) for g in state["groups"]]
+        dests = [(str(topic), int(partition)) for topic, partition in state["dests"]]
+        offsets, count = columns["offsets"], len(columns["offsets"])
+        if len(keys) != count or any(len(column) != count for column in columns.values()):
+            raise ValueError("columns of different lengths")
+        if not all(isinstance(key, str) for key in keys):
+            raise ValueError("a key that is not a string")
+        if any(later <= earlier for earlier, later in zip(offsets, offsets[1:])):
+            raise ValueError("offsets not in ascending order")
+        if count and (max(columns["group"]) >= len(groups) or max(columns["dest"]) >= len(dests)
+                      or min(columns["checks"]) < 0):
+            raise ValueError("a group or partition index past its names, or a negative check count")
+        for name, column in columns.items():
+            setattr(self, "_" + name, column)
+        self._keys = keys
+        self._groups, self._dests = groups, dests
+        self._group_ids = {group: i for i, group in enumerate(groups)}
+        self._dest_ids = {dest: i for i, dest in enumerate(dests)}
+        by_key = self._by_key
+        for offset, group_id, key in zip(offsets, columns["group"], keys):
+            by_key.setdefault(groups[group_id], {})[key] = offset  # later rows name the key, as add does
+        self._live = count
+        self._reintern()
 
     # -- inside ----------------------------------------------------------------------------
     def _columns(self) -> dict[str, array]:
@@ -286,11 +328,36 @@ class PendingHalves:
             for column in self._columns().values():
                 del column[:dead]
             del self._keys[:dead]
-            return
-        live = [row for row in range(len(checks)) if checks[row] != REMOVED]
-        for name, column in self._columns().items():
-            setattr(self, "_" + name, array(column.typecode, [column[row] for row in live]))
-        self._keys = [self._keys[row] for row in live]
+        else:
+            live = [row for row in range(len(checks)) if checks[row] != REMOVED]
+            for name, column in self._columns().items():
+                setattr(self, "_" + name, array(column.typecode, [column[row] for row in live]))
+            self._keys = [self._keys[row] for row in live]
+        if len(self._groups) + len(self._dests) > 2 * self._live + _NAMES_SLACK:
+            self._reintern()
+
+    def _reintern(self) -> None:
+        """Forget the groups and (topic, partition) pairs no row names (each half message of a
+        new group interned one, and an end does not take it back), renumbering the rest."""
+        for column_name, names_name, ids_name in (("_group", "_groups", "_group_ids"),
+                                                  ("_dest", "_dests", "_dest_ids")):
+            column, names = getattr(self, column_name), getattr(self, names_name)
+            used = sorted(set(column))
+            if len(used) == len(names):
+                continue
+            renumber = {old: new for new, old in enumerate(used)}
+            setattr(self, column_name, array(column.typecode, [renumber[i] for i in column]))
+            kept = [names[i] for i in used]
+            setattr(self, names_name, kept)
+            setattr(self, ids_name, {name: i for i, name in enumerate(kept)})
+
+
+def _ms(value: int) -> int:
+    return min(max(value, _MIN_MS), _MAX_MS)
+
+
+def _checks(value: int) -> int:
+    return min(max(value, 0), _MAX_CHECKS)
 
 
 def _pack(column: array) -> str:

@@ -14,9 +14,10 @@
  * Invariant: it answers only for a batch the pure-Python path (aiokafka's reader plus the
  * checks of record_batch.read_produced_records) accepts, with the same results; for anything
  * it does not vouch for (a record that does not frame, a wrong offset delta, a count the body
- * does not hold, bytes left over, a LogAppendTime batch, a value past int64, a header name
- * that is not UTF-8) it returns None and raises nothing: the Python path then reads the batch
- * and raises its own error. So it may refuse more than Python does, never less.
+ * does not hold, bytes left over, a LogAppendTime batch, a value past int64, a base offset
+ * whose records' offsets would pass int64, a header name that is not UTF-8) it returns None
+ * and raises nothing: the Python path then reads the batch and raises its own error. So it
+ * may refuse more than Python does, never less.
  *
  * A batch of RELEASE_GIL_BYTES or more is scanned without the GIL, as the Python path read a
  * large batch a slice at a time so that the event loop's thread could run in between.
@@ -128,9 +129,14 @@ static int scan_records(const unsigned char *buf, Py_ssize_t total, const unsign
                         int64_t *max_ts, int32_t *codes, int *tagged) {
     if (total < HEADER_SIZE) return 0;
     if (buf[22] & TIMESTAMP_TYPE_BIT) return 0; /* aiokafka stamps such records itself */
+    int64_t base_offset = (int64_t)be64(buf);
     int64_t base_ts = (int64_t)be64(buf + 27);
     int64_t count = (int32_t)be32(buf + 57);
     if (count <= 0) return 0;
+    /* aiokafka gives record i offset base + i in int64 arithmetic (it wraps past INT64_MAX)
+     * and record_batch compares it with Python's unbounded base + i: a producer's base offset
+     * whose last record's offset would wrap is refused there, so it is not vouched for here */
+    if (base_offset > INT64_MAX - (count - 1)) return 0;
     Py_ssize_t pos = HEADER_SIZE;
     *any_headers = 0;
     *all_keyed = 1;
@@ -266,8 +272,17 @@ static PyObject *cq_entries(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "LiO!:cq_entries", &position, &size, &PyList_Type, &codes))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(codes);
+    if (n > PY_SSIZE_T_MAX / 20) return PyErr_NoMemory();
     PyObject *out = PyBytes_FromStringAndSize(NULL, n * 20);
     if (out == NULL) return NULL;
+    /* The allocation may have run a collection, and a finalizer may change a list: the loop
+     * below runs no Python code (ints only: PyLong_AsLongLong calls no __index__ for them),
+     * so a size checked here holds throughout. */
+    if (PyList_GET_SIZE(codes) != n) {
+        Py_DECREF(out);
+        PyErr_SetString(PyExc_RuntimeError, "the tag codes changed while their entries were built");
+        return NULL;
+    }
     unsigned char *p = (unsigned char *)PyBytes_AS_STRING(out);
     unsigned char head[12];
     put_be64(head, (uint64_t)position);
@@ -276,7 +291,13 @@ static PyObject *cq_entries(PyObject *self, PyObject *args) {
     head[10] = (unsigned char)((uint32_t)size >> 8);
     head[11] = (unsigned char)size;
     for (Py_ssize_t i = 0; i < n; i++, p += 20) {
-        long long code = PyLong_AsLongLong(PyList_GET_ITEM(codes, i));
+        PyObject *item = PyList_GET_ITEM(codes, i);
+        if (!PyLong_Check(item)) {
+            Py_DECREF(out);
+            PyErr_Format(PyExc_TypeError, "tag code %zd is %.100s, not an int", i, Py_TYPE(item)->tp_name);
+            return NULL;
+        }
+        long long code = PyLong_AsLongLong(item);
         if (code == -1 && PyErr_Occurred()) {
             Py_DECREF(out);
             return NULL;

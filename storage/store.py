@@ -199,7 +199,9 @@ class DerivedState(Protocol):
     P, in commitlog order.
 
     ``restore`` gets the snapshot of the checkpoint recovery starts from (None: none, or
-    every index is being rebuilt from the commitlog start); ``replay`` then sees each
+    every index is being rebuilt from the commitlog start), and raises ValueError for one
+    it cannot read (damaged): every index and state is then rebuilt from the commitlog start,
+    each state restored with None; ``replay`` then sees each
     entry re-dispatched, and ``recovered`` runs once recovery is over (also after a clean
     start, with nothing replayed). ``dirty_fds`` are fdatasynced before a checkpoint that
     includes the next snapshot is written.
@@ -332,6 +334,8 @@ class MessageStore:
             lost = "a damaged index entry was found while serving"
         elif self._unknown_gaps():
             lost = "a commitlog segment is shorter than the next segment's name says"
+        else:
+            lost = self._restore_states(states)
         # what each partition had handed out before recovery: a damaged range skipped must
         # not make an offset be handed out twice
         self._ends_before = {key: plog.next_offset for key, plog in self._partitions.items()}
@@ -343,9 +347,8 @@ class MessageStore:
                 plog.consume_queue.truncate_to(plog.consume_queue.min_offset)
                 plog.producers = ProducerStateTable()
                 plog.ongoing_txns = OngoingTxns()
-            states = {}
-        for state in self._states:
-            state.restore(states.get(state.name))
+            for state in self._states:
+                state.restore(None)
         self.clean_start = clean and position == self.commitlog.end_position
         if not self.clean_start:
             self.reserve.release_if_low()
@@ -420,6 +423,16 @@ class MessageStore:
             log.error("could not write the checkpoint (%s); the next start recovers from the previous one", exc)
             return False
         return True
+
+    def _restore_states(self, states: dict) -> str | None:
+        """Each DerivedState restored from the checkpoint's snapshot of it; why not (a snapshot
+        that does not read: every state is then rebuilt from the commitlog start) or None."""
+        for state in self._states:
+            try:
+                state.restore(states.get(state.name))
+            except ValueError as exc:
+                return f"the checkpoint's {state.name} state does not read ({exc})"
+        return None
 
     def _derived_files_lost(self, derived: dict[str, list[int]]) -> bool:
         for plog in self._partitions.values():

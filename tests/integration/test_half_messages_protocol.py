@@ -317,3 +317,22 @@ def test_fifteen_unanswered_checks_then_rollback(broker_factory, tmp_path):
                for m in checks)
     assert len({m.partition() for m in checks}) == 1
     assert visible(broker, "silent") == []
+
+
+def test_a_check_immunity_past_int64_is_accepted_and_survives_kill_9(broker):
+    """CHECK_IMMUNITY_TIME_IN_SECONDS is the producer's: 30 nines is a time past int64 (the
+    pending table's column). Its produce failed after the half was written, and a restart
+    that replayed that half failed whole: one record kept the broker from starting."""
+    with KafkaRaw(broker.host, broker.port) as conn:
+        conn.create_topic("t", partitions=1)
+        immune = ("CHECK_IMMUNITY_TIME_IN_SECONDS", b"9" * 30)
+        assert conn.produce_ok("t", 0, make_batch([b"a", b"b"], headers=[half_headers("A", "g", immune),
+                                                                         half_headers("B")])) == 0
+    assert status(broker)["pending"] == 2
+    broker.kill()
+    broker.restart(same_port=True)
+    assert status(broker)["pending"] == 2
+    with KafkaRaw(broker.host, broker.port) as conn:
+        conn.produce_ok("t", 0, make_batch([None, None], headers=[end_headers("A"), end_headers("B")]))
+    assert [v for _, _, v, _, _ in visible(broker, "t")] == [b"a", b"b"]
+    assert status(broker)["pending"] == 0

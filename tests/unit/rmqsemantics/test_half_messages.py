@@ -473,3 +473,159 @@ async def test_settings_changed_at_run_time_apply_from_then_on(world):
     assert first_checks == {"A": TIMEOUT, "B": 60_000}
     assert halves(b)["transaction_check_max"] == 7
     assert b.scheduler.max_reconsume_times("any-group") == 2
+
+
+async def test_a_check_immunity_past_int64_neither_breaks_the_table_nor_a_restart(world):
+    """CHECK_IMMUNITY_TIME_IN_SECONDS is the producer's: one whose time is past int64 (the
+    packed table's column) must not fail the produce after its half was written, nor the
+    replay after a crash. Such a message is never due for a check."""
+    b = await opened(world)
+    b.produce("orders", 0, batch(half(b"v", "A", "g", (CHECK_IMMUNITY, b"9" * 30)), half(b"w", "B")))
+    b.produce("orders", 0, batch(half(b"x", "C", "g", (CHECK_IMMUNITY, b"9" * 30))))
+    assert halves(b)["pending"] == 3
+    await world.crash(b)
+    b = await world.open(CONFIG)
+    assert sorted(e["uniq_key"] for e in halves(b)["oldest"]) == ["A", "B", "C"]
+    assert b.scheduler.halves.check_pass(T0 + 10 * TIMEOUT) == 1  # B only
+    b.produce("orders", 0, batch(end("A"), end("C", b"ROLLBACK")))
+    assert values(b.store, "orders", 0) == [b"v"]
+
+
+def _rewrite_halves_state(data_dir: Path, rewrite) -> None:
+    import json
+
+    path = data_dir / "checkpoint.json"
+    checkpoint = json.loads(path.read_text())
+    state = checkpoint["state"]["scheduler"]
+    state["halves"] = rewrite(state["halves"])
+    path.write_text(json.dumps(checkpoint))
+
+
+async def test_a_checkpoint_written_by_the_previous_format_keeps_its_pending_halves(world):
+    """A broker of the previous format checkpointed its pending half messages as rows
+    ({"pending": [[offset, group, key, topic, partition, stored, first check, checks]]}).
+    After a clean shutdown nothing is replayed: the rows are all there is, and this broker
+    reads them (pending, check counts, ends)."""
+    b = await opened(world)
+    b.produce("orders", 0, batch(half(b"v", "A"), half(b"w", "B")))
+    b.produce("orders", 1, batch(half(b"x", "C", "g2")))
+    b.scheduler.halves.check_pass(T0 + TIMEOUT)
+    b.produce("orders", 0, batch(end("B", b"ROLLBACK")))
+    rows = [[o, e.group, e.key, e.topic, e.partition, e.stored_ms, e.first_check_ms, e.checks]
+            for o, e in b.scheduler.halves.pending.items()]
+    await world.close(b)
+    _rewrite_halves_state(world.data_dir, lambda state: {"pending": rows})
+    b = await world.open(CONFIG)
+    assert b.store.clean_start  # the checkpoint's state, not a replay
+    assert {e["uniq_key"]: e["checks"] for e in halves(b)["oldest"]} == {"A": 1, "C": 1}
+    b.produce("orders", 0, batch(end("A")))
+    b.produce("orders", 1, batch(end("C", group="g2")))
+    assert values(b.store, "orders", 0) == [b"v"] and values(b.store, "orders", 1) == [b"x"]
+    with pytest.raises(InvalidRecordError):
+        b.produce("orders", 0, batch(end("B")))
+
+
+@pytest.mark.parametrize("damage", ["short column", "bad base64", "missing column", "group index", "not a dict",
+                                    "offsets out of order"])
+async def test_a_damaged_pending_table_in_the_checkpoint_is_rebuilt_from_the_commitlog(world, damage):
+    """A checkpoint whose pending table does not read (the JSON parses, the table does not
+    hold together) must not stop the broker, nor make it forget a pending half message: the
+    store rebuilds every derived state from the commitlog start, as for a lost index."""
+    import base64
+
+    def damaged(state: dict) -> dict:
+        table = state["table"]
+        if damage == "short column":
+            table["stored"] = base64.b64encode(base64.b64decode(table["stored"])[:-8]).decode()
+        elif damage == "bad base64":
+            table["offsets"] = table["offsets"][:-3] + "!!!"
+        elif damage == "missing column":
+            del table["checks"]
+        elif damage == "group index":
+            table["group"] = base64.b64encode(b"\x07\x00\x00\x00" * 2).decode()
+        elif damage == "not a dict":
+            state["table"] = [1, 2, 3]
+        else:
+            table["offsets"] = base64.b64encode((5).to_bytes(8, "little") + (1).to_bytes(8, "little")).decode()
+        return state
+
+    b = await opened(world)
+    b.produce("orders", 0, batch(half(b"v", "A"), half(b"w", "B")))
+    b.scheduler.halves.check_pass(T0 + TIMEOUT)
+    b.produce("orders", 1, batch(rec(b"plain")))
+    await world.close(b)
+    _rewrite_halves_state(world.data_dir, damaged)
+    b = await world.open(CONFIG)
+    assert {e["uniq_key"]: e["checks"] for e in halves(b)["oldest"]} == {"A": 1, "B": 1}
+    assert values(b.store, "orders", 1) == [b"plain"]
+    b.produce("orders", 0, batch(end("A"), end("B")))
+    assert values(b.store, "orders", 0) == [b"v", b"w"]
+
+
+def _previous_format_restore(state: dict) -> list:
+    """How a broker of the previous format read this state (its HalfMessages.restore)."""
+    table = {}
+    for offset, group, key, topic, partition, stored, first_check, checks in state.get("pending", []):
+        table[int(offset)] = (group, key, topic, int(partition), int(stored), int(first_check), int(checks))
+    return list(table)
+
+
+async def test_a_broker_of_the_previous_format_refuses_a_checkpoint_with_pending_halves(world):
+    """The previous format read only "pending": given the new snapshot it would start with no
+    pending half message (never checked, never ended) and then checkpoint that. While any is
+    pending the snapshot's "pending" is a string it cannot read, so it fails to start instead;
+    with none pending it reads an empty list and loses nothing. This broker reads both."""
+    b = await opened(world)
+    assert _previous_format_restore(b.scheduler.halves.snapshot()) == []
+    b.produce("orders", 0, batch(half(b"v", "A")))
+    state = b.scheduler.halves.snapshot()
+    with pytest.raises(ValueError):
+        _previous_format_restore(state)
+    await world.close(b)
+    b = await world.open(CONFIG)
+    assert b.store.clean_start and halves(b)["pending"] == 1
+    b.produce("orders", 0, batch(end("A")))
+    assert _previous_format_restore(b.scheduler.halves.snapshot()) == []
+    assert values(b.store, "orders", 0) == [b"v"]
+
+
+async def test_a_replayed_check_count_reaches_the_next_snapshot(world):
+    """The snapshot is cached by version: a check count a replayed check request raises must
+    change the version, or a checkpoint after it would keep the count from before."""
+    from rmqkafka.rmqsemantics.half_records import check_batch
+    from rmqkafka.rmqsemantics.pending_halves import PendingHalves
+
+    b = await opened(world)
+    b.produce("orders", 0, batch(half(b"v", "A")))
+    table = b.scheduler.halves
+    assert table.snapshot()["table"]  # cached now
+    [record] = list(_records(b, HALF_TOPIC, 0))
+    table.replay(check_topic("g"), 0, check_batch([(record, record.offset, 2)]))
+    assert table.pending.get(record.offset).checks == 2
+    again = PendingHalves()
+    again.restore(table.snapshot()["table"], None)
+    assert again.get(record.offset).checks == 2
+
+
+@pytest.mark.parametrize("left", ["the previous checkpoint and a torn temporary file", "a checkpoint cut short"])
+async def test_a_checkpoint_write_cut_short_keeps_every_pending_half(world, left):
+    """A crash in the middle of writing a checkpoint leaves the previous one (the new one goes
+    to a temporary name first) or, on a file system that lost the rename's order, a file cut
+    short: neither forgets a pending half message or its check count."""
+    b = await opened(world)
+    b.produce("orders", 0, batch(half(b"v", "A"), half(b"w", "B")))
+    await b.store.checkpoint()
+    b.scheduler.halves.check_pass(T0 + TIMEOUT)
+    b.produce("orders", 1, batch(half(b"x", "C")))
+    await world.crash(b)
+    path = world.data_dir / "checkpoint.json"
+    text = path.read_text()
+    if left == "a checkpoint cut short":
+        path.write_text(text[: len(text) // 2])
+    else:
+        (world.data_dir / "checkpoint.json.tmp").write_text(text[: len(text) // 3])
+    b = await world.open(CONFIG)
+    assert {e["uniq_key"]: e["checks"] for e in halves(b)["oldest"]} == {"A": 1, "B": 1, "C": 0}
+    b.produce("orders", 0, batch(end("A"), end("B", b"ROLLBACK")))
+    b.produce("orders", 1, batch(end("C")))
+    assert values(b.store, "orders", 0) == [b"v"] and values(b.store, "orders", 1) == [b"x"]
