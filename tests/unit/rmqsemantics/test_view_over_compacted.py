@@ -4,35 +4,20 @@ compaction store (the commitlog below them may be gone), filtered as any other b
 from __future__ import annotations
 
 import asyncio
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "storage"))
-
-from batches import make_batch  # noqa: E402
-from rmqkafka.rmqsemantics.filters import compile_filter  # noqa: E402
-from rmqkafka.rmqsemantics.view_reader import read_view  # noqa: E402
-from rmqkafka.storage import record_batch as rb  # noqa: E402
-from rmqkafka.storage.clock import ManualClock  # noqa: E402
-from rmqkafka.storage.compaction_cleaner import CompactionSettings  # noqa: E402
-from storage_helpers import StoreFactory, append  # noqa: E402
+# ``stores`` and ``clock`` are tests/unit/conftest.py's, which also puts the storage test
+# helpers (batches, storage_helpers) on the path.
+from batches import make_batch
+from rmqkafka.rmqsemantics.filters import compile_filter
+from rmqkafka.rmqsemantics.view_reader import read_view
+from rmqkafka.storage import record_batch as rb
+from rmqkafka.storage.compaction_cleaner import CompactionSettings
+from storage_helpers import append
 
 T = "compacted"
 EAGER = CompactionSettings(segment_ms=1, min_cleanable_dirty_ratio=0.0)
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def stores(tmp_path: Path, clock: ManualClock):
-    factory = StoreFactory(tmp_path / "data", clock)
-    yield factory
-    factory.close_all()
 
 
 def keyed(pairs, ts: int) -> bytes:
