@@ -30,6 +30,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import watch_seed
+from confluent_reads import read_and_commit
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -139,7 +140,7 @@ def attribute(dom: str, element_id: str, name: str) -> str:
 
 
 def test_console_charts_rates_and_lag_over_time(broker_factory: Any, tmp_path: Path) -> None:
-    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
     chromium()
@@ -169,18 +170,7 @@ def test_console_charts_rates_and_lag_over_time(broker_factory: Any, tmp_path: P
     for i in range(200):
         producer.produce("charted", f"r{i}".encode(), partition=i % 2)
     assert producer.flush(60) == 0
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "charters",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe(["charted"])
-    read, deadline = 0, time.monotonic() + 60
-    try:
-        while read < 150 and time.monotonic() < deadline:
-            message = consumer.poll(1.0)
-            if message is not None and message.error() is None:
-                read += 1
-        consumer.commit(asynchronous=False)
-    finally:
-        consumer.close()
+    read = read_and_commit(broker.bootstrap_servers, "charted", "charters", 150)
     assert read >= 150
     lag = 200 - read
     def known(series: list | None) -> int:

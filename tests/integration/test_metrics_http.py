@@ -25,6 +25,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import watch_seed
+from confluent_reads import read_and_commit
 from watch_seed import DLQ_TOPIC, IDLE_COMMITS, IDLE_GROUP, LIVE_GROUP, TOPIC, VIEW
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -265,7 +266,7 @@ def poll_json(url: str, ready: Any, timeout: float = 90.0) -> Any:
 def test_topic_rates_and_their_history(watched: tuple[Any, str]) -> None:
     """The broker samples every 5 s (adapter.console_history): the chart's points add up to
     what was produced and consumed, and the RATE column shows a rate."""
-    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import Producer
 
     broker, url = watched
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
@@ -276,20 +277,7 @@ def test_topic_rates_and_their_history(watched: tuple[Any, str]) -> None:
     for i in range(40):
         producer.produce("rated", str(i).encode())
     assert producer.flush(60) == 0
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "rated-readers",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe(["rated"])
-    read, deadline = 0, time.monotonic() + 60
-    try:
-        while read < 30 and time.monotonic() < deadline:
-            message = consumer.poll(1.0)
-            if message is not None and message.error() is None:
-                read += 1
-                if read == 30:
-                    consumer.commit(message, asynchronous=False)
-    finally:
-        consumer.close()
-    assert read == 30
+    assert read_and_commit(broker.bootstrap_servers, "rated", "rated-readers", 30) == 30
 
     rated = next(t for t in get_json(url + "/api/topics")["topics"] if t["name"] == "rated")
     assert rated["messages"] == 41

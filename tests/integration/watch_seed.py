@@ -20,9 +20,10 @@ holding a bit of everything the metrics and the console show, with known numbers
 from __future__ import annotations
 
 import contextlib
-import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from confluent_reads import poll_records
 
 TOPIC = "orders"
 LATER = "later"
@@ -82,12 +83,7 @@ def seed(bootstrap: str) -> Seeded:
                          "enable.auto.commit": False, "client.id": "billing-worker"})
     seeded.closers.append(consumer.close)
     consumer.subscribe([TOPIC])
-    got = 0
-    deadline = time.monotonic() + 30
-    while got < 30 and time.monotonic() < deadline:
-        message = consumer.poll(0.5)
-        if message is not None and message.error() is None:
-            got += 1
+    got = len(poll_records(consumer, 30, timeout=30, poll_s=0.5))
     assert got == 30, f"consumed {got} of 30"
     consumer.commit(asynchronous=False)
 
