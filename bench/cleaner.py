@@ -33,6 +33,8 @@ import urllib.request
 import uuid
 from pathlib import Path
 
+from .common import produce_when_room
+
 
 def metrics(url: str) -> dict[str, float]:
     with urllib.request.urlopen(url + "/metrics", timeout=30) as response:
@@ -52,12 +54,7 @@ def produce(bootstrap: str, topic: str, pairs, value_bytes: int) -> None:
                          "queue.buffering.max.messages": 1_000_000, "log_level": 0})
     pad = b"x" * max(0, value_bytes - 12)
     for key, version in pairs:
-        while True:
-            try:
-                producer.produce(topic, key=key, value=b"%010d" % version + pad)
-                break
-            except BufferError:
-                producer.poll(0.05)
+        produce_when_room(producer, topic, key=key, value=b"%010d" % version + pad)
         producer.poll(0)
     assert producer.flush(300) == 0
 

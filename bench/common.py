@@ -55,6 +55,17 @@ def start_broker(flush: str = "async", extra: list[str] | None = None,
     return BrokerProcess(process, f"{match.group(1)}:{match.group(2)}", ready, data_dir)
 
 
+def produce_when_room(producer, topic: str, *args, wait_s: float = 0.05, **kwargs) -> None:
+    """``producer.produce(topic, *args, **kwargs)`` (confluent-kafka); while its queue is full
+    (BufferError), serves delivery reports for up to ``wait_s`` and tries again."""
+    while True:
+        try:
+            producer.produce(topic, *args, **kwargs)
+            return
+        except BufferError:
+            producer.poll(wait_s)
+
+
 class MockCluster:
     """librdkafka's in-process mock cluster, reachable by other clients on loopback.
 

@@ -48,6 +48,7 @@ import struct
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from rmqkafka.storage.commitlog import CommitLog
@@ -56,6 +57,7 @@ from tests.integration.rawkafka import ApiKey, build, decode_response, encode_re
 from .broker_vs_mock import consume, produce
 from .common import BrokerProcess, create_topic, start_broker
 from .cost import broker_cpu_seconds, start_profiler, stop_profiler
+from .text_table import SEPARATOR, Table
 
 PARTITION_POINTS = (1, 100, 1_000, 4_000, 10_000)
 # open files a busy partition costs the broker at a checkpoint: its consume queue and time
@@ -219,22 +221,24 @@ def stop_cleanly(broker: BrokerProcess) -> float:
     return time.perf_counter() - began
 
 
+PARTITIONS_TABLE = Table.of(
+    ("partitions", "10d", "partitions"), ("rec/batch", "9.1f", "records_per_batch"),
+    ("files/p", "8.2f", lambda r: r["files_per_partition_create"] + r["files_per_partition_first_produce"]),
+    ("create s", "8.2f", "create_s"), ("1st us/p", "8.0f", "first_use_us_per_partition"),
+    ("prod us/rec", "11.3f", "produce_us_per_record"), ("prod rec/s", "10.0f", "produce_records_per_s"),
+    ("cons us/rec", "11.3f", "consume_us_per_record"), ("cons rec/s", "10.0f", "consume_records_per_s"),
+    ("RSS prod", "8.1f", "rss_mb_produced"), ("RSS cons", "8.1f", "rss_mb_consumed"),
+    ("kill9 s", "7.2f", "kill9_ready_s"), ("CPU-s", "5.2f", "kill9_ready_cpu_s"), ("stop s", "6.2f", "stop_s"))
+
+
 def print_partitions(rows: list[dict], header: bool = True) -> None:
     if header:
-        print(f"{'partitions':>10} {'rec/batch':>9} {'files/p':>8} {'create s':>8} {'1st us/p':>8} {'prod us/rec':>11} "
-              f"{'prod rec/s':>10} {'cons us/rec':>11} {'cons rec/s':>10} {'RSS prod':>8} {'RSS cons':>8} "
-              f"{'kill9 s':>7} {'CPU-s':>5} {'stop s':>6}")
+        print(PARTITIONS_TABLE.header())
     for r in rows:
         if "skipped" in r:
             print(f"{r['partitions']:10d} skipped: {r['skipped']}", flush=True)
-            continue
-        files = r["files_per_partition_create"] + r["files_per_partition_first_produce"]
-        print(f"{r['partitions']:10d} {r['records_per_batch']:9.1f} {files:8.2f} {r['create_s']:8.2f} "
-              f"{r['first_use_us_per_partition']:8.0f} "
-              f"{r['produce_us_per_record']:11.3f} {r['produce_records_per_s']:10.0f} "
-              f"{r['consume_us_per_record']:11.3f} {r['consume_records_per_s']:10.0f} "
-              f"{r['rss_mb_produced']:8.1f} {r['rss_mb_consumed']:8.1f} {r['kill9_ready_s']:7.2f} "
-              f"{r['kill9_ready_cpu_s']:5.2f} {r['stop_s']:6.2f}", flush=True)
+        else:
+            PARTITIONS_TABLE.print([r], header=False)
 
 
 # -- a light asyncio client ---------------------------------------------------------------
@@ -423,15 +427,12 @@ def connections_point(count: int, records: int, profile: str | None) -> dict:
         broker.stop()
 
 
-def print_connections(rows: list[dict], header: bool = True) -> None:
-    if header:
-        print(f"{'conns':>6} {'records':>8} {'fetches':>7} {'prod us/rec':>11} {'prod rec/s':>10} "
-              f"{'fetch us/rec':>12} {'fetch rec/s':>11} {'RSS 0':>6} {'RSS idle':>8} {'KB/conn':>8} {'RSS end':>7}")
-    for r in rows:
-        print(f"{r['connections']:6d} {r['records']:8d} {r['fetch_requests']:7d} {r['produce_us_per_record']:11.3f} "
-              f"{r['produce_records_per_s']:10.0f} {r['fetch_us_per_record']:12.3f} {r['fetch_records_per_s']:11.0f} "
-              f"{r['rss_mb_before']:6.1f} {r['rss_mb_idle']:8.1f} {r['rss_kb_per_idle_connection']:8.1f} "
-              f"{r['rss_mb_fetched']:7.1f}", flush=True)
+CONNECTIONS_TABLE = Table.of(
+    ("conns", "6d", "connections"), ("records", "8d", "records"), ("fetches", "7d", "fetch_requests"),
+    ("prod us/rec", "11.3f", "produce_us_per_record"), ("prod rec/s", "10.0f", "produce_records_per_s"),
+    ("fetch us/rec", "12.3f", "fetch_us_per_record"), ("fetch rec/s", "11.0f", "fetch_records_per_s"),
+    ("RSS 0", "6.1f", "rss_mb_before"), ("RSS idle", "8.1f", "rss_mb_idle"),
+    ("KB/conn", "8.1f", "rss_kb_per_idle_connection"), ("RSS end", "7.1f", "rss_mb_fetched"))
 
 
 # -- 3. recovery --------------------------------------------------------------------------
@@ -516,7 +517,7 @@ def recovery_curve(sizes_gb: list[float]) -> list[dict]:
             broker = clean.pop("broker")
             rows.append({"gb": gb, **fill_row, "stop_s": stop_seconds, **{f"kill9_{k}": v for k, v in killed.items()},
                          **{f"clean_{k}": v for k, v in clean.items()}})
-            print_recovery(rows[-1:], header=len(rows) == 1)
+            RECOVERY_TABLE.print(rows[-1:], header=len(rows) == 1)
     finally:
         broker.process.kill()
         broker.process.wait()
@@ -524,16 +525,14 @@ def recovery_curve(sizes_gb: list[float]) -> list[dict]:
     return [{"gb": 0.0, **{f"clean_{k}": v for k, v in empty.items()}}, *rows]
 
 
-def print_recovery(rows: list[dict], header: bool = True) -> None:
-    if header:
-        print(f"{'GB':>5} {'fill s':>7} {'CPU-s/GB':>8} {'RSS fill':>8} | {'kill-9 ready':>12} {'CPU-s':>6} "
-              f"{'1st fetch':>9} {'revalid MB':>10} {'RSS':>6} | {'clean ready':>11} {'CPU-s':>6} {'1st fetch':>9} "
-              f"{'RSS':>6}")
-    for r in rows:
-        print(f"{r['commitlog_gb']:5.2f} {r['fill_s']:7.1f} {r['fill_cpu_s_per_gb']:8.2f} {r['rss_mb_filled']:8.1f} | "
-              f"{r['kill9_ready_s']:12.2f} {r['kill9_ready_cpu_s']:6.2f} {r['kill9_first_fetch_s']:9.2f} "
-              f"{r['kill9_revalidated_mb']:10.1f} {r['kill9_rss_mb']:6.1f} | {r['clean_ready_s']:11.2f} "
-              f"{r['clean_ready_cpu_s']:6.2f} {r['clean_first_fetch_s']:9.2f} {r['clean_rss_mb']:6.1f}", flush=True)
+RECOVERY_TABLE = Table.of(
+    ("GB", "5.2f", "commitlog_gb"), ("fill s", "7.1f", "fill_s"), ("CPU-s/GB", "8.2f", "fill_cpu_s_per_gb"),
+    ("RSS fill", "8.1f", "rss_mb_filled"), SEPARATOR,
+    ("kill-9 ready", "12.2f", "kill9_ready_s"), ("CPU-s", "6.2f", "kill9_ready_cpu_s"),
+    ("1st fetch", "9.2f", "kill9_first_fetch_s"), ("revalid MB", "10.1f", "kill9_revalidated_mb"),
+    ("RSS", "6.1f", "kill9_rss_mb"), SEPARATOR,
+    ("clean ready", "11.2f", "clean_ready_s"), ("CPU-s", "6.2f", "clean_ready_cpu_s"),
+    ("1st fetch", "9.2f", "clean_first_fetch_s"), ("RSS", "6.1f", "clean_rss_mb"))
 
 
 # -- main ---------------------------------------------------------------------------------
@@ -560,21 +559,25 @@ def main() -> None:
           f"{args.records} records of 100 B per point", flush=True)
     result: dict = {"bench": "scale", "records": args.records, "load_average": load[0]}
     if "partitions" in curves:
-        rows = []
-        for n in PARTITION_POINTS:
-            rows.append(partitions_point(n, args.records, args.profile))
-            print_partitions(rows[-1:], header=len(rows) == 1)
-        result["partitions"] = rows
+        result["partitions"] = curve(PARTITION_POINTS, lambda n: partitions_point(n, args.records, args.profile),
+                                     print_partitions)
     if "connections" in curves:
-        rows = []
-        for n in CONNECTION_POINTS:
-            rows.append(connections_point(n, args.records, args.profile))
-            print_connections(rows[-1:], header=len(rows) == 1)
-        result["connections"] = rows
+        result["connections"] = curve(CONNECTION_POINTS, lambda n: connections_point(n, args.records, args.profile),
+                                      CONNECTIONS_TABLE.print)
     if "recovery" in curves:
         result["recovery"] = recovery_curve([float(g) for g in args.gb.split(",")])
     result["load_average_end"] = os.getloadavg()[0]
     print(json.dumps(rounded(result)))
+
+
+def curve(points: tuple[int, ...], measure: Callable[[int], dict],
+          show: Callable[..., None]) -> list[dict]:
+    """``measure`` at each point, each row shown as soon as it is measured."""
+    rows: list[dict] = []
+    for n in points:
+        rows.append(measure(n))
+        show(rows[-1:], header=len(rows) == 1)
+    return rows
 
 
 def rounded(value):

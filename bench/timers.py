@@ -32,7 +32,7 @@ import time
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from .common import BrokerProcess, start_broker
+from .common import BrokerProcess, produce_when_room, start_broker
 
 DAY_MS = 86_400_000
 PLAIN = 200_000
@@ -55,13 +55,8 @@ def produce(bootstrap: str, topic: str, count: int, due_of) -> float:
     for i in range(count):
         due = due_of(i) if due_of else 0
         headers = [("TIMER_DELIVER_MS", str(due).encode())] if due_of else None
-        while True:
-            try:
-                producer.produce(topic, struct.pack(">q", due) + VALUE, partition=i % 4,
-                                 headers=headers, on_delivery=report)
-                break
-            except BufferError:
-                producer.poll(0.05)
+        produce_when_room(producer, topic, struct.pack(">q", due) + VALUE, partition=i % 4, headers=headers,
+                          on_delivery=report)
     producer.flush(120)
     elapsed = time.perf_counter() - began
     if failed:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -87,6 +89,54 @@ def test_errors_are_kafkas(broker_factory):
         assert describe(conn, []) == {}  # nothing was stored by the refused alterations
 
 
+def set_quota(conn: KafkaRaw, entity: dict, ops: dict) -> None:
+    """``alter``, which must succeed."""
+    assert alter(conn, entity, ops)[0] == ErrorCode.none
+
+
+def unique(prefix: str) -> str:
+    """``prefix`` and 8 random hex digits: a name no earlier run left behind."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def topic_with_quota(broker: Any, entity: dict, ops: dict) -> str:
+    """A new one-partition topic, and the quota ``ops`` set on ``entity``."""
+    topic = unique("q")
+    with KafkaRaw.connect(broker.bootstrap_servers) as admin:
+        admin.create_topic(topic)
+        set_quota(admin, entity, ops)
+    return topic
+
+
+@pytest.fixture
+def quick_windows_broker(broker_factory: Any, tmp_path: Any) -> Any:
+    """A broker measuring rates over 3 windows of 1 s: the first burst is 2 s of quota, so a
+    steady rate shows within seconds."""
+    config = tmp_path / "server.properties"
+    config.write_text("quota.window.num=3\nquota.window.size.seconds=1\n")
+    return broker_factory(config_file=config)
+
+
+def steady(samples: Iterable[tuple[float, int]]) -> float:
+    """Bytes a second of the (seconds after the first, bytes) ``samples`` from 3 s to 9 s:
+    the seconds before are the burst a new rate allows."""
+    return sum(size for at, size in samples if 3 <= at < 9) / 6
+
+
+def steady_read_rate(poll: Callable[[], Iterable[Any]]) -> float:
+    """``steady`` of the record values ``poll`` returns (error events passed over), polled
+    until 9 s after the first record, or for 60 s at the most."""
+    received: list[tuple[float, int]] = []
+    began = None
+    deadline = time.monotonic() + 60
+    while (began is None or time.monotonic() - began < 9) and time.monotonic() < deadline:
+        for message in poll():
+            if message.error() is None:
+                began = began or time.monotonic()
+                received.append((time.monotonic() - began, len(message.value())))
+    return steady(received)
+
+
 def _producer_config(bootstrap: str, client_id: str, throttles: list) -> dict:
     return {"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5,
             "throttle_cb": lambda event: throttles.append(event.throttle_time),
@@ -95,11 +145,8 @@ def _producer_config(bootstrap: str, client_id: str, throttles: list) -> dict:
 
 def test_a_producer_is_held_to_its_byte_rate_and_told_the_throttle_time(broker_factory):
     broker = broker_factory()
-    topic = f"q-{uuid.uuid4().hex[:8]}"
     rate = 200_000
-    with KafkaRaw.connect(broker.bootstrap_servers) as conn:
-        conn.create_topic(topic)
-        assert alter(conn, {"client-id": "slow-producer"}, {"producer_byte_rate": rate})[0] == ErrorCode.none
+    topic = topic_with_quota(broker, {"client-id": "slow-producer"}, {"producer_byte_rate": rate})
     throttles: list[float] = []
     delivered: list[tuple[float, int]] = []
     producer = Producer(_producer_config(broker.bootstrap_servers, "slow-producer", throttles))
@@ -114,18 +161,15 @@ def test_a_producer_is_held_to_its_byte_rate_and_told_the_throttle_time(broker_f
         producer.poll(0)
     producer.flush(30)
     # the first ~10 s of quota (window.num - 1 windows) pass at once; after that, the rate
-    steady = sum(size for at, size in delivered if 3 <= at < 9) / 6
-    print(f"producer at {rate} B/s quota: {steady:.0f} B/s from 3 s to 9 s, throttle_cb max {max(throttles or [0])} s")
-    assert 0.3 * rate < steady < 2.5 * rate, steady
+    measured = steady(delivered)
+    print(f"producer at {rate} B/s quota: {measured:.0f} B/s from 3 s to 9 s, throttle_cb max {max(throttles or [0])} s")
+    assert 0.3 * rate < measured < 2.5 * rate, measured
     assert throttles and max(throttles) > 0, "confluent-kafka's throttle_cb never fired"
 
 
-def test_a_consumer_is_held_to_its_byte_rate(broker_factory, tmp_path):
-    # 3 windows of 1 s: the first burst is 2 s of quota, so the steady rate shows within seconds
-    config = tmp_path / "server.properties"
-    config.write_text("quota.window.num=3\nquota.window.size.seconds=1\n")
-    broker = broker_factory(config_file=config)
-    topic = f"q-{uuid.uuid4().hex[:8]}"
+def test_a_consumer_is_held_to_its_byte_rate(quick_windows_broker):
+    broker = quick_windows_broker
+    topic = unique("q")
     rate = 200_000
     with KafkaRaw.connect(broker.bootstrap_servers) as conn:
         conn.create_topic(topic)
@@ -137,37 +181,25 @@ def test_a_consumer_is_held_to_its_byte_rate(broker_factory, tmp_path):
         producer.poll(0)
     assert producer.flush(60) == 0
     with KafkaRaw.connect(broker.bootstrap_servers) as conn:
-        assert alter(conn, {"client-id": "slow-consumer"}, {"consumer_byte_rate": rate})[0] == ErrorCode.none
+        set_quota(conn, {"client-id": "slow-consumer"}, {"consumer_byte_rate": rate})
     throttles: list[float] = []
     consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "client.id": "slow-consumer",
-                         "group.id": f"g-{uuid.uuid4().hex[:8]}", "auto.offset.reset": "earliest",
+                         "group.id": unique("g"), "auto.offset.reset": "earliest",
                          "max.partition.fetch.bytes": 100_000,
                          "throttle_cb": lambda event: throttles.append(event.throttle_time)})
     consumer.subscribe([topic])
-    received: list[tuple[float, int]] = []
-    began = None
     try:
-        deadline = time.monotonic() + 60
-        while (began is None or time.monotonic() - began < 9) and time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is not None and message.error() is None:
-                began = began or time.monotonic()
-                received.append((time.monotonic() - began, len(message.value())))
+        measured = steady_read_rate(lambda: filter(None, [consumer.poll(0.2)]))
     finally:
         consumer.close()
-    steady = sum(size for at, size in received if 3 <= at < 9) / 6
-    print(f"consumer at {rate} B/s quota: {steady:.0f} B/s from 3 s to 9 s, throttle_cb max {max(throttles or [0])} s")
-    assert 0.3 * rate < steady < 2.5 * rate, (steady, throttles)
+    print(f"consumer at {rate} B/s quota: {measured:.0f} B/s from 3 s to 9 s, throttle_cb max {max(throttles or [0])} s")
+    assert 0.3 * rate < measured < 2.5 * rate, (measured, throttles)
     assert throttles and max(throttles) > 0
 
 
 def test_throttled_connection_is_muted_and_throttled_fetch_answered_empty(broker_factory):
     broker = broker_factory(args=["--metrics-port", "0"])
-    topic = f"q-{uuid.uuid4().hex[:8]}"
-    with KafkaRaw.connect(broker.bootstrap_servers) as admin:
-        admin.create_topic(topic)
-        assert alter(admin, {"client-id": "muted"}, {"producer_byte_rate": 1000, "consumer_byte_rate": 1000})[0] == (
-            ErrorCode.none)
+    topic = topic_with_quota(broker, {"client-id": "muted"}, {"producer_byte_rate": 1000, "consumer_byte_rate": 1000})
     with KafkaRaw.connect(broker.bootstrap_servers, client_id="muted", timeout=30) as conn:
         # ~12 kB over the 10 s the first window is taken over: 1200 B/s, (1200 - 1000) / 1000 x 10 s
         response = conn.produce_request({(topic, 0): make_batch([b"z" * 12_000])})
@@ -211,10 +243,7 @@ def test_throttled_connection_is_muted_and_throttled_fetch_answered_empty(broker
 
 def test_an_old_produce_version_gets_its_answer_after_the_throttle_time(broker_factory):
     broker = broker_factory()
-    topic = f"q-{uuid.uuid4().hex[:8]}"
-    with KafkaRaw.connect(broker.bootstrap_servers) as admin:
-        admin.create_topic(topic)
-        assert alter(admin, {"client-id": "old"}, {"producer_byte_rate": 1000})[0] == ErrorCode.none
+    topic = topic_with_quota(broker, {"client-id": "old"}, {"producer_byte_rate": 1000})
     with KafkaRaw.connect(broker.bootstrap_servers, client_id="old", timeout=30) as conn:
         began = time.monotonic()
         response = conn.produce_request({(topic, 0): make_batch([b"z" * 12_000])}, version=5)
@@ -227,7 +256,7 @@ def test_request_percentage_throttles_any_request(broker_factory):
     broker = broker_factory()
     with KafkaRaw.connect(broker.bootstrap_servers) as admin:
         # the default user: ANONYMOUS here; 0.01 % of the event loop, ~1 ms of handling per 10 s
-        assert alter(admin, {"user": None}, {"request_percentage": 0.01})[0] == ErrorCode.none
+        set_quota(admin, {"user": None}, {"request_percentage": 0.01})
         with KafkaRaw.connect(broker.bootstrap_servers, client_id="busy", timeout=30) as conn:
             throttle = 0.0
             for _ in range(2000):
@@ -235,21 +264,21 @@ def test_request_percentage_throttles_any_request(broker_factory):
                 if throttle:
                     break
             assert 0 < throttle <= 1.0  # bounded by one quota window (Kafka's request quota)
-        assert alter(admin, {"user": None}, {"request_percentage": None})[0] == ErrorCode.none
+        set_quota(admin, {"user": None}, {"request_percentage": None})
 
 
 def test_a_clients_controller_mutation_rate_throttles_its_topic_creation(broker_factory):
     broker = broker_factory()
     with KafkaRaw.connect(broker.bootstrap_servers) as admin:
-        assert alter(admin, {"client-id": "creator"}, {"controller_mutation_rate": 1})[0] == ErrorCode.none
+        set_quota(admin, {"client-id": "creator"}, {"controller_mutation_rate": 1})
     with KafkaRaw.connect(broker.bootstrap_servers, client_id="creator") as conn:
-        first = conn.create_topics({f"m-{uuid.uuid4().hex[:8]}": 20})  # 11 s of burst, taken below 0
+        first = conn.create_topics({unique("m"): 20})  # 11 s of burst, taken below 0
         assert first.topics[0].error_code == ErrorCode.none
-        second = conn.create_topics({f"m-{uuid.uuid4().hex[:8]}": 1})
+        second = conn.create_topics({unique("m"): 1})
         assert second.topics[0].error_code == ErrorCode.throttling_quota_exceeded
         assert second.throttle_time.total_seconds() > 5  # 9 partitions of debt at 1 a second
     with KafkaRaw.connect(broker.bootstrap_servers, client_id="someone-else") as other:
-        assert other.create_topics({f"m-{uuid.uuid4().hex[:8]}": 1}).topics[0].error_code == ErrorCode.none
+        assert other.create_topics({unique("m"): 1}).topics[0].error_code == ErrorCode.none
 
 
 def test_connections_over_an_ips_creation_rate_are_closed_unserved(broker_factory):
@@ -257,7 +286,7 @@ def test_connections_over_an_ips_creation_rate_are_closed_unserved(broker_factor
 
     broker = broker_factory()
     with KafkaRaw.connect(broker.bootstrap_servers) as admin:
-        assert alter(admin, {"ip": "127.0.0.1"}, {"connection_creation_rate": 1})[0] == ErrorCode.none
+        set_quota(admin, {"ip": "127.0.0.1"}, {"connection_creation_rate": 1})
     served = refused = 0
     for _ in range(20):
         with KafkaRaw.connect(broker.bootstrap_servers, timeout=30) as conn:
@@ -284,7 +313,7 @@ def test_authorization_and_a_sasl_users_quota(broker_factory, tmp_path):
     config = tmp_path / "server.properties"
     config.write_text(SECURED)
     broker = broker_factory(config_file=config)
-    topic = f"q-{uuid.uuid4().hex[:8]}"
+    topic = unique("q")
     with KafkaRaw.connect(broker.bootstrap_servers) as admin:
         admin.sasl_plain("admin", "admin-secret")
         admin.create_topic(topic)
@@ -293,7 +322,7 @@ def test_authorization_and_a_sasl_users_quota(broker_factory, tmp_path):
             resource_type=4, resource_name="kafka-cluster", resource_pattern_type=3, principal="User:admin",
             host="*", operation=3, permission_type=3)])
         assert granted.results[0].error_code == ErrorCode.none
-        assert alter(admin, {"user": "alice"}, {"producer_byte_rate": 1000})[0] == ErrorCode.none
+        set_quota(admin, {"user": "alice"}, {"producer_byte_rate": 1000})
     with KafkaRaw.connect(broker.bootstrap_servers, client_id="any", timeout=30) as alice:
         alice.sasl_plain("alice", "alice-secret")
         assert alter(alice, {"user": "alice"}, {"producer_byte_rate": 10**9}) == (
@@ -339,12 +368,12 @@ def test_a_share_fetch_is_charged_to_the_consumer_byte_rate_and_muted(broker_fac
     carries the throttle time and the connection is read no more for it (KIP-219). The
     answer keeps its records: they are acquired for the member."""
     broker = broker_factory()
-    topic, group = f"qs-{uuid.uuid4().hex[:8]}", f"gs-{uuid.uuid4().hex[:8]}"
+    topic, group = unique("qs"), unique("gs")
     with KafkaRaw.connect(broker.bootstrap_servers) as admin:
         tid = _share_setup(admin, topic, group)
         for _ in range(10):
             admin.produce_ok(topic, 0, make_batch([b"s" * 1000] * 4))
-        assert alter(admin, {"client-id": "share-muted"}, {"consumer_byte_rate": 1000})[0] == ErrorCode.none
+        set_quota(admin, {"client-id": "share-muted"}, {"consumer_byte_rate": 1000})
     with KafkaRaw.connect(broker.bootstrap_servers, client_id="share-muted", timeout=30) as conn:
         epoch, got, throttled = 0, [], None
         while throttled is None and epoch < 10:
@@ -371,33 +400,23 @@ def test_a_share_fetch_is_charged_to_the_consumer_byte_rate_and_muted(broker_fac
         assert waited >= 0.8 * throttle_s, (waited, throttle_s)
 
 
-def test_a_share_consumer_is_held_to_its_byte_rate(broker_factory, tmp_path):
+def test_a_share_consumer_is_held_to_its_byte_rate(quick_windows_broker):
     from confluent_kafka import ShareConsumer
 
-    config = tmp_path / "server.properties"
-    config.write_text("quota.window.num=3\nquota.window.size.seconds=1\n")
-    broker = broker_factory(config_file=config)
-    topic, group = f"qs-{uuid.uuid4().hex[:8]}", f"gs-{uuid.uuid4().hex[:8]}"
+    broker = quick_windows_broker
+    topic, group = unique("qs"), unique("gs")
     rate = 200_000
     with KafkaRaw.connect(broker.bootstrap_servers) as conn:
         _share_setup(conn, topic, group)
         for _ in range(80):  # 8 MB in batches of 100 kB (a fetch's first batch goes whole)
             conn.produce_ok(topic, 0, make_batch([b"y" * 10_000] * 10))
-        assert alter(conn, {"client-id": "slow-share"}, {"consumer_byte_rate": rate})[0] == ErrorCode.none
+        set_quota(conn, {"client-id": "slow-share"}, {"consumer_byte_rate": rate})
     consumer = ShareConsumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
                               "client.id": "slow-share"})
     consumer.subscribe([topic])
-    received: list[tuple[float, int]] = []
-    began = None
     try:
-        deadline = time.monotonic() + 60
-        while (began is None or time.monotonic() - began < 9) and time.monotonic() < deadline:
-            for message in consumer.poll(0.2):
-                if message.error() is None:
-                    began = began or time.monotonic()
-                    received.append((time.monotonic() - began, len(message.value())))
+        measured = steady_read_rate(lambda: consumer.poll(0.2))
     finally:
         consumer.close()
-    steady = sum(size for at, size in received if 3 <= at < 9) / 6
-    print(f"share consumer at {rate} B/s quota: {steady:.0f} B/s from 3 s to 9 s")
-    assert 0.3 * rate < steady < 2.5 * rate, steady
+    print(f"share consumer at {rate} B/s quota: {measured:.0f} B/s from 3 s to 9 s")
+    assert 0.3 * rate < measured < 2.5 * rate, measured

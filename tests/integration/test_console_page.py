@@ -30,6 +30,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import watch_seed
+from confluent_reads import read_and_commit
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -169,8 +170,8 @@ def test_console_charts_rates_and_lag_over_time(broker_factory: Any, tmp_path: P
     for i in range(200):
         producer.produce("charted", f"r{i}".encode(), partition=i % 2)
     assert producer.flush(60) == 0
-    read = watch_seed.read_and_commit(broker.bootstrap_servers, "charted", "charters", 150)
-    assert read == 150
+    read = read_and_commit(broker.bootstrap_servers, "charted", "charters", 150)
+    assert read >= 150
     lag = 200 - read
 
     def known(series: list | None) -> int:

@@ -11,11 +11,14 @@ import os
 import random
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from partition_reads import read_aiokafka, read_kafka_python
 from rawkafka import wait_until
 
 TIMEOUT = 60  # generous: a loaded two-core machine
@@ -71,51 +74,23 @@ def read_confluent(bootstrap: str, topic: str) -> list[tuple[int, bytes, bytes |
         consumer.close()
 
 
-def read_kafka_python(bootstrap: str, topic: str) -> list[tuple[int, bytes, bytes | None]]:
-    from kafka import KafkaConsumer
-    from kafka.structs import TopicPartition as KTP
-
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=5000)
-    try:
-        tp = KTP(topic, 0)
-        consumer.assign([tp])
-        consumer.seek_to_beginning(tp)
-        high = consumer.end_offsets([tp])[tp]
-        out = []
-        deadline = time.monotonic() + TIMEOUT
-        while time.monotonic() < deadline and (not out or out[-1][0] < high - 1):
-            for records in consumer.poll(1000).values():
-                out.extend((r.offset, r.key, r.value) for r in records)
-        return out
-    finally:
-        consumer.close()
+def triples(read: Callable[..., list[Any]]) -> Callable[[str, str], list[tuple[int, bytes, bytes | None]]]:
+    """(offset, key, value) of every record ``read`` (a partition_reads reader) gives from
+    the start to the high watermark."""
+    return lambda bootstrap, topic: [(r.offset, r.key, r.value) for r in read(bootstrap, topic, timeout=TIMEOUT)]
 
 
-def read_aiokafka(bootstrap: str, topic: str) -> list[tuple[int, bytes, bytes | None]]:
-    from aiokafka import AIOKafkaConsumer
-    from aiokafka.structs import TopicPartition as ATP
-
-    async def run():
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-        await consumer.start()
-        try:
-            tp = ATP(topic, 0)
-            consumer.assign([tp])
-            await consumer.seek_to_beginning(tp)
-            high = (await consumer.end_offsets([tp]))[tp]
-            out = []
-            deadline = time.monotonic() + TIMEOUT
-            while time.monotonic() < deadline and (not out or out[-1][0] < high - 1):
-                for records in (await consumer.getmany(timeout_ms=1000)).values():
-                    out.extend((r.offset, r.key, r.value) for r in records)
-            return out
-        finally:
-            await consumer.stop()
-
-    return asyncio.run(run())
+READERS = {"confluent": read_confluent, "kafka-python": triples(read_kafka_python), "aiokafka": triples(read_aiokafka)}
 
 
-READERS = {"confluent": read_confluent, "kafka-python": read_kafka_python, "aiokafka": read_aiokafka}
+def produce_and_roll(bootstrap: str, topic: str, pairs: list[tuple[bytes, bytes | None]],
+                     sentinel: bytes = b"1") -> None:
+    """``pairs``, then, past segment.ms, the record ``sentinel`` under the key b"sentinel":
+    its batch rolls the partition's segment, so the pairs leave the active one and may be
+    cleaned."""
+    produce(bootstrap, topic, pairs)
+    time.sleep(0.3)
+    produce(bootstrap, topic, [(b"sentinel", sentinel)])
 
 
 def rounds(keys: int, count: int) -> list[tuple[bytes, bytes]]:
@@ -140,9 +115,7 @@ def wait_cleaned(bootstrap: str, topic: str, expected: int, *,
 def test_reading_from_the_start_after_cleaning_gives_the_latest_per_key(compacting, reader):
     bootstrap = compacting.bootstrap_servers
     topic = create(bootstrap, EAGER)
-    produce(bootstrap, topic, rounds(50, 4))
-    time.sleep(0.3)  # past segment.ms: the next batch rolls the partition's segment
-    produce(bootstrap, topic, [(b"sentinel", b"last")])
+    produce_and_roll(bootstrap, topic, rounds(50, 4), b"last")
     wait_cleaned(bootstrap, topic, 51)
     got = READERS[reader](bootstrap, topic)
     assert len(got) == 51
@@ -155,15 +128,11 @@ def test_tombstones_stay_for_delete_retention_then_go(compacting):
     bootstrap = compacting.bootstrap_servers
     topic = create(bootstrap, EAGER)
     produce(bootstrap, topic, rounds(20, 2))
-    produce(bootstrap, topic, [(b"k%03d" % k, None) for k in range(5)])
-    time.sleep(0.3)
-    produce(bootstrap, topic, [(b"sentinel", b"1")])
+    produce_and_roll(bootstrap, topic, [(b"k%03d" % k, None) for k in range(5)])
     got = wait_cleaned(bootstrap, topic, 21)
     assert {k for _, k, v in got if v is None} == {b"k%03d" % k for k in range(5)}
     time.sleep(3.5)  # delete.retention.ms after the cleaning that saw them
-    produce(bootstrap, topic, [(b"sentinel", b"2")])
-    time.sleep(0.3)
-    produce(bootstrap, topic, [(b"sentinel", b"3")])
+    produce_and_roll(bootstrap, topic, [(b"sentinel", b"2")], b"3")
     # the 15 keys left, the cleaned sentinel "2" and the active one "3"
     got = wait_cleaned(bootstrap, topic, 17)
     assert all(v is not None for _, _, v in got)
@@ -175,9 +144,7 @@ def test_a_consumer_at_the_head_sees_every_record(compacting):
     sees each of them."""
     bootstrap = compacting.bootstrap_servers
     topic = create(bootstrap, {**EAGER, "min.compaction.lag.ms": "600000"})
-    produce(bootstrap, topic, rounds(30, 3))
-    time.sleep(0.3)
-    produce(bootstrap, topic, [(b"sentinel", b"1")])
+    produce_and_roll(bootstrap, topic, rounds(30, 3))
     time.sleep(1.5)  # several cleaner passes
     got = read_confluent(bootstrap, topic)
     assert [o for o, _, _ in got] == list(range(91))
@@ -189,12 +156,10 @@ def test_kill_9_while_cleaning_loses_nothing_live(compacting):
     keys = 2000
     pairs = rounds(keys, 20)
     random.Random(7).shuffle(pairs)
-    produce(bootstrap, topic, pairs)
+    produce_and_roll(bootstrap, topic, pairs)
     latest = {}
     for key, value in pairs:
         latest[key] = value
-    time.sleep(0.3)
-    produce(bootstrap, topic, [(b"sentinel", b"1")])
     compaction = compacting.data_dir / "compaction"
     caught = 0  # kills while a cleaning was writing its file
     for _ in range(3):
@@ -228,9 +193,7 @@ def test_describe_console_and_metrics_show_the_cleaner(broker_factory, tmp_path:
     broker = broker_factory(config_file=config, args=["--metrics-port", "0"])
     bootstrap, url = broker.bootstrap_servers, broker.metrics_url
     topic = create(bootstrap, EAGER)
-    produce(bootstrap, topic, rounds(40, 3))
-    time.sleep(0.3)
-    produce(bootstrap, topic, [(b"sentinel", b"1")])
+    produce_and_roll(bootstrap, topic, rounds(40, 3))
     wait_cleaned(bootstrap, topic, 41)
     result = CliRunner().invoke(main, ["topics", "describe", topic, "-b", bootstrap, "--metrics-url", url, "--json"],
                                 catch_exceptions=False, prog_name="rmqk")
@@ -282,9 +245,7 @@ def test_the_spark_data_source_reads_a_cleaned_range(compacting):
 
     bootstrap = compacting.bootstrap_servers
     topic = create(bootstrap, EAGER)
-    produce(bootstrap, topic, rounds(25, 4))
-    time.sleep(0.3)
-    produce(bootstrap, topic, [(b"sentinel", b"1")])
+    produce_and_roll(bootstrap, topic, rounds(25, 4))
     wait_cleaned(bootstrap, topic, 26)
     batches = list(read_range(ClientOptions(bootstrap, {}), OffsetRange(topic, 0, 0, 101),
                               arrow_schema(spark_schema(False)), include_headers=False, fail_on_data_loss=True,
@@ -382,9 +343,7 @@ def test_list_offsets_over_a_cleaned_topic(compacting):
     bootstrap = compacting.bootstrap_servers
     topic = create(bootstrap, EAGER)
     before = int(time.time() * 1000)
-    produce(bootstrap, topic, rounds(10, 3))
-    time.sleep(0.3)
-    produce(bootstrap, topic, [(b"sentinel", b"1")])
+    produce_and_roll(bootstrap, topic, rounds(10, 3))
     wait_cleaned(bootstrap, topic, 11)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "lo"})
     try:

@@ -25,6 +25,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import watch_seed
+from confluent_reads import read_and_commit
 from watch_seed import DLQ_TOPIC, IDLE_COMMITS, IDLE_GROUP, LIVE_GROUP, TOPIC, VIEW
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -302,8 +303,7 @@ def test_topic_rates_and_their_history(watched: tuple[Any, str]) -> None:
     for i in range(40):
         producer.produce("rated", str(i).encode())
     assert producer.flush(60) == 0
-    read = watch_seed.read_and_commit(broker.bootstrap_servers, "rated", "rated-readers", 30)
-    assert read == 30
+    assert read_and_commit(broker.bootstrap_servers, "rated", "rated-readers", 30) == 30
 
     rated = next(t for t in get_json(url + "/api/topics")["topics"] if t["name"] == "rated")
     assert rated["messages"] == 41

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from partition_reads import at_least, read_aiokafka, read_kafka_python
 from rawkafka import EARLIEST, ErrorCode, KafkaRaw, make_batch, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -65,52 +66,6 @@ def produce_both(bootstrap: str, rounds: int) -> list[bytes]:
     return long_values
 
 
-def consume_all_kafka_python(bootstrap: str, topic: str, expected: int) -> list[bytes]:
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                             auto_offset_reset="earliest", consumer_timeout_ms=2000)
-    try:
-        tp = TopicPartition(topic, 0)
-        consumer.assign([tp])
-        consumer.seek_to_beginning(tp)
-        values: list[bytes] = []
-        deadline = time.monotonic() + 60
-        while len(values) < expected and time.monotonic() < deadline:
-            for batch in consumer.poll(timeout_ms=1000).values():
-                values.extend(r.value for r in batch)
-        return values
-    finally:
-        consumer.close()
-
-
-def consume_all_aiokafka(bootstrap: str, topic: str, expected: int) -> list[bytes]:
-    """aiokafka asked to read from offset 0: past the log start it is answered
-    OFFSET_OUT_OF_RANGE and resets to the earliest offset, as against Kafka."""
-    import asyncio
-
-    from aiokafka import AIOKafkaConsumer, TopicPartition
-
-    async def read() -> list[bytes]:
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                                    auto_offset_reset="earliest")
-        await consumer.start()
-        try:
-            tp = TopicPartition(topic, 0)
-            consumer.assign([tp])
-            consumer.seek(tp, 0)
-            values: list[bytes] = []
-            deadline = time.monotonic() + 60
-            while len(values) < expected and time.monotonic() < deadline:
-                for records in (await consumer.getmany(tp, timeout_ms=1000)).values():
-                    values.extend(r.value for r in records)
-            return values
-        finally:
-            await consumer.stop()
-
-    return asyncio.run(read())
-
-
 def test_a_one_hour_and_a_one_second_topic_share_the_log(broker_factory, tmp_path):
     from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
@@ -133,7 +88,8 @@ def test_a_one_hour_and_a_one_second_topic_share_the_log(broker_factory, tmp_pat
         refused = k.fetch("short", 0, 0)
         assert refused.error_code == ErrorCode.offset_out_of_range
         assert [r.value for r in k.fetch_all("long", 0)] == long_values
-    assert consume_all_kafka_python(bootstrap, "long", 600) == long_values
+    read = read_kafka_python(bootstrap, "long", at_least(600), auto_offset_reset="earliest")
+    assert [r.value for r in read] == long_values
 
     # the short topic's log start (once checkpointed) and the moves survive kill -9
     wait_until(lambda: 600 in checkpointed_log_starts(broker), timeout=60, message="the log start checkpointed")
@@ -179,8 +135,11 @@ def test_retention_bytes_and_unlimited(broker_factory, tmp_path):
         assert [r.value for r in k.fetch_all("sized", 0, start_offset)] == [
             b"%04d" % i + b"x" * 200 for i in range(start_offset, 60)]
         assert [r.value for r in k.fetch_all("forever", 0)] == [b"f%04d" % i for i in range(60)]
-        assert consume_all_aiokafka(broker.bootstrap_servers, "sized", 60 - start_offset) == [
-            b"%04d" % i + b"x" * 200 for i in range(start_offset, 60)]
+        # aiokafka asked to read from offset 0: past the log start it is answered
+        # OFFSET_OUT_OF_RANGE and resets to the earliest offset, as against Kafka
+        read = read_aiokafka(broker.bootstrap_servers, "sized", at_least(60 - start_offset), start=0,
+                             auto_offset_reset="earliest")
+        assert [r.value for r in read] == [b"%04d" % i + b"x" * 200 for i in range(start_offset, 60)]
         # DescribeLogDirs counts the bytes from the log start on
         result = k.request(35, 4, topics=[dict(topic=t, partitions=[0]) for t in ("sized", "gone")]).results[0]
         reported = {t.name: t.partitions[0].partition_size for t in result.topics}

@@ -20,9 +20,10 @@ holding a bit of everything the metrics and the console show, with known numbers
 from __future__ import annotations
 
 import contextlib
-import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from confluent_reads import poll_records
 
 TOPIC = "orders"
 LATER = "later"
@@ -44,28 +45,6 @@ class Seeded:
         for close in reversed(self.closers):
             with contextlib.suppress(Exception):  # teardown goes on
                 close()
-
-
-def read_and_commit(bootstrap: str, topic: str, group: str, count: int, timeout_s: float = 60.0) -> int:
-    """Read ``count`` records of ``topic`` from the start as ``group`` and commit that
-    position (so the group's lag is what was not read); the number read, for the caller to
-    check (fewer only when ``timeout_s`` passed)."""
-    from confluent_kafka import Consumer
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False})
-    consumer.subscribe([topic])
-    read, deadline = 0, time.monotonic() + timeout_s
-    try:
-        while read < count and time.monotonic() < deadline:
-            message = consumer.poll(1.0)
-            if message is not None and message.error() is None:
-                read += 1
-        if read:
-            consumer.commit(asynchronous=False)
-    finally:
-        consumer.close()
-    return read
 
 
 def _flush(producer: Any) -> None:
@@ -104,12 +83,7 @@ def seed(bootstrap: str) -> Seeded:
                          "enable.auto.commit": False, "client.id": "billing-worker"})
     seeded.closers.append(consumer.close)
     consumer.subscribe([TOPIC])
-    got = 0
-    deadline = time.monotonic() + 30
-    while got < 30 and time.monotonic() < deadline:
-        message = consumer.poll(0.5)
-        if message is not None and message.error() is None:
-            got += 1
+    got = len(poll_records(consumer, 30, timeout=30, poll_s=0.5))
     assert got == 30, f"consumed {got} of 30"
     consumer.commit(asynchronous=False)
 

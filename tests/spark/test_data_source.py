@@ -59,14 +59,6 @@ class Rec:
 
 
 @pytest.fixture(scope="module")
-def broker() -> Iterator[Any]:
-    from rmqkafka.adapter.embedded import EmbeddedBroker
-
-    with EmbeddedBroker() as instance:
-        yield instance
-
-
-@pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
     from pyspark.sql import SparkSession
 

@@ -11,7 +11,6 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +27,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "docs" / "examples"
 DOCUMENTED_ADDRESS = "localhost:9092"
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[Any]:
-    from rmqkafka.adapter.embedded import EmbeddedBroker
-
-    with EmbeddedBroker() as instance:
-        yield instance
 
 
 def spark_env() -> dict[str, str]:

@@ -13,7 +13,6 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -32,14 +31,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULE = "rmqkafka.spark_connector.examples.order_pipeline"
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[Any]:
-    from rmqkafka.adapter.embedded import EmbeddedBroker
-
-    with EmbeddedBroker() as instance:
-        yield instance
 
 
 def run_pipeline(*args: str, timeout: float = 180) -> tuple[subprocess.CompletedProcess[str], float]:

@@ -4,7 +4,6 @@ needed, prints where it is, serves it, and says in one line what is missing when
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -44,17 +43,12 @@ def test_builds_once_then_prints_the_path_at_once(built: Path) -> None:
     assert time.monotonic() - started < 30
 
 
-def test_a_failed_build_keeps_the_previous_site(built: Path, tmp_path: Path) -> None:
-    checkout = tmp_path / "checkout"
-    checkout.mkdir()
-    shutil.copy(ROOT / "mkdocs.yml", checkout / "mkdocs.yml")
-    shutil.copytree(ROOT / "docs", checkout / "docs")
-    page = checkout / "docs" / "guides" / "views.md"
-    page.write_text(page.read_text() + "\nSee [nowhere](no-such-page.md).\n")
+def test_a_failed_build_keeps_the_previous_site(built: Path, docs_checkout) -> None:
+    missing = docs_checkout.add_a_broken_link()
     before = (built / "site" / "index.html").read_text()
-    result = rmqk_docs(built, "--source", str(checkout))
+    result = rmqk_docs(built, "--source", str(docs_checkout.root))
     assert result.returncode == 1
-    assert "rmqk: error: mkdocs build --strict failed" in result.stderr and "no-such-page.md" in result.stderr
+    assert "rmqk: error: mkdocs build --strict failed" in result.stderr and missing in result.stderr
     assert (built / "site" / "index.html").read_text() == before
     assert not (built / "site.new").exists()
 

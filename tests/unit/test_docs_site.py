@@ -11,7 +11,6 @@ from __future__ import annotations
 import html
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -94,19 +93,15 @@ def test_every_cli_command_is_in_the_cli_reference(site: Path) -> None:
 
 
 @pytest.mark.parametrize("damage", ["broken link", "page not in the navigation"])
-def test_a_strict_build_fails_on(damage: str, tmp_path: Path) -> None:
-    copy = tmp_path / "repo"
-    copy.mkdir()
-    shutil.copy(ROOT / "mkdocs.yml", copy / "mkdocs.yml")
-    shutil.copytree(ROOT / "docs", copy / "docs")
+def test_a_strict_build_fails_on(damage: str, docs_checkout, tmp_path: Path) -> None:
     if damage == "broken link":
-        page = copy / "docs" / "guides" / "views.md"
-        page.write_text(page.read_text() + "\nSee [nowhere](no-such-page.md).\n")
+        named = docs_checkout.add_a_broken_link()
     else:
-        (copy / "docs" / "guides" / "orphan.md").write_text("# Orphan\n\nIn no navigation.\n")
-    result = build(copy, tmp_path / "site")
+        (docs_checkout.root / "docs" / "guides" / "orphan.md").write_text("# Orphan\n\nIn no navigation.\n")
+        named = "orphan.md"
+    result = build(docs_checkout.root, tmp_path / "site")
     assert result.returncode != 0
-    assert ("no-such-page.md" if damage == "broken link" else "orphan.md") in result.stdout + result.stderr
+    assert named in result.stdout + result.stderr
 
 
 def test_the_readme_is_a_front_page_whose_links_lead_into_the_site() -> None:

@@ -69,6 +69,11 @@ class ShareModel(RuleBasedStateMachine):
             if rec.state == ACQUIRED and rec.deadline <= now:
                 self._settle(offset, backoff=True)
 
+    def _acquired_by(self, member) -> list[int]:
+        """The offsets ``member`` holds, once the model's locks that are due have expired."""
+        self._expire()
+        return [o for o, rec in enumerate(self.model) if rec.state == ACQUIRED and rec.member == member]
+
     # -- rules ----------------------------------------------------------------------------------
     @rule(member=st.sampled_from(MEMBERS), n=st.integers(1, 80))
     def acquire(self, member, n):
@@ -88,8 +93,7 @@ class ShareModel(RuleBasedStateMachine):
 
     @rule(member=st.sampled_from(MEMBERS), data=st.data())
     def acknowledge(self, member, data):
-        self._expire()
-        mine = [o for o, rec in enumerate(self.model) if rec.state == ACQUIRED and rec.member == member]
+        mine = self._acquired_by(member)
         if not mine:
             return
         chosen = sorted(data.draw(st.sets(st.sampled_from(mine), min_size=1, max_size=10)))
@@ -113,8 +117,7 @@ class ShareModel(RuleBasedStateMachine):
         """Ranges with one type each (what clients send most: a fetch's records accepted
         together), ACCEPT, RELEASE or RENEW: a whole batch acquired together, part of one, or
         several, so the state kept per acquired batch is split, joined and passed by SPSO."""
-        self._expire()
-        mine = [o for o, rec in enumerate(self.model) if rec.state == ACQUIRED and rec.member == member]
+        mine = self._acquired_by(member)
         if not mine:
             return
         runs: list[list[int]] = []  # the member's consecutive acquired offsets

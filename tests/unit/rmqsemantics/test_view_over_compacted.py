@@ -3,45 +3,19 @@ compaction store (the commitlog below them may be gone), filtered as any other b
 
 from __future__ import annotations
 
-import asyncio
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "storage"))
+# ``stores`` and ``clock`` are tests/unit/conftest.py's, which also puts the storage test
+# helpers (batches, compaction_helpers, storage_helpers) on the path.
+from batches import make_batch
+from compaction_helpers import T, clean, write
+from rmqkafka.rmqsemantics.filters import compile_filter
+from rmqkafka.rmqsemantics.view_reader import read_view
+from rmqkafka.storage import record_batch as rb
+from rmqkafka.storage.compaction_cleaner import CompactionSettings
+from storage_helpers import append
 
-from batches import make_batch  # noqa: E402
-from rmqkafka.rmqsemantics.filters import compile_filter  # noqa: E402
-from rmqkafka.rmqsemantics.view_reader import read_view  # noqa: E402
-from rmqkafka.storage import record_batch as rb  # noqa: E402
-from rmqkafka.storage.clock import ManualClock  # noqa: E402
-from rmqkafka.storage.compaction_cleaner import CompactionSettings  # noqa: E402
-from storage_helpers import StoreFactory, append  # noqa: E402
-
-T = "compacted"
 EAGER = CompactionSettings(segment_ms=1, min_cleanable_dirty_ratio=0.0)
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def stores(tmp_path: Path, clock: ManualClock):
-    factory = StoreFactory(tmp_path / "data", clock)
-    yield factory
-    factory.close_all()
-
-
-def keyed(pairs, ts: int) -> bytes:
-    return make_batch([v for _, v in pairs], keys=[k for k, _ in pairs], timestamps=[ts] * len(pairs))
-
-
-def clean(store) -> bool:
-    store._release_durable(store.commitlog.flush())  # only what is durable is cleaned
-    return asyncio.run(store.cleaner.clean(T, 0, store.partition(T, 0), EAGER))
 
 
 @pytest.mark.parametrize("kind, expression", [("tags", "A"), ("sql", "TAGS = 'A'")])
@@ -52,8 +26,8 @@ def test_a_view_over_a_compacted_topic_reads_the_cleaned_offsets(stores, clock, 
         append(s, T, 0, make_batch([b"a%d" % r, b"b%d" % r], keys=[b"ka", b"kb"], tags=["A", "B"],
                                    timestamps=[clock.now_ms()] * 2))
         clock.advance(1000)
-    append(s, T, 0, keyed([(b"z", b"z")], clock.now_ms()))
-    assert clean(s)
+    write(s, clock, [(b"z", b"z")])
+    assert clean(s, settings=EAGER)
     s.apply_retention()  # the commitlog below the cleaned end is gone
     plog = s.partition(T, 0)
     assert s.commitlog.start_position > 0 and plog.log_start_offset == 0

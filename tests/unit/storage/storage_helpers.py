@@ -1,4 +1,5 @@
-"""Store-level helpers shared by the storage tests (fixtures live in conftest.py)."""
+"""Store-level helpers shared by the storage tests (the ``stores`` and ``clock`` fixtures
+live in tests/unit/conftest.py)."""
 
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from batches import make_batch
+from compaction_helpers import EAGER, HOUR, T, clean, keyed, write
 from rmqkafka.storage import record_batch as rb
 from rmqkafka.storage.compaction_cleaner import (
     CompactionSettings,
@@ -26,15 +27,6 @@ from rmqkafka.storage.compaction_store import SUFFIX, TMP_SUFFIX, CompactedLog
 from rmqkafka.storage.txn_index import ABORT, COMMIT
 from storage_helpers import append
 from test_store_transactions import marker
-
-T = "compacted"
-HOUR = 3_600_000
-# every batch rolls a segment (segment.ms 1), nothing waits out a lag, any dirt is enough
-EAGER = CompactionSettings(delete_retention_ms=HOUR, segment_ms=1, min_cleanable_dirty_ratio=0.0)
-
-
-def keyed(pairs: list[tuple[bytes, bytes | None]], ts: int, **kw) -> bytes:
-    return make_batch([v for _, v in pairs], keys=[k for k, _ in pairs], timestamps=[ts] * len(pairs), **kw)
 
 
 def records(store, offset: int | None = None) -> list[tuple[int, bytes | None, bytes | None]]:
@@ -61,20 +53,11 @@ def store(stores, clock):
     return s
 
 
-def clean(store, **kw) -> bool:
-    """One cleaning of T-0, after an fsync of the commitlog (only what is durable is cleaned)."""
-    store._release_durable(store.commitlog.flush())
-    plog = store.partition(T, 0)
-    return asyncio.run(store.cleaner.clean(T, 0, plog, kw.pop("settings", EAGER), **kw))
-
-
 def fill(store, clock, rounds: int = 3, keys: int = 5) -> None:
     """``rounds`` batches each writing every key, a second apart, then a sentinel batch
     (the active segment, never cleaned)."""
-    for r in range(rounds):
-        append(store, T, 0, keyed([(b"k%d" % k, b"v%d-%d" % (k, r)) for k in range(keys)], clock.now_ms()))
-        clock.advance(1000)
-    append(store, T, 0, keyed([(b"sentinel", b"s")], clock.now_ms()))
+    write(store, clock, *[[(b"k%d" % k, b"v%d-%d" % (k, r)) for k in range(keys)] for r in range(rounds)],
+          [(b"sentinel", b"s")])
     clock.advance(1000)
 
 
@@ -160,11 +143,7 @@ def test_cleaning_keeps_the_latest_record_per_key_and_the_offsets(store, clock):
 
 
 def test_a_cleaned_batch_keeps_its_base_offset_and_last_offset_delta(store, clock):
-    append(store, T, 0, keyed([(b"a", b"1"), (b"b", b"1"), (b"c", b"1")], clock.now_ms()))
-    clock.advance(1000)
-    append(store, T, 0, keyed([(b"b", b"2")], clock.now_ms()))
-    clock.advance(1000)
-    append(store, T, 0, keyed([(b"z", b"z")], clock.now_ms()))
+    write(store, clock, [(b"a", b"1"), (b"b", b"1"), (b"c", b"1")], [(b"b", b"2")], [(b"z", b"z")])
     assert clean(store)
     first = store.partition(T, 0).read(0, 1 << 20, True).batches[0]
     assert (rb.base_offset_of(first), rb.next_offset_of(first)) == (0, 3)
@@ -173,11 +152,9 @@ def test_a_cleaned_batch_keeps_its_base_offset_and_last_offset_delta(store, cloc
 
 
 def test_compressed_batches_stay_compressed(store, clock):
-    append(store, T, 0, keyed([(b"a", b"1" * 100), (b"b", b"1" * 100)], clock.now_ms(), codec=1))
+    write(store, clock, [(b"a", b"1" * 100), (b"b", b"1" * 100)], codec=1)
     clock.advance(1000)
-    append(store, T, 0, keyed([(b"a", b"2")], clock.now_ms()))
-    clock.advance(1000)
-    append(store, T, 0, keyed([(b"z", b"z")], clock.now_ms()))
+    write(store, clock, [(b"a", b"2")], [(b"z", b"z")])
     assert clean(store)
     first = store.partition(T, 0).read(0, 1 << 20, True).batches[0]
     assert first[22] & 0x07 == 1
@@ -186,21 +163,17 @@ def test_compressed_batches_stay_compressed(store, clock):
 
 def test_tombstones_are_kept_for_delete_retention_after_the_cleaning_that_saw_them(store, clock):
     fill(store, clock, rounds=1, keys=3)  # offsets 0-2, sentinel 3
-    append(store, T, 0, keyed([(b"k1", None)], clock.now_ms()))  # 4: a tombstone for k1
-    clock.advance(1000)
-    append(store, T, 0, keyed([(b"other", b"o")], clock.now_ms()))  # 5: active
+    write(store, clock, [(b"k1", None)], [(b"other", b"o")])  # 4: a tombstone for k1; 5: active
     clock.advance(1000)
     assert clean(store)
     assert latest(store)[b"k1"] is None  # the tombstone is still there
     assert b"k1" in latest(store)
     clock.advance(HOUR - 5000)
-    append(store, T, 0, keyed([(b"x", b"1")], clock.now_ms()))
-    clock.advance(1000)
-    append(store, T, 0, keyed([(b"y", b"1")], clock.now_ms()))
+    write(store, clock, [(b"x", b"1")], [(b"y", b"1")])
     assert clean(store)
     assert latest(store)[b"k1"] is None  # not yet an hour since first seen
     clock.advance(10_000)
-    append(store, T, 0, keyed([(b"w", b"1")], clock.now_ms()))
+    write(store, clock, [(b"w", b"1")])
     assert clean(store)
     assert b"k1" not in latest(store)  # gone
     assert latest(store)[b"k0"] == b"v0-0"
@@ -209,9 +182,7 @@ def test_tombstones_are_kept_for_delete_retention_after_the_cleaning_that_saw_th
 def test_keyless_records_are_dropped_by_the_cleaner(store, clock):
     append(store, T, 0, make_batch([b"no key"], timestamps=[clock.now_ms()]))
     clock.advance(1000)
-    append(store, T, 0, keyed([(b"a", b"1")], clock.now_ms()))
-    clock.advance(1000)
-    append(store, T, 0, keyed([(b"z", b"z")], clock.now_ms()))
+    write(store, clock, [(b"a", b"1")], [(b"z", b"z")])
     assert clean(store)
     assert [k for _, k, _ in records(store)] == [b"a", b"z"]
 
@@ -242,21 +213,21 @@ def test_the_key_map_bound_cleans_in_steps(store, clock, monkeypatch):
 def test_aborted_transactions_are_removed_and_markers_expire(store, clock):
     pid = 77
     txn = dict(producer_id=pid, producer_epoch=0, transactional=True)
-    append(store, T, 0, keyed([(b"a", b"aborted")], clock.now_ms(), base_sequence=0, **txn))  # 0
+    write(store, clock, [(b"a", b"aborted")], base_sequence=0, **txn)  # 0
     store.append_built(T, 0, marker(pid, 0, ABORT))  # 1
-    append(store, T, 0, keyed([(b"b", b"committed")], clock.now_ms(), base_sequence=1, **txn))  # 2
+    write(store, clock, [(b"b", b"committed")], base_sequence=1, **txn)  # 2
     store.append_built(T, 0, marker(pid, 0, COMMIT))  # 3
     clock.advance(1000)
-    append(store, T, 0, keyed([(b"z", b"z")], clock.now_ms()))  # 4: active
+    write(store, clock, [(b"z", b"z")])  # 4: active
     assert clean(store)
     kept = store.partition(T, 0).read(0, 1 << 20, True).batches
     bases = [(rb.base_offset_of(b), bool(b[22] & rb.CONTROL_BIT)) for b in kept]
     assert bases == [(1, True), (2, False), (3, True), (4, False)]  # aborted data gone, markers kept
     # a newer value of b leaves the committed transaction empty: its marker goes after
     # delete.retention.ms, as does the abort marker
-    append(store, T, 0, keyed([(b"b", b"newer")], clock.now_ms()))
+    write(store, clock, [(b"b", b"newer")])
     clock.advance(HOUR + 1000)
-    append(store, T, 0, keyed([(b"y", b"y")], clock.now_ms()))
+    write(store, clock, [(b"y", b"y")])
     assert clean(store)
     kept = store.partition(T, 0).read(0, 1 << 20, True).batches
     assert not any(b[22] & rb.CONTROL_BIT for b in kept)
@@ -265,12 +236,11 @@ def test_aborted_transactions_are_removed_and_markers_expire(store, clock):
 
 def test_an_open_transaction_is_not_cleaned(store, clock):
     pid = 5
-    append(store, T, 0, keyed([(b"a", b"1")], clock.now_ms()))
+    write(store, clock, [(b"a", b"1")])
     clock.advance(1000)
-    append(store, T, 0, keyed([(b"a", b"2")], clock.now_ms(), producer_id=pid, producer_epoch=0,
-                              base_sequence=0, transactional=True))
+    write(store, clock, [(b"a", b"2")], producer_id=pid, producer_epoch=0, base_sequence=0, transactional=True)
     clock.advance(1000)
-    append(store, T, 0, keyed([(b"z", b"z")], clock.now_ms()))
+    write(store, clock, [(b"z", b"z")])
     clean(store)
     assert store.partition(T, 0).cleaned_end <= 1
 
