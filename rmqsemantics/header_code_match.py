@@ -21,21 +21,28 @@ the first occurrence of each, see filters.record_filter.header_properties). For 
      header), so every occurrence of E is one such record's one header name and nothing
      else (keys, values, other headers, records with code 0) holds those bytes: a record
      with code 0 has no header of that name, the property is absent;
-  2. for each code, the value of its first record (read at that record's occurrence of E:
-     occurrences come in record order) gives the header's bytes ``E + len + value``; every
-     occurrence of those bytes starts at an occurrence of E, so is a record whose header
-     holds exactly that value. As many occurrences as records with the code: all of them
-     hold that value.
+  2. values as wide as the first one (under 64 bytes): one regular expression pass reads the
+     bytes after each occurrence of E (the value's length and the value), in record order, so
+     the i-th window is the i-th holder's header and, when its length byte is that width's,
+     its value: the windows themselves are the records' keys, no code is trusted;
+  3. otherwise (or when 2 does not settle it), the codes are the keys: for each code, the
+     value of its first record (read at that record's occurrence of E) gives the header's
+     bytes ``E + len + value``; every occurrence of those bytes starts at an occurrence of E,
+     so is a record whose header holds exactly that value. As many occurrences as records
+     with the code: all of them hold that value.
 
 The filter is then evaluated once per distinct combination of values, and the records are
-picked by their codes in one comprehension. Any condition not met (no compiled scan, a batch
+picked by their keys in one comprehension. Any condition not met (no compiled scan, a batch
 the scan does not vouch for, an empty value, a value length not minimally encoded, more
 than MAX_NAMES properties): None.
 """
 
 from __future__ import annotations
 
+import functools
+import re
 from collections import Counter
+from collections.abc import Hashable, Sequence
 
 from rmqkafka.storage import batch_scan
 from rmqkafka.storage.batch_builder import zigzag_varint
@@ -45,7 +52,15 @@ from .filters.record_filter import RecordFilter
 # Properties one filter may read for this path: each costs a C pass over the batch.
 MAX_NAMES = 4
 
-_ABSENT = object()  # a column whose property no record of the batch holds
+# Values under 64 bytes have a one-byte length (zigzag: 2 * width): their windows are read
+# with one regular expression pass.
+_WINDOW_WIDTHS = 64
+_ZIGZAG_ONE_BYTE = [2 * width for width in range(_WINDOW_WIDTHS)]
+
+# A column: each record's key (records with the same key hold the same value) and each key's
+# value, ABSENT for records without the header.
+ABSENT = object()
+Column = tuple[Sequence[Hashable], dict[Hashable, object]]
 
 
 def kept_records(flt: RecordFilter, plain: bytes | memoryview, region: bytes, count: int,
@@ -56,7 +71,7 @@ def kept_records(flt: RecordFilter, plain: bytes | memoryview, region: bytes, co
     names = sorted(flt.names)
     if len(names) > MAX_NAMES:
         return None
-    columns: list[tuple[str, list[int], dict[int, str]]] = []
+    columns: list[tuple[str, Column]] = []
     for name in names:
         encoded = _encoded_name(name)
         if encoded is None:
@@ -71,25 +86,24 @@ def kept_records(flt: RecordFilter, plain: bytes | memoryview, region: bytes, co
         codes = scanned[4]
         if codes is None:  # the bytes were elsewhere: no record has such a header
             continue
-        values = _values_by_code(region, encoded, codes)
-        if values is None:
+        column = _column(region, encoded, codes)
+        if column is None:
             return None
-        columns.append((name, codes, values))
+        columns.append((name, column))
     if not columns:
-        verdict = flt.matches({})
-        return list(range(first, count)) if verdict and first < count else []
+        return list(range(first, count)) if first < count and flt.matches({}) else []
     if len(columns) == 1:
-        name, codes, values = columns[0]
-        good = {code for code, value in values.items() if flt.matches({name: value})}
-        if 0 in codes and flt.matches({}):
-            good.add(0)
+        name, (keys, values) = columns[0]
+        good = {key for key, value in values.items()
+                if flt.matches({} if value is ABSENT else {name: value})}
         if not good:
             return []
-        return [i for i in range(first, count) if codes[i] in good]
-    keys = list(zip(*(codes for _, codes, _ in columns)))
-    verdicts = {key: flt.matches({name: values[code] for (name, _, values), code in zip(columns, key) if code})
-                for key in set(keys[first:])}
-    return [i for i in range(first, count) if verdicts[keys[i]]]
+        return [i for i in range(first, count) if keys[i] in good]
+    rows = list(zip(*(keys for _, (keys, _) in columns)))
+    verdicts = {row: flt.matches({name: value for (name, (_, values)), key in zip(columns, row)
+                                  if (value := values[key]) is not ABSENT})
+                for row in set(rows[first:])}
+    return [i for i in range(first, count) if verdicts[rows[i]]]
 
 
 def _encoded_name(name: str) -> bytes | None:
@@ -105,13 +119,49 @@ def _encoded_name(name: str) -> bytes | None:
     return encoded
 
 
-def _values_by_code(region: bytes, encoded: bytes, codes: list[int]) -> dict[int, str] | None:
-    """Each non-zero code's one value (decoded as header_properties decodes it), or None when
-    the bytes do not prove a code stands for one value (see the module docstring)."""
-    per_code = Counter(codes)
-    holders = len(codes) - per_code.pop(0, 0)
+def _column(region: bytes, encoded: bytes, codes: list[int]) -> Column | None:
+    """Each record's key and each key's value (decoded as header_properties decodes it) for
+    the header ``encoded`` names, or None when the bytes do not prove it (module docstring)."""
+    holders = len(codes) - codes.count(0)
     if region.count(encoded) != holders:
         return None
+    skip = len(encoded)
+    width, _ = _length_at(region, region.find(encoded) + skip)
+    if 0 < width < _WINDOW_WIDTHS:
+        # every value as wide as the first: each header's length and value in one C pass
+        windows = _windows(encoded, width).findall(region)
+        if len(windows) == holders:
+            column = _window_column(codes, windows, holders, _ZIGZAG_ONE_BYTE[width])
+            if column is not None:
+                return column
+    return _code_column(region, encoded, codes)
+
+
+def _window_column(codes: list[int], windows: list[bytes], holders: int, lead: int) -> Column | None:
+    """The holders' windows (length byte and value, in record order) as the records' keys
+    (None for a record without the header), or None when a window's length is not ``lead``."""
+    if holders == len(codes):
+        keys: list = windows
+    else:
+        following = iter(windows)
+        keys = [next(following) if code else None for code in codes]
+    values: dict[Hashable, object] = {}
+    for window in set(keys):
+        if window is None:
+            values[None] = ABSENT
+        elif window[0] != lead:
+            return None
+        else:
+            values[window] = window[1:].decode("utf-8", "replace")
+    return keys, values
+
+
+def _code_column(region: bytes, encoded: bytes, codes: list[int]) -> Column | None:
+    """The records' codes as their keys, for values of different widths: each code's first
+    value read where its record's name occurs, then proved by counting its header's bytes (a
+    pass per code); None when a code stands for more than one value."""
+    per_code = Counter(codes)
+    per_code.pop(0, None)
     raw_values: dict[int, bytes] = {}
     at = -1
     skip = len(encoded)
@@ -126,12 +176,18 @@ def _values_by_code(region: bytes, encoded: bytes, codes: list[int]) -> dict[int
             raw_values[code] = region[start : start + size]
             if len(raw_values) == len(per_code):
                 break
-    values: dict[int, str] = {}
+    values: dict[Hashable, object] = {0: ABSENT}
     for code, raw in raw_values.items():
         if region.count(encoded + zigzag_varint(len(raw)) + raw) != per_code[code]:
             return None
         values[code] = raw.decode("utf-8", "replace")
-    return values
+    return codes, values
+
+
+@functools.lru_cache(maxsize=256)
+def _windows(encoded: bytes, width: int) -> re.Pattern[bytes]:
+    """Each occurrence of a header name, capturing the next ``width`` + 1 bytes."""
+    return re.compile(re.escape(encoded) + b"(.{%d})" % (width + 1), re.DOTALL)
 
 
 def _length_at(region: bytes, pos: int) -> tuple[int, int]:

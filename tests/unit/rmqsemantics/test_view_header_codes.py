@@ -69,9 +69,27 @@ def test_colliding_codes_are_not_trusted():
     rows = [[("region", b"Aa" if i % 2 else b"BB")] for i in range(10)]
     batch = make_batch(10, headers=rows)
     flt = compile_filter("sql", "region = 'Aa'")
-    got = settle(flt, batch)
-    assert got is None  # not settled per code: the view reader decodes the batch instead
+    assert settle(flt, batch) == by_decoding(flt, batch) == [1, 3, 5, 7, 9]  # by the value bytes
+    # a third width: the codes are the keys, and a code with two values is not settled
+    rows.append([("region", b"ccc")])
+    batch = make_batch(11, headers=rows)
+    assert settle(flt, batch) is None
     assert by_decoding(flt, batch) == [1, 3, 5, 7, 9]
+
+
+@needs_scan
+def test_values_of_different_widths():
+    rows = [[("region", b"r" * (1 + i % 3))] for i in range(9)]
+    batch = make_batch(9, headers=rows)
+    flt = compile_filter("sql", "region = 'rr'")
+    assert settle(flt, batch) == by_decoding(flt, batch) == [1, 4, 7]
+    # "a" and "\0a" have the same Java hash code, with different widths
+    rows = [[("region", b"a" if i % 2 else b"\x00a")] for i in range(6)] + [[("region", b"abc")]]
+    batch = make_batch(7, headers=rows)
+    for expression in ("region = 'a'", "region <> 'a'"):
+        flt = compile_filter("sql", expression)
+        got = settle(flt, batch)
+        assert got is None or got == by_decoding(flt, batch)
 
 
 @needs_scan
