@@ -52,6 +52,8 @@ from .filters.record_filter import RecordFilter
 
 # Properties one filter may read for this path: each costs a C pass over the batch.
 MAX_NAMES = 4
+# Verdicts on short values remembered across batches (filter, name, value).
+VERDICTS = 4096
 
 # Values under 64 bytes have a one-byte length (zigzag: 2 * width): their windows are read
 # with one regular expression pass.
@@ -95,8 +97,7 @@ def kept_records(flt: RecordFilter, plain: bytes | memoryview, region: bytes, co
         return list(range(first, count)) if first < count and flt.matches({}) else []
     if len(columns) == 1:
         name, (keys, values) = columns[0]
-        good = {key for key, value in values.items()
-                if flt.matches({} if value is ABSENT else {name: value})}
+        good = {key for key, value in values.items() if _verdict(flt, name, value)}
         if not good:
             return []
         # in C: no Python step per record
@@ -108,6 +109,21 @@ def kept_records(flt: RecordFilter, plain: bytes | memoryview, region: bytes, co
     return [i for i in range(first, count) if verdicts[rows[i]]]
 
 
+def _verdict(flt: RecordFilter, name: str, value: object) -> bool:
+    """The filter on a record whose only property it reads is ``name`` = ``value`` (ABSENT:
+    none). Batches repeat the same few values: a short one is evaluated once, not once a
+    batch (the cache holds at most VERDICTS values of at most _WINDOW_WIDTHS characters)."""
+    if value is not ABSENT and len(value) >= _WINDOW_WIDTHS:  # type: ignore[arg-type]
+        return flt.matches({name: value})
+    return _short_verdict(flt, name, value)
+
+
+@functools.lru_cache(maxsize=VERDICTS)
+def _short_verdict(flt: RecordFilter, name: str, value: object) -> bool:
+    return flt.matches({} if value is ABSENT else {name: value})
+
+
+@functools.lru_cache(maxsize=256)
 def _encoded_name(name: str) -> bytes | None:
     """A header name as it stands in a record (length varint, UTF-8 bytes), or None when it
     could overlap itself (then counting its occurrences would not count headers)."""
