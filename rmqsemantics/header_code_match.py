@@ -100,13 +100,32 @@ def kept_records(flt: RecordFilter, plain: bytes | memoryview, region: bytes, co
         good = {key for key, value in values.items() if _verdict(flt, name, value)}
         if not good:
             return []
-        # in C: no Python step per record
-        return list(compress(range(first, count), map(good.__contains__, islice(keys, first, None))))
+        return _picked(keys, good, first, count)
     rows = list(zip(*(keys for _, (keys, _) in columns)))
     verdicts = {row: flt.matches({name: value for (name, (_, values)), key in zip(columns, row)
                                   if (value := values[key]) is not ABSENT})
                 for row in set(rows[first:])}
     return [i for i in range(first, count) if verdicts[rows[i]]]
+
+
+def _picked(keys: Sequence[Hashable], good: set, first: int, count: int) -> list[int]:
+    """Indexes >= ``first`` whose key is in ``good``, with no Python step per record: a
+    single key held by at most half the records is found with ``list.index`` (a step per
+    kept record), otherwise every key is tested in C."""
+    if len(good) == 1 and isinstance(keys, list):
+        (key,) = good
+        if 2 * keys.count(key) <= count:
+            picked: list[int] = []
+            at = first - 1
+            index = keys.index
+            try:
+                while True:
+                    at = index(key, at + 1)
+                    picked.append(at)
+            except ValueError:
+                return picked
+    tested = keys if first == 0 else islice(keys, first, None)
+    return list(compress(range(first, count), map(good.__contains__, tested)))
 
 
 def _verdict(flt: RecordFilter, name: str, value: object) -> bool:

@@ -55,6 +55,17 @@ def test_settled_per_value_as_decoding_would(expression):
 
 
 @needs_scan
+@pytest.mark.parametrize("share", [1, 5, 9])
+def test_a_common_or_rare_kept_value(share):
+    rows = [[("region", b"r1" if i % 10 < share else b"r2")] for i in range(50)]
+    batch = make_batch(50, headers=rows)
+    for expression in ("region = 'r1'", "region = 'r2'"):
+        flt = compile_filter("sql", expression)
+        for first in (0, 3, 49):
+            assert settle(flt, batch, first) == by_decoding(flt, batch, first)
+
+
+@needs_scan
 def test_some_records_without_the_header():
     rows = [[("region", b"r3")] if i % 3 == 0 else [("other", b"r3")] for i in range(12)]
     batch = make_batch(12, headers=rows)
