@@ -592,6 +592,50 @@ def test_a_view_consumer_waits_through_a_busy_source(bootstrap: str) -> None:
         consumer.close()
 
 
+def test_a_sql_view_fetch_answers_at_its_scan_bound_without_waiting(bootstrap: str) -> None:
+    """Issue 24: a long-polling fetch on a SQL view whose source holds more non-matching
+    bytes than one read scans (view_reader.SCAN_BYTES) is answered as soon as the read
+    stops on its bound, with a covering batch and no records, not after max_wait; the
+    consumer's next fetches go on from there and reach the match."""
+    from rmqkafka.rmqsemantics.view_reader import SCAN_BYTES
+
+    topic = f"scanned-{uuid.uuid4().hex[:6]}"
+    view = f"{topic}.r3"
+    rows = 10_000
+    with KafkaRaw.connect(bootstrap, timeout=30) as raw:
+        raw.create_topic(topic, 1)
+        raw.create_topic(view, -1, {"rmq.view.source": topic, "rmq.view.sql": "region = 'r3'"})
+        batch = make_batch([b"x" * 20] * rows, headers=[[("region", b"r1")]] * rows)
+        for _ in range(2 * SCAN_BYTES // len(batch) + 2):
+            raw.produce_ok(topic, 0, batch)
+        match = raw.produce_ok(topic, 0, make_batch([b"match"], headers=[[("region", b"r3")]]))
+        began = time.monotonic()
+        entry = raw.fetch(view, 0, 0, max_wait_ms=20_000, min_bytes=1)
+        waited = time.monotonic() - began
+        assert entry.error_code == ErrorCode.none
+        assert waited < 10, f"answered after {waited:.1f} s: it waited for max_wait"
+        assert decode_records(entry.records) == []  # a gap: only a covering batch
+        offset, fetches, found = 0, 0, []
+        while not found and fetches < 20:
+            entry = raw.fetch(view, 0, offset, max_wait_ms=20_000, min_bytes=1)
+            fetches += 1
+            found = [r for r in decode_records(entry.records) if r.offset >= offset]
+            offset = max(offset, _next_offset_of(entry.records))
+        assert [(r.offset, r.value) for r in found] == [(match, b"match")]
+        assert fetches >= 2  # the source is more than one read's bound
+
+
+def _next_offset_of(records: bytes) -> int:
+    """The offset after the last batch of a fetch answer (covering batches included)."""
+    pos, nxt = 0, 0
+    while pos + 12 <= len(records):
+        base = int.from_bytes(records[pos : pos + 8], "big")
+        length = int.from_bytes(records[pos + 8 : pos + 12], "big", signed=True)
+        nxt = base + int.from_bytes(records[pos + 23 : pos + 27], "big") + 1
+        pos += 12 + length
+    return nxt
+
+
 # -- ListOffsets and Fetch by id ------------------------------------------------------------------
 
 
