@@ -147,10 +147,13 @@ class StateBatch:
 @dataclass(frozen=True, slots=True)
 class StateUpdate:
     """A change (or, as a snapshot, the whole state): the new SPSO and the records changed.
-    Offsets below ``start_offset`` that no batch names are done."""
+    Offsets below ``start_offset`` that no batch names are done. ``dead_letters``: records
+    archived by REJECT or the delivery limit since the state began, a total, not a change
+    (None in a change that dead-lettered nothing: the total stays)."""
 
     start_offset: int
     batches: tuple[StateBatch, ...]
+    dead_letters: int | None = None
 
 
 PersistFn = Callable[[StateUpdate], None]
@@ -189,7 +192,7 @@ class _Ranges:
 class SharePartition:
     def __init__(self, settings: ShareGroupSettings, clock: Clock, start_offset: int, *,
                  persist: PersistFn = _no_persist, dead_letter: DeadLetterFn = _no_dead_letter,
-                 restored: Sequence[StateBatch] = ()) -> None:
+                 restored: Sequence[StateBatch] = (), dead_letters: int = 0) -> None:
         self.settings = settings
         self._clock = clock
         self._persist = persist
@@ -218,7 +221,9 @@ class SharePartition:
         # first -> (run, last, state, member, deadline) before the change; runs it removed
         self._run_undo: dict[int, tuple] = {}
         self._gone_runs: list[_Run] = []
-        self.dead_letters = 0  # records archived (REJECT, delivery limit) since this object was built
+        # records archived by REJECT or the delivery limit since the state began (restored:
+        # persisted with the change that archived them)
+        self.dead_letters = dead_letters
         end = start_offset
         for batch in restored:
             for offset in range(max(batch.first_offset, start_offset if batch.state in _DONE else 0),
@@ -341,7 +346,8 @@ class SharePartition:
         available with the delivery count it has now (this acquisition counted)."""
         return StateUpdate(self._start, _with_runs(state_batches(
             (offset, rec) for offset, rec in sorted(self._records.items())
-            if rec.state != RecordState.AVAILABLE or rec.delivery_count or rec.due_ms), self._runs.values()))
+            if rec.state != RecordState.AVAILABLE or rec.delivery_count or rec.due_ms), self._runs.values()),
+            self.dead_letters)
 
     # -- acquisition ---------------------------------------------------------------------------
     def acquire(self, member_id: str, log_end: int, max_records: int, batch_size: int | None = None, *,
@@ -500,7 +506,7 @@ class SharePartition:
                 del plan[offset]
         accepted = [self._runs[f] for f, ack in run_plan.items() if ack == AckType.ACCEPT]
         if plan or accepted:
-            self._write(apply)
+            self._write(apply, dead)
             self._dead_lettered(dead)
         if renewed or renewed_runs:  # after the other types were written: a failed write renews nothing
             deadline = now + self.settings.record_lock_duration_ms
@@ -646,7 +652,7 @@ class SharePartition:
 
     def _release(self, offsets: list[int], now: int, backoff: bool) -> None:
         dead: list[tuple[int, int, str]] = []
-        self._write(lambda: [self._settle(o, now, dead, backoff) for o in sorted(offsets)])
+        self._write(lambda: [self._settle(o, now, dead, backoff) for o in sorted(offsets)], dead)
         self._dead_lettered(dead)
 
     def _dead_lettered(self, dead: list[tuple[int, int, str]]) -> None:
@@ -684,8 +690,10 @@ class SharePartition:
             rec.state, rec.delivery_count, rec.member_id, rec.deadline_ms, rec.due_ms = \
                 state, count, NO_MEMBER, 0, due_ms
 
-    def _write(self, apply: Callable[[], object]) -> None:
-        """Apply a change, move SPSO, persist; on a persist failure undo all of it."""
+    def _write(self, apply: Callable[[], object], dead: list | None = None) -> None:
+        """Apply a change, move SPSO, persist; on a persist failure undo all of it. ``dead``:
+        the list ``apply`` fills with the records it dead-letters; their new total is written
+        with the change, so the count is exactly as durable as the archiving."""
         self._undo, self._gone = {}, {}
         self._run_undo, self._gone_runs = {}, []
         start, end = self._start, self._end
@@ -701,7 +709,7 @@ class SharePartition:
             batches = state_batches(sorted(final.items()))
             if self._run_undo:
                 batches = _with_runs(batches, [entry[0] for entry in self._run_undo.values()])
-            self._persist(StateUpdate(self._start, batches))
+            self._persist(StateUpdate(self._start, batches, self.dead_letters + len(dead) if dead else None))
         except BaseException:
             for offset, old in self._undo.items():
                 if old is None:
