@@ -284,16 +284,29 @@ class SharePartition:
         del self._run_starts[bisect_left(self._run_starts, run.first)]
         self._run_offsets -= run.last - run.first + 1
 
-    def _materialize(self, run: _Run, first: int | None = None, last: int | None = None) -> None:
-        """Hold ``run``'s records from ``first`` to ``last`` (all by default) one by one, same
-        states; the rest of it stays runs (never inside ``_write``)."""
-        first = run.first if first is None else max(first, run.first)
-        last = run.last if last is None else min(last, run.last)
+    def _split(self, run: _Run, first: int, last: int) -> _Run:
+        """``run``'s records from ``first`` to ``last`` as a run of their own, same state,
+        member and lock; the rest of it stays runs (never inside ``_write``)."""
+        first, last = max(first, run.first), min(last, run.last)
+        self._cut(run, first, last)
+        part = _Run(first, last, run.state, run.member_id, run.deadline_ms)
+        self._add_run(part)
+        return part
+
+    def _cut(self, run: _Run, first: int, last: int) -> None:
+        """Drop ``run``, keeping what lies outside ``[first, last]`` as runs."""
         self._drop_run(run)
         if run.first < first:
             self._add_run(_Run(run.first, first - 1, run.state, run.member_id, run.deadline_ms))
         if last < run.last:
             self._add_run(_Run(last + 1, run.last, run.state, run.member_id, run.deadline_ms))
+
+    def _materialize(self, run: _Run, first: int | None = None, last: int | None = None) -> None:
+        """Hold ``run``'s records from ``first`` to ``last`` (all by default) one by one, same
+        states; the rest of it stays runs (never inside ``_write``)."""
+        first = run.first if first is None else max(first, run.first)
+        last = run.last if last is None else min(last, run.last)
+        self._cut(run, first, last)
         records = self._records
         for offset in range(first, last + 1):
             records[offset] = InFlight(run.state, 1, run.member_id, run.deadline_ms)
@@ -561,11 +574,16 @@ class SharePartition:
             if rec is None:  # in a run
                 run = self._run_at(offset)
                 assert run is not None
-                if whole and offset == run.first and run.last <= last and run.first not in run_plan:
+                if whole and run.first not in run_plan:
                     if run.state != acquired:
                         raise InvalidRecordState("The batch cannot be acknowledged. The offset is not acquired.")
                     if run.member_id != member_id:
                         raise InvalidRecordState("Member is not the owner of offset")
+                    if offset != run.first or run.last > last:
+                        # part of it (the records between released ones, as a consumer
+                        # acknowledges them): that part becomes a run of its own, so it is
+                        # accepted, passed by SPSO and written as one entry, not per record
+                        run = self._split(run, offset, last)
                     run_plan[run.first] = types[0]
                     offset = run.last + 1
                     continue
@@ -573,7 +591,7 @@ class SharePartition:
                 if planned is not None:  # an earlier batch of this request took it whole
                     self._materialize(run)
                     plan.update(dict.fromkeys(range(run.first, run.last + 1), planned))
-                else:  # part of it, or a type per offset: that part's records one by one
+                else:  # a type per offset: that part's records one by one
                     self._materialize(run, offset, last)
                 rec = records[offset]
             check(offset, rec)

@@ -33,6 +33,7 @@ the delivery count last written, as in Kafka.
 from __future__ import annotations
 
 import json
+from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -112,22 +113,18 @@ class ReplayedState:
         moved_from, self.start_offset = self.start_offset, update.start_offset
         if update.dead_letters is not None:
             self.dead_letters = update.dead_letters
+        dropped: list[tuple[int, int]] = []
         for b in update.batches:
             if b.state in _DONE and b.last_offset < update.start_offset:
-                # all of it done below SPSO: drop what it names; walk the smaller of the
-                # range and the records (an accepted range of 500 holds none of them mostly)
-                if b.last_offset - b.first_offset + 1 > len(self.records):
-                    for offset in [o for o in self.records if b.first_offset <= o <= b.last_offset]:
-                        del self.records[offset]
-                else:
-                    for offset in range(b.first_offset, b.last_offset + 1):
-                        self.records.pop(offset, None)
+                dropped.append((b.first_offset, b.last_offset))  # all of it done below SPSO
                 continue
             for offset in range(b.first_offset, b.last_offset + 1):
                 if b.state in _DONE and offset < update.start_offset:
                     self.records.pop(offset, None)
                 else:
                     self.records[offset] = (b.state, b.delivery_count, b.due_ms)
+        if dropped:
+            self._drop(dropped)
         # only offsets SPSO moved over can have become done below it: walk the smaller set
         passed = range(moved_from, self.start_offset)
         candidates = passed if len(passed) < len(self.records) else list(self.records)
@@ -135,6 +132,22 @@ class ReplayedState:
             entry = self.records.get(offset)
             if entry is not None and offset < self.start_offset and entry[0] in _DONE:
                 del self.records[offset]
+
+    def _drop(self, ranges: list[tuple[int, int]]) -> None:
+        """Forget the records the (disjoint) ranges name: walk the ranges or, when they span
+        more offsets than there are records, the records once (an update accepting the
+        records between released ones names a range per gap: walking the records per range
+        would cost ranges x records)."""
+        records = self.records
+        if sum(last - first + 1 for first, last in ranges) <= len(records):
+            for first, last in ranges:
+                for offset in range(first, last + 1):
+                    records.pop(offset, None)
+            return
+        ranges.sort()
+        firsts = [first for first, _ in ranges]
+        for offset in [o for o in records if (i := bisect_right(firsts, o) - 1) >= 0 and o <= ranges[i][1]]:
+            del records[offset]
 
     def as_update(self) -> StateUpdate:
         """The state as one snapshot (what SharePartition's ``restored`` takes)."""

@@ -247,6 +247,24 @@ def test_a_failed_write_counts_no_dead_letter(world):
     assert world.sp.dead_letters == 2
 
 
+def test_replay_drops_many_done_ranges_among_many_retry_records():
+    """An update naming a done range per gap between retry records (the records between
+    released ones, accepted) drops exactly what the ranges name, by whichever walk is
+    shorter."""
+    import random
+
+    rng = random.Random(23)
+    for _ in range(20):
+        kept = {o: (RecordState.AVAILABLE, 1, 5) for o in rng.sample(range(3000), rng.randrange(1, 1500))}
+        first = [(encode_key(KEY), encode_value("s", StateUpdate(3000, tuple(
+            StateBatch(o, o, s, c, d) for o, (s, c, d) in sorted(kept.items())))))]
+        cuts = sorted(rng.sample(range(3000), rng.randrange(1, 400)))
+        done = [(a, b) for a, b in zip(cuts, cuts[1:]) if rng.random() < 0.5]
+        update = StateUpdate(3000, tuple(StateBatch(a, b - 1, RecordState.ACKNOWLEDGED, 1) for a, b in done if b > a))
+        state = replay([*first, (encode_key(KEY), encode_value("u", update))])[KEY]
+        assert state.records == {o: v for o, v in kept.items() if not any(a <= o < b for a, b in done)}
+
+
 def test_a_torn_record_in_the_topic_refuses_the_start(tmp_path):
     w = World(tmp_path / "d")
     w.store.append_built(TOPIC, 0, build_batch([(0, encode_key(KEY), b'{"v":1,"t":"u","so":', [])]))
