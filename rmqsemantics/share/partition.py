@@ -18,11 +18,13 @@ Offsets, not positions: every number here is a Kafka offset of the data partitio
   persisting anything").
 
 State per offset range, as Kafka's InFlightBatch: the records a member acquires for their
-first delivery are one *run* (one entry, one lock-heap entry) until a request looks at part of
-it (a release, a reject, an expiry, a type per offset, an acknowledgement of part of it), which
-splits it into one entry per record. A run accepted whole becomes one acknowledged entry, SPSO
-passes it in one step, and its state is written as one StateBatch: a consumer acknowledging
-what it fetched costs O(batches), not O(records). The persisted format is the same.
+first delivery are one *run* (one entry, one lock-heap entry) until a request looks at its
+records one by one (a release, a reject, an expiry, a type per offset), which splits those
+records off as one entry each. An ACCEPT (or RENEW) of a range of a run makes that range a run
+of its own: a run accepted becomes one acknowledged entry, SPSO passes it in one step, and its
+state is written as one StateBatch, so a consumer acknowledging what it fetched costs
+O(batches), not O(records), also when it releases a record here and there (the records between
+stay runs). The persisted format is the same.
 
 RocketMQ's ``rmq.redelivery.backoff=levels``: a released or expired record becomes available
 only after its retry delay (``due_ms``). A waiting record does not hold SPSO: SPSO moves over
