@@ -130,9 +130,10 @@ def share_partitions(ctx: BrokerContext, group: str) -> list[dict]:
     end), ``acquired``, ``acknowledged``, ``archived``, ``waiting`` (available but waiting out
     a redelivery backoff), ``lag`` (KIP-1226: from SPSO to the high watermark, less what is
     acknowledged or archived) and ``dead_letters`` (records archived by REJECT or the delivery
-    limit since the share-partition was loaded here). A row costs one pass over its window
-    (bounded by ``group.share.partition.max.record.locks``), never one over the topic; a
-    share-partition with a state but not loaded shows its start and lag only."""
+    limit since the share-partition's state began: durable, so kept across restarts, and
+    started afresh when its offsets are altered or deleted). A row costs one pass over its
+    window (bounded by ``group.share.partition.max.record.locks``), never one over the topic; a
+    share-partition with a state but not loaded shows its start, lag and dead letters only."""
     share_group = ctx.groups.share.groups.get(group)
     readers: dict[tuple[str, int], list[str]] = {}
     if share_group is not None:
@@ -163,12 +164,13 @@ def _share_figures(ctx: BrokerContext, group: str, topic: str, partition: int) -
     start, lag = shares.start_and_lag(key, meta)
     if start < 0:
         return dict(_NO_FIGURES)
-    figures = {**_NO_FIGURES, "start": start, "end": high_watermark(ctx, topic, partition), "lag": lag}
+    figures = {**_NO_FIGURES, "start": start, "end": high_watermark(ctx, topic, partition), "lag": lag,
+               "dead_letters": shares.dead_letters(key)}
     sp = shares.get(key)
     if sp is not None:
         counts = sp.counts()
         figures.update(in_flight=counts.in_flight, acquired=counts.acquired, acknowledged=counts.acknowledged,
-                       archived=counts.archived, waiting=counts.waiting, dead_letters=sp.dead_letters)
+                       archived=counts.archived, waiting=counts.waiting)
     return figures
 
 

@@ -63,7 +63,7 @@ _SHARE_PARTITION_GAUGES = (
     ("archived", "archived_records", "Archived records still in the share-partition's window"),
     ("waiting", "backoff_records", "Available records waiting out a redelivery backoff"),
     ("lag", "lag", "Records from SPSO to the high watermark not yet acknowledged or archived (KIP-1226)"),
-    ("dead_letters", "dead_letters", "Records archived by REJECT or the delivery limit since the share-partition was loaded"),
+    ("dead_letters", "dead_letters", "Records archived by REJECT or the delivery limit since the share-partition's state began (kept across restarts)"),
 )
 
 

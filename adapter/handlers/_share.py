@@ -92,16 +92,23 @@ def ack_batches(raw) -> list[AckBatch]:
 
 
 def acknowledge(ctx: BrokerContext, group_id: str, member_id: str, meta: Entity, partition: int,
-                raw_batches, api_version: int) -> tuple[ErrorCode, str | None]:
-    """Apply one partition's acknowledgements; (Kafka code, message). RENEW (type 4) is a
-    type of v2 on: in a v1 request it is an unknown type (INVALID_REQUEST)."""
-    if not partition_exists(ctx, meta, partition):
-        return ErrorCode.unknown_topic_or_partition, None
+                raw_batches, api_version: int, renew_ack: bool = False) -> tuple[ErrorCode, str | None]:
+    """Apply one partition's acknowledgements; (Kafka code, message).
+
+    RENEW (type 4) as Kafka's KafkaApis.validateAcknowledgementBatches takes it: a type only
+    from v2 on (in v1 the highest type is REJECT, 3) and only in a request with IsRenewAck
+    (``renew_ack``). Otherwise the partition's acknowledgements are refused whole with
+    INVALID_REQUEST (ShareAcknowledgeResponse.partitionResponse: the code only; the codec adds
+    the default message), while the request (top-level NONE) and its other partitions go on;
+    ShareFetch still fetches the partition. Checked, as in Kafka, before the partition's
+    existence."""
     if len(raw_batches) > MAX_ACK_BATCHES:
         return ErrorCode.invalid_request, f"More than {MAX_ACK_BATCHES} acknowledgement batches"
     batches = ack_batches(raw_batches)
-    if api_version < RENEW_SINCE and any(AckType.RENEW in b.types for b in batches):
-        return ErrorCode.invalid_request, f"Invalid acknowledge type: {int(AckType.RENEW)}"
+    if not (renew_ack and api_version >= RENEW_SINCE) and any(AckType.RENEW in b.types for b in batches):
+        return ErrorCode.invalid_request, None
+    if not partition_exists(ctx, meta, partition):
+        return ErrorCode.unknown_topic_or_partition, None
     try:
         manager(ctx).acknowledge(group_id, member_id, meta, partition, batches)
     except InvalidRecordState as exc:

@@ -5,7 +5,8 @@ The request as a whole (group and member id, READ on the group), then the share 
 (epoch 0 is INVALID_SHARE_SESSION_EPOCH, -1 acknowledges and closes the session, any other
 must match: adapter.share.sessions), then each partition's acknowledgements, its outcome in
 the partition's ErrorCode (INVALID_RECORD_STATE for records this member has not acquired,
-UNKNOWN_TOPIC_ID, TOPIC_AUTHORIZATION_FAILED). v2 answers AcquisitionLockTimeoutMs.
+UNKNOWN_TOPIC_ID, TOPIC_AUTHORIZATION_FAILED; INVALID_REQUEST for a RENEW in v1 or without
+IsRenewAck: _share.acknowledge). v2 answers AcquisitionLockTimeoutMs.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ async def handle(ctx: BrokerContext, request: Request):
         closing = shares.sessions.acknowledge_update(group_id, member_id, body.share_session_epoch)
     except ShareSessionError as exc:
         return _whole(cls, _share.session_code(exc), str(exc))
+    renew_ack = getattr(body, "is_renew_ack", False)  # v2 on
     responses = []
     for topic in body.topics:
         meta, refused = _share.topic_refusal(ctx, topic.topic_id)
@@ -41,7 +43,7 @@ async def handle(ctx: BrokerContext, request: Request):
             code, message = refused, None
             if meta is not None:
                 code, message = _share.acknowledge(ctx, group_id, member_id, meta, p.partition_index,
-                                                   p.acknowledgement_batches, request.api_version)
+                                                   p.acknowledgement_batches, request.api_version, renew_ack)
             partitions.append(dict(partition_index=p.partition_index, error_code=code, error_message=message,
                                    current_leader=_share.NO_LEADER))
         responses.append(dict(topic_id=topic.topic_id, partitions=partitions))

@@ -20,7 +20,9 @@ which this broker never exceeds in either mode. v2's IsRenewAck (KIP-1222): such
 acknowledges only, and any non-zero MaxWaitMs, MinBytes, MaxBytes or MaxRecords is
 INVALID_REQUEST. The RENEW type (4, v2 on) restarts the acquisition lock of records the
 member holds (SharePartition.acknowledge); with the group config
-``share.renew.acknowledge.enable=false`` it is INVALID_RECORD_STATE, as in Kafka.
+``share.renew.acknowledge.enable=false`` it is INVALID_RECORD_STATE, as in Kafka. In a v1
+request, or one without IsRenewAck, it is the partition's AcknowledgeErrorCode
+INVALID_REQUEST (its acknowledgements refused whole, the fetch goes on: _share.acknowledge).
 
 Partitions in the answer: all the session's on the request opening it, else those with
 records, an error or acknowledgements. A partition whose share-partition has no state and that
@@ -87,7 +89,7 @@ async def handle(ctx: BrokerContext, request: Request):
         message = None
         if meta is not None:
             code, message = _share.acknowledge(ctx, group_id, member_id, meta, partition, raw,
-                                                request.api_version)
+                                                request.api_version, renew)
         e = entry(topic_id, partition)
         e["acknowledge_error_code"], e["acknowledge_error_message"] = int(code), message
     if acks:

@@ -47,6 +47,7 @@ from rmqkafka.rmqsemantics.share.partition import (
     AckType,
     RecordState,
     SharePartition,
+    StateUpdate,
     initial_start_offset,
 )
 from rmqkafka.rmqsemantics.share.state_log import SharePartitionKey
@@ -239,12 +240,10 @@ class SharePartitionManager:
             start = initial_start_offset(settings, plog.log_start_offset, plog.next_offset, offset_for,
                                          self.clock.now_ms())
             self.state.initialize(key, start)
-            restored_start, batches = start, ()
-        else:
-            restored_start, batches = restored.start_offset, restored.batches
-        sp = SharePartition(settings, self.clock, restored_start, persist=self.state.persister(key),
+            restored = StateUpdate(start, ())
+        sp = SharePartition(settings, self.clock, restored.start_offset, persist=self.state.persister(key),
                             dead_letter=lambda offset, count, reason: self._dead.append((key, offset, count, reason)),
-                            restored=batches)
+                            restored=restored.batches, dead_letters=restored.dead_letters or 0)
         self._partitions[key] = sp
         return sp
 
@@ -485,6 +484,12 @@ class SharePartitionManager:
         done = sum(min(b.last_offset, end - 1) - max(b.first_offset, start) + 1 for b in window
                    if b.state in _DONE_STATES and b.last_offset >= start and b.first_offset < end)
         return start, max(end - start - done, 0)
+
+    def dead_letters(self, key: SharePartitionKey) -> int | None:
+        """Records the share-partition dead-lettered since its state began (kept across
+        restarts, started afresh when its offsets are altered or deleted); None without a state."""
+        sp = self._partitions.get(key)
+        return sp.dead_letters if sp is not None else self.state.dead_letters(key)
 
     def alter_start(self, key: SharePartitionKey, start_offset: int) -> None:
         """Start a share-partition afresh at ``start_offset`` (its group is empty)."""

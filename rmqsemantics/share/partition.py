@@ -18,11 +18,13 @@ Offsets, not positions: every number here is a Kafka offset of the data partitio
   persisting anything").
 
 State per offset range, as Kafka's InFlightBatch: the records a member acquires for their
-first delivery are one *run* (one entry, one lock-heap entry) until a request looks at part of
-it (a release, a reject, an expiry, a type per offset, an acknowledgement of part of it), which
-splits it into one entry per record. A run accepted whole becomes one acknowledged entry, SPSO
-passes it in one step, and its state is written as one StateBatch: a consumer acknowledging
-what it fetched costs O(batches), not O(records). The persisted format is the same.
+first delivery are one *run* (one entry, one lock-heap entry) until a request looks at its
+records one by one (a release, a reject, an expiry, a type per offset), which splits those
+records off as one entry each. An ACCEPT (or RENEW) of a range of a run makes that range a run
+of its own: a run accepted becomes one acknowledged entry, SPSO passes it in one step, and its
+state is written as one StateBatch, so a consumer acknowledging what it fetched costs
+O(batches), not O(records), also when it releases a record here and there (the records between
+stay runs). The persisted format is the same.
 
 RocketMQ's ``rmq.redelivery.backoff=levels``: a released or expired record becomes available
 only after its retry delay (``due_ms``). A waiting record does not hold SPSO: SPSO moves over
@@ -147,10 +149,13 @@ class StateBatch:
 @dataclass(frozen=True, slots=True)
 class StateUpdate:
     """A change (or, as a snapshot, the whole state): the new SPSO and the records changed.
-    Offsets below ``start_offset`` that no batch names are done."""
+    Offsets below ``start_offset`` that no batch names are done. ``dead_letters``: records
+    archived by REJECT or the delivery limit since the state began, a total, not a change
+    (None in a change that dead-lettered nothing: the total stays)."""
 
     start_offset: int
     batches: tuple[StateBatch, ...]
+    dead_letters: int | None = None
 
 
 PersistFn = Callable[[StateUpdate], None]
@@ -189,7 +194,7 @@ class _Ranges:
 class SharePartition:
     def __init__(self, settings: ShareGroupSettings, clock: Clock, start_offset: int, *,
                  persist: PersistFn = _no_persist, dead_letter: DeadLetterFn = _no_dead_letter,
-                 restored: Sequence[StateBatch] = ()) -> None:
+                 restored: Sequence[StateBatch] = (), dead_letters: int = 0) -> None:
         self.settings = settings
         self._clock = clock
         self._persist = persist
@@ -218,7 +223,9 @@ class SharePartition:
         # first -> (run, last, state, member, deadline) before the change; runs it removed
         self._run_undo: dict[int, tuple] = {}
         self._gone_runs: list[_Run] = []
-        self.dead_letters = 0  # records archived (REJECT, delivery limit) since this object was built
+        # records archived by REJECT or the delivery limit since the state began (restored:
+        # persisted with the change that archived them)
+        self.dead_letters = dead_letters
         end = start_offset
         for batch in restored:
             for offset in range(max(batch.first_offset, start_offset if batch.state in _DONE else 0),
@@ -279,16 +286,29 @@ class SharePartition:
         del self._run_starts[bisect_left(self._run_starts, run.first)]
         self._run_offsets -= run.last - run.first + 1
 
-    def _materialize(self, run: _Run, first: int | None = None, last: int | None = None) -> None:
-        """Hold ``run``'s records from ``first`` to ``last`` (all by default) one by one, same
-        states; the rest of it stays runs (never inside ``_write``)."""
-        first = run.first if first is None else max(first, run.first)
-        last = run.last if last is None else min(last, run.last)
+    def _split(self, run: _Run, first: int, last: int) -> _Run:
+        """``run``'s records from ``first`` to ``last`` as a run of their own, same state,
+        member and lock; the rest of it stays runs (never inside ``_write``)."""
+        first, last = max(first, run.first), min(last, run.last)
+        self._cut(run, first, last)
+        part = _Run(first, last, run.state, run.member_id, run.deadline_ms)
+        self._add_run(part)
+        return part
+
+    def _cut(self, run: _Run, first: int, last: int) -> None:
+        """Drop ``run``, keeping what lies outside ``[first, last]`` as runs."""
         self._drop_run(run)
         if run.first < first:
             self._add_run(_Run(run.first, first - 1, run.state, run.member_id, run.deadline_ms))
         if last < run.last:
             self._add_run(_Run(last + 1, run.last, run.state, run.member_id, run.deadline_ms))
+
+    def _materialize(self, run: _Run, first: int | None = None, last: int | None = None) -> None:
+        """Hold ``run``'s records from ``first`` to ``last`` (all by default) one by one, same
+        states; the rest of it stays runs (never inside ``_write``)."""
+        first = run.first if first is None else max(first, run.first)
+        last = run.last if last is None else min(last, run.last)
+        self._cut(run, first, last)
         records = self._records
         for offset in range(first, last + 1):
             records[offset] = InFlight(run.state, 1, run.member_id, run.deadline_ms)
@@ -341,7 +361,8 @@ class SharePartition:
         available with the delivery count it has now (this acquisition counted)."""
         return StateUpdate(self._start, _with_runs(state_batches(
             (offset, rec) for offset, rec in sorted(self._records.items())
-            if rec.state != RecordState.AVAILABLE or rec.delivery_count or rec.due_ms), self._runs.values()))
+            if rec.state != RecordState.AVAILABLE or rec.delivery_count or rec.due_ms), self._runs.values()),
+            self.dead_letters)
 
     # -- acquisition ---------------------------------------------------------------------------
     def acquire(self, member_id: str, log_end: int, max_records: int, batch_size: int | None = None, *,
@@ -500,7 +521,7 @@ class SharePartition:
                 del plan[offset]
         accepted = [self._runs[f] for f, ack in run_plan.items() if ack == AckType.ACCEPT]
         if plan or accepted:
-            self._write(apply)
+            self._write(apply, dead)
             self._dead_lettered(dead)
         if renewed or renewed_runs:  # after the other types were written: a failed write renews nothing
             deadline = now + self.settings.record_lock_duration_ms
@@ -555,11 +576,16 @@ class SharePartition:
             if rec is None:  # in a run
                 run = self._run_at(offset)
                 assert run is not None
-                if whole and offset == run.first and run.last <= last and run.first not in run_plan:
+                if whole and run.first not in run_plan:
                     if run.state != acquired:
                         raise InvalidRecordState("The batch cannot be acknowledged. The offset is not acquired.")
                     if run.member_id != member_id:
                         raise InvalidRecordState("Member is not the owner of offset")
+                    if offset != run.first or run.last > last:
+                        # part of it (the records between released ones, as a consumer
+                        # acknowledges them): that part becomes a run of its own, so it is
+                        # accepted, passed by SPSO and written as one entry, not per record
+                        run = self._split(run, offset, last)
                     run_plan[run.first] = types[0]
                     offset = run.last + 1
                     continue
@@ -567,7 +593,7 @@ class SharePartition:
                 if planned is not None:  # an earlier batch of this request took it whole
                     self._materialize(run)
                     plan.update(dict.fromkeys(range(run.first, run.last + 1), planned))
-                else:  # part of it, or a type per offset: that part's records one by one
+                else:  # a type per offset: that part's records one by one
                     self._materialize(run, offset, last)
                 rec = records[offset]
             check(offset, rec)
@@ -646,7 +672,7 @@ class SharePartition:
 
     def _release(self, offsets: list[int], now: int, backoff: bool) -> None:
         dead: list[tuple[int, int, str]] = []
-        self._write(lambda: [self._settle(o, now, dead, backoff) for o in sorted(offsets)])
+        self._write(lambda: [self._settle(o, now, dead, backoff) for o in sorted(offsets)], dead)
         self._dead_lettered(dead)
 
     def _dead_lettered(self, dead: list[tuple[int, int, str]]) -> None:
@@ -684,8 +710,10 @@ class SharePartition:
             rec.state, rec.delivery_count, rec.member_id, rec.deadline_ms, rec.due_ms = \
                 state, count, NO_MEMBER, 0, due_ms
 
-    def _write(self, apply: Callable[[], object]) -> None:
-        """Apply a change, move SPSO, persist; on a persist failure undo all of it."""
+    def _write(self, apply: Callable[[], object], dead: list | None = None) -> None:
+        """Apply a change, move SPSO, persist; on a persist failure undo all of it. ``dead``:
+        the list ``apply`` fills with the records it dead-letters; their new total is written
+        with the change, so the count is exactly as durable as the archiving."""
         self._undo, self._gone = {}, {}
         self._run_undo, self._gone_runs = {}, []
         start, end = self._start, self._end
@@ -701,7 +729,7 @@ class SharePartition:
             batches = state_batches(sorted(final.items()))
             if self._run_undo:
                 batches = _with_runs(batches, [entry[0] for entry in self._run_undo.values()])
-            self._persist(StateUpdate(self._start, batches))
+            self._persist(StateUpdate(self._start, batches, self.dead_letters + len(dead) if dead else None))
         except BaseException:
             for offset, old in self._undo.items():
                 if old is None:

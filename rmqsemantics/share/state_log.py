@@ -15,9 +15,14 @@ value = compact UTF-8 JSON::
                           # 2 acknowledged, 4 archived; acquired is written as available)
                           # and, with rmq.redelivery.backoff=levels, the wall-clock ms
                           # before which the records are not offered (0: none)
+     "dl": 3}             # optional: records dead-lettered (archived by REJECT or the
+                          # delivery limit) since the state began, a total; written by a
+                          # snapshot and by an update that dead-lettered records, absent
+                          # otherwise (records written before it existed have none)
 
 Replay: a snapshot replaces the state; an update sets its SPSO and its ranges' records; a
-delete forgets the key (its ``so`` and ``b`` are 0 and empty).
+delete forgets the key (its ``so`` and ``b`` are 0 and empty). ``dl`` sets the dead-letter
+count; a snapshot without it has 0, an update without it keeps the count.
 Below SPSO only records not yet done stay (the retry schedule); a done record (acknowledged,
 archived) below it is dropped. An update before any snapshot of its key starts from an
 empty state at its SPSO (retention took the snapshot; the service writes snapshots again).
@@ -28,6 +33,7 @@ the delivery count last written, as in Kafka.
 from __future__ import annotations
 
 import json
+from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -60,9 +66,11 @@ def decode_key(raw: bytes) -> SharePartitionKey:
 
 
 def encode_value(kind: str, update: StateUpdate) -> bytes:
-    return json.dumps({"v": VERSION, "t": kind, "so": update.start_offset,
-                       "b": [[b.first_offset, b.last_offset, int(b.state), b.delivery_count, b.due_ms]
-                             for b in update.batches]}, separators=(",", ":")).encode()
+    doc = {"v": VERSION, "t": kind, "so": update.start_offset,
+           "b": [[b.first_offset, b.last_offset, int(b.state), b.delivery_count, b.due_ms] for b in update.batches]}
+    if update.dead_letters:  # 0 and None are both left out: a snapshot reads 0, an update "unchanged"
+        doc["dl"] = update.dead_letters
+    return json.dumps(doc, separators=(",", ":")).encode()
 
 
 def decode_value(raw: bytes) -> tuple[str, StateUpdate]:
@@ -76,10 +84,12 @@ def decode_value(raw: bytes) -> tuple[str, StateUpdate]:
     if doc["v"] != VERSION:
         raise StateLogError(f"{TOPIC}: record version {doc['v']!r} is unknown (this broker reads {VERSION})")
     try:
-        kind, start = doc["t"], doc["so"]
+        kind, start, dead = doc["t"], doc["so"], doc.get("dl")
         batches = tuple(StateBatch(f, l, RecordState(s), c, d) for f, l, s, c, d in doc["b"])
     except (KeyError, ValueError, TypeError) as exc:
         raise StateLogError(f"{TOPIC}: malformed record ({exc!r})") from None
+    if dead is not None and (type(dead) is not int or dead < 0):
+        raise StateLogError(f"{TOPIC}: malformed record (dead letters {dead!r})")
     if kind not in (SNAPSHOT, UPDATE, DELETE) or type(start) is not int or start < 0 or any(
             not (type(b.first_offset) is int and type(b.last_offset) is int
                  and 0 <= b.first_offset <= b.last_offset and 0 <= b.delivery_count <= 32_767)
@@ -87,7 +97,7 @@ def decode_value(raw: bytes) -> tuple[str, StateUpdate]:
         raise StateLogError(f"{TOPIC}: malformed record (kind {kind!r}, start {start!r})")
     if sum(b.last_offset - b.first_offset + 1 for b in batches) > MAX_OFFSETS_PER_RECORD:
         raise StateLogError(f"{TOPIC}: record names more than {MAX_OFFSETS_PER_RECORD} offsets: damaged")
-    return kind, StateUpdate(start, batches)
+    return kind, StateUpdate(start, batches, dead)
 
 
 @dataclass
@@ -97,25 +107,24 @@ class ReplayedState:
     start_offset: int
     records: dict[int, tuple[RecordState, int, int]] = field(default_factory=dict)
     updates_since_snapshot: int = 0
+    dead_letters: int = 0  # records dead-lettered since the state began
 
     def apply(self, update: StateUpdate) -> None:
         moved_from, self.start_offset = self.start_offset, update.start_offset
+        if update.dead_letters is not None:
+            self.dead_letters = update.dead_letters
+        dropped: list[tuple[int, int]] = []
         for b in update.batches:
             if b.state in _DONE and b.last_offset < update.start_offset:
-                # all of it done below SPSO: drop what it names; walk the smaller of the
-                # range and the records (an accepted range of 500 holds none of them mostly)
-                if b.last_offset - b.first_offset + 1 > len(self.records):
-                    for offset in [o for o in self.records if b.first_offset <= o <= b.last_offset]:
-                        del self.records[offset]
-                else:
-                    for offset in range(b.first_offset, b.last_offset + 1):
-                        self.records.pop(offset, None)
+                dropped.append((b.first_offset, b.last_offset))  # all of it done below SPSO
                 continue
             for offset in range(b.first_offset, b.last_offset + 1):
                 if b.state in _DONE and offset < update.start_offset:
                     self.records.pop(offset, None)
                 else:
                     self.records[offset] = (b.state, b.delivery_count, b.due_ms)
+        if dropped:
+            self._drop(dropped)
         # only offsets SPSO moved over can have become done below it: walk the smaller set
         passed = range(moved_from, self.start_offset)
         candidates = passed if len(passed) < len(self.records) else list(self.records)
@@ -124,10 +133,26 @@ class ReplayedState:
             if entry is not None and offset < self.start_offset and entry[0] in _DONE:
                 del self.records[offset]
 
+    def _drop(self, ranges: list[tuple[int, int]]) -> None:
+        """Forget the records the (disjoint) ranges name: walk the ranges or, when they span
+        more offsets than there are records, the records once (an update accepting the
+        records between released ones names a range per gap: walking the records per range
+        would cost ranges x records)."""
+        records = self.records
+        if sum(last - first + 1 for first, last in ranges) <= len(records):
+            for first, last in ranges:
+                for offset in range(first, last + 1):
+                    records.pop(offset, None)
+            return
+        ranges.sort()
+        firsts = [first for first, _ in ranges]
+        for offset in [o for o in records if (i := bisect_right(firsts, o) - 1) >= 0 and o <= ranges[i][1]]:
+            del records[offset]
+
     def as_update(self) -> StateUpdate:
         """The state as one snapshot (what SharePartition's ``restored`` takes)."""
         return StateUpdate(self.start_offset, state_batches(
-            (o, InFlight(s, c, due_ms=d)) for o, (s, c, d) in sorted(self.records.items())))
+            (o, InFlight(s, c, due_ms=d)) for o, (s, c, d) in sorted(self.records.items())), self.dead_letters)
 
 
 def replay(records: Iterable[tuple[bytes, bytes]]) -> dict[SharePartitionKey, ReplayedState]:

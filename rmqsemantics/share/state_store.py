@@ -67,6 +67,12 @@ class ShareStateStore:
         state = self._states.get(key)
         return None if state is None else state.as_update()
 
+    def dead_letters(self, key: SharePartitionKey) -> int | None:
+        """Records the share-partition dead-lettered since its state began (durable), None if
+        it has no state: without building the state (``restored`` walks the window)."""
+        state = self._states.get(key)
+        return None if state is None else state.dead_letters
+
     def keys(self) -> list[SharePartitionKey]:
         return sorted(self._states)
 

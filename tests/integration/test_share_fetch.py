@@ -64,9 +64,10 @@ def share_fetch(raw: KafkaRaw, group: str, member: str, epoch: int, tid: uuid.UU
 
 
 def share_ack(raw: KafkaRaw, group: str, member: str, epoch: int, tid: uuid.UUID, acks: dict[int, list],
-              version: int = 1):
+              version: int = 1, renew_ack: bool = False):
+    flag = dict(is_renew_ack=renew_ack) if version >= 2 else {}
     return raw.request(SHARE_ACKNOWLEDGE, version, group_id=group, member_id=member, share_session_epoch=epoch,
-                       topics=[dict(topic_id=tid, partitions=[
+                       **flag, topics=[dict(topic_id=tid, partitions=[
                            dict(partition_index=p, acknowledgement_batches=[
                                dict(first_offset=f, last_offset=l, acknowledge_types=list(t)) for f, l, t in b])
                            for p, b in acks.items()])])
@@ -497,7 +498,7 @@ def test_version_2_requests_and_renew_acknowledgements(share_broker):
         assert old.responses[0].partitions[0].error_code == ErrorCode.invalid_request
         epoch = 2
         while time.monotonic() - acquired_at < 3.5:  # renewed every 0.5 s, past the 2 s lock
-            renewed = share_ack(raw, "g15", "m", epoch, tid, {0: [(0, 0, [renew])]}, version=2)
+            renewed = share_ack(raw, "g15", "m", epoch, tid, {0: [(0, 0, [renew])]}, version=2, renew_ack=True)
             assert renewed.acquisition_lock_timeout.total_seconds() == 2
             assert renewed.responses[0].partitions[0].error_code == ErrorCode.none
             epoch += 1
@@ -521,8 +522,47 @@ def test_version_2_requests_and_renew_acknowledgements(share_broker):
         assert ok.responses[0].partitions[0].acknowledge_error_code == ErrorCode.none
         assert not ok.responses[0].partitions[0].acquired_records
         set_group_configs(raw, "g15", share_renew_acknowledge_enable="false")
-        refused = share_ack(raw, "g15", "m", epoch + 1, tid, {0: [(2, 2, [renew])]}, version=2)
+        refused = share_ack(raw, "g15", "m", epoch + 1, tid, {0: [(2, 2, [renew])]}, version=2, renew_ack=True)
         assert refused.responses[0].partitions[0].error_code == ErrorCode.invalid_record_state
+
+
+def test_renew_in_a_v1_request_or_without_is_renew_ack_is_the_partitions_invalid_request(share_broker):
+    """What Kafka (KafkaApis.validateAcknowledgementBatches, KIP-1222) answers for type 4 where
+    it does not exist: in a v1 ShareAcknowledge or ShareFetch, or a v2 one without IsRenewAck,
+    the partition's error (ShareFetch: its AcknowledgeErrorCode) is INVALID_REQUEST, none of
+    that partition's acknowledgements apply (an ACCEPT beside it neither), the request's
+    top-level code is NONE, its other partitions are acknowledged, and a ShareFetch still
+    fetches the partition."""
+    renew = 4
+    with KafkaRaw.connect(share_broker.bootstrap_servers) as raw:
+        tid = setup_topic(raw, "sf-renew-v1", "g17", 3, partitions=2)
+        got = acquired(share_fetch(raw, "g17", "m", 0, tid, partitions=(0, 1), max_records=10))
+        assert sorted(o for o, _, _ in got) == [0, 0, 1, 1, 2, 2]
+        epoch = 1
+        for version, flag in ((1, False), (2, False)):
+            answer = share_ack(raw, "g17", "m", epoch, tid, {0: [(0, 0, [ACCEPT]), (1, 1, [renew])],
+                                                             1: [(epoch - 1, epoch - 1, [ACCEPT])]},
+                               version=version, renew_ack=flag)
+            epoch += 1
+            assert (answer.error_code, answer.error_message) == (ErrorCode.none, None), version
+            codes = {p.partition_index: p.error_code for p in answer.responses[0].partitions}
+            assert codes == {0: ErrorCode.invalid_request, 1: ErrorCode.none}, (version, codes)
+        # nothing of partition 0 was applied: its offset 0 is still m's to accept (once)
+        ok = share_ack(raw, "g17", "m", epoch, tid, {0: [(0, 0, [ACCEPT])]}, version=2, renew_ack=True)
+        assert ok.responses[0].partitions[0].error_code == ErrorCode.none
+        again = share_ack(raw, "g17", "m", epoch + 1, tid, {0: [(0, 0, [ACCEPT])]})
+        assert again.responses[0].partitions[0].error_code == ErrorCode.invalid_record_state
+        epoch += 2
+        # a v1 ShareFetch: the acknowledgement refused, the fetch done
+        raw.produce_ok("sf-renew-v1", 0, make_batch([b"0-3"]))
+        fetched = share_fetch(raw, "g17", "m", epoch, tid, acks={0: [(1, 1, [renew])]}, max_records=10)
+        assert (fetched.error_code, fetched.error_message) == (ErrorCode.none, None)
+        (p0,) = [p for p in fetched.responses[0].partitions if p.partition_index == 0]
+        assert (p0.error_code, p0.acknowledge_error_code) == (ErrorCode.none, ErrorCode.invalid_request)
+        assert [(r.first_offset, r.last_offset) for r in p0.acquired_records] == [(3, 3)]
+        # and the same request as v2 with IsRenewAck renews offset 1
+        renewed = share_ack(raw, "g17", "m", epoch + 1, tid, {0: [(1, 1, [renew])]}, version=2, renew_ack=True)
+        assert renewed.responses[0].partitions[0].error_code == ErrorCode.none
 
 
 def test_authorization_read_on_the_group_and_on_each_topic_or_view_source(broker_factory, tmp_path: Path):

@@ -139,3 +139,87 @@ def test_share_partition_figures_reset_and_delete_offsets(broker):
     assert missing.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in missing.stderr
     classic = rmqk(bootstrap, "delete-offsets", "not-a-share-group", "--topic", topic, check=False)
     assert classic.returncode != 0 and "not a share group" in classic.stderr
+
+
+
+def _consume(bootstrap: str, group: str, topic: str, count: int, reject: set[int]) -> None:
+    """One ShareConsumer acknowledges ``count`` records, REJECT for the offsets in ``reject``."""
+    c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": "dl",
+                       "share.acknowledgement.mode": "explicit"})
+    try:
+        c.subscribe([topic])
+        got: dict[int, object] = {}
+        deadline = time.monotonic() + WAIT
+        while len(got) < count and time.monotonic() < deadline:
+            for m in c.poll(0.5):
+                if m.error() is None:
+                    got[m.offset()] = m
+                    c.acknowledge(m, AcknowledgeType.REJECT if m.offset() in reject else AcknowledgeType.ACCEPT)
+        assert len(got) == count
+        c.commit_sync()
+    finally:
+        c.close()
+
+
+def _member_until(bootstrap: str, group: str, topic: str, done) -> None:
+    """A member of ``group`` reading only ``topic`` polls until ``done()``: membership is not
+    kept across restarts, so the group is listed again once a member joins, while the
+    share-partitions of the group's other topics stay unloaded (figures from their state)."""
+    c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": "watch"})
+    try:
+        c.subscribe([topic])
+        deadline = time.monotonic() + WAIT
+        while time.monotonic() < deadline:
+            c.poll(0.5)
+            if done():
+                return
+        raise AssertionError(f"not seen in {WAIT} s")
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["clean", "kill-9"])
+def test_the_dead_letter_count_survives_a_restart(broker, crash):
+    """A share-partition's ``dead_letters`` (console, /metrics) is durable: after a restart,
+    clean or kill -9, it is what it was, before a fetch loads the share-partition and after,
+    and counting goes on from there."""
+    bootstrap = broker.bootstrap_servers
+    topic, group = f"dl-{uuid.uuid4().hex[:6]}", f"sg-{uuid.uuid4().hex[:6]}"
+    other = topic + "-other"
+    setup(bootstrap, topic, group, 10)
+    with KafkaRaw.connect(bootstrap) as raw:
+        raw.create_topic(other, 1)
+    _consume(bootstrap, group, topic, 10, reject={1, 4, 7})
+    labels = frozenset({("sharegroup", group), ("topic", topic), ("partition", "0")})
+    seen: list = []
+
+    def counts() -> tuple:
+        try:
+            rows = [r for r in share_rows(broker.metrics_url, group) if r["topic"] == topic]
+        except KeyError:  # the group is not listed (yet)
+            rows = []
+        got = (rows[0]["dead_letters"] if rows else None,
+               scrape(broker.metrics_url).get(("rmqk_share_partition_dead_letters", labels)))
+        seen.append(got)
+        return got
+
+    wait_until(lambda: counts() == (3, 3), timeout=WAIT, message=f"3 dead letters counted: {seen[-3:]}")
+
+    def restart() -> None:
+        if crash:
+            broker.kill()
+        broker.restart()
+        seen.clear()
+
+    restart()
+    _member_until(broker.bootstrap_servers, group, other, lambda: counts() == (3, 3))
+    assert all(c in ((None, None), (3, 3)) for c in seen), seen  # never 0, never anything else
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for i in range(10, 12):
+        producer.produce(topic, b"r%03d" % i, partition=0)
+    assert producer.flush(30) == 0
+    _consume(broker.bootstrap_servers, group, topic, 2, reject={11})
+    wait_until(lambda: counts() == (4, 4), timeout=WAIT, message=f"counting on from 3: {seen[-3:]}")
+    restart()
+    _member_until(broker.bootstrap_servers, group, other, lambda: counts() == (4, 4))
+    assert all(c in ((None, None), (4, 4)) for c in seen), seen

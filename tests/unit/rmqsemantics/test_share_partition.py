@@ -447,6 +447,34 @@ def test_a_batch_is_one_entry_until_an_acknowledgement_splits_it():
     assert sp.acquire("b", 2000, 1) == [AcquiredRange(1200, 1200, 2)]
 
 
+def test_accepting_the_records_between_released_ones_keeps_them_runs():
+    # a consumer releasing every 10th record acknowledges the 9 between as one batch each
+    # (ShareFetch's ack batches, joined): each becomes one accepted run, not 9 entries, so
+    # only the released records are held one by one, written and passed by SPSO per record
+    sp, _, updates, _ = make()
+    assert sp.acquire("a", 2000, 500) == [AcquiredRange(0, 499, 1)]
+    batches = [b for first in range(0, 500, 10)
+               for b in (AckBatch(first, first, (RELEASE,)), AckBatch(first + 1, first + 9, (ACCEPT,)))]
+    sp.acknowledge("a", batches)
+    assert sorted(sp._records) == list(range(0, 500, 10))
+    assert len(sp._runs) == 50 and all(r.state == RecordState.ACKNOWLEDGED for r in sp._runs.values())
+    assert updates[-1].batches[:2] == (StateBatch(0, 0, RecordState.AVAILABLE, 1),
+                                       StateBatch(1, 9, RecordState.ACKNOWLEDGED, 1))
+    assert sp.acquire("b", 500, 500) == [AcquiredRange(o, o, 2) for o in range(0, 500, 10)]
+    sp.acknowledge("b", [AckBatch(o, o, (ACCEPT,)) for o in range(0, 500, 10)])  # SPSO passes the runs between
+    assert sp.start_offset == 500 and not sp._records and not sp._runs
+    # a part accepted in a request that fails to be written is acquired again, the rest too
+    sp.acquire("a", 2000, 100)
+    sp._persist = lambda update: (_ for _ in ()).throw(OSError("disk full"))
+    with pytest.raises(OSError):
+        sp.acknowledge("a", [AckBatch(500, 500, (RELEASE,)), AckBatch(501, 509, (ACCEPT,))])
+    assert {sp.record(o).state for o in range(500, 600)} == {RecordState.ACQUIRED}
+    sp._persist = updates.append
+    ack(sp, "a", 520, 529, ACCEPT)
+    ack(sp, "a", 500, 519, ACCEPT)
+    assert sp.start_offset == 530
+
+
 def test_the_parts_of_a_split_batch_expire_with_its_lock():
     sp, clock, _, _ = make(record_lock_duration_ms=1000)
     sp.acquire("a", 100, 100)

@@ -45,7 +45,8 @@ class World:
             self.state.initialize(KEY, 0)
             restored = self.state.restored(KEY)
         self.sp = SharePartition(self.settings, self.clock, restored.start_offset,
-                                 persist=self.state.persister(KEY), restored=restored.batches)
+                                 persist=self.state.persister(KEY), restored=restored.batches,
+                                 dead_letters=restored.dead_letters or 0)
 
     def restart(self, clean: bool) -> None:
         if clean:
@@ -173,6 +174,95 @@ def test_replay_drops_done_records_below_spso_and_keeps_retries():
                                                            3: (RecordState.ARCHIVED, 1, 0)}
     records.append((encode_key(KEY), encode_value("u", StateUpdate(2, (StateBatch(0, 0, RecordState.ACKNOWLEDGED, 2),)))))
     assert replay(records)[KEY].records == {3: (RecordState.ARCHIVED, 1, 0)}
+
+
+REJECT = 3
+
+
+@pytest.mark.parametrize("clean", [True, False], ids=["clean", "crash"])
+@pytest.mark.parametrize("snapshot_every", [500, 2], ids=["updates", "snapshots"])
+def test_the_dead_letter_count_survives_restarts(tmp_path, clean, snapshot_every):
+    """Rejected and exhausted records count as dead letters, and the count is written with
+    the change that archived them: a restart (clean or a crash, replaying updates or
+    snapshots, after a compaction) starts from it, not from 0."""
+    w = World(tmp_path / "d", ShareGroupSettings(delivery_count_limit=2), snapshot_every=snapshot_every)
+    assert delivered(w.sp, 6) == {o: 1 for o in range(6)}
+    w.sp.acknowledge("m", [AckBatch(0, 5, (REJECT, ACCEPT, RELEASE, REJECT, ACCEPT, ACCEPT))])
+    assert w.sp.dead_letters == 2
+    assert delivered(w.sp, 6) == {2: 2}
+    w.sp.acknowledge("m", [AckBatch(2, 2, (RELEASE,))])  # the delivery limit: archived, exhausted
+    assert w.sp.dead_letters == 3
+    w.restart(clean)
+    assert w.sp.dead_letters == 3
+    assert w.state.dead_letters(KEY) == 3
+    assert delivered(w.sp, 8) == {6: 1, 7: 1}
+    w.sp.acknowledge("m", [AckBatch(6, 7, (ACCEPT, REJECT))])  # counting goes on from there
+    w.restart(clean)
+    assert w.sp.dead_letters == 4
+    assert w.state.compact(min_records=1)
+    w.restart(clean)
+    assert (w.sp.dead_letters, w.state.restored(KEY).dead_letters) == (4, 4)
+    w.state.initialize(KEY, 8)  # offsets altered: a state afresh, its count too
+    w.restart(clean)
+    assert w.sp.dead_letters == 0
+    w.store.close_sync()
+
+
+def test_dead_letter_counts_in_records_and_in_records_written_before_them():
+    """``dl`` is a total: a snapshot without it (written before it existed) has 0, an update
+    without it keeps the count; the count is checked like every field."""
+    update = StateUpdate(4, (StateBatch(3, 3, RecordState.ARCHIVED, 1),), 7)
+    assert decode_value(encode_value("u", update)) == ("u", update)
+    assert b'"dl"' not in encode_value("s", StateUpdate(4, (), 0)), "0 is left out: the format stays as it was"
+    old = [
+        (encode_key(KEY), b'{"v":1,"t":"s","so":0,"b":[]}'),
+        (encode_key(KEY), b'{"v":1,"t":"u","so":1,"b":[[0,0,4,1,0]]}'),
+    ]
+    assert replay(old)[KEY].dead_letters == 0
+    counted = [*old, (encode_key(KEY), b'{"v":1,"t":"u","so":2,"b":[[1,1,4,1,0]],"dl":2}'),
+               (encode_key(KEY), b'{"v":1,"t":"u","so":3,"b":[[2,2,2,1,0]]}')]
+    state = replay(counted)[KEY]
+    assert (state.start_offset, state.dead_letters) == (3, 2)
+    assert state.as_update().dead_letters == 2
+    assert replay([*counted, (encode_key(KEY), b'{"v":1,"t":"s","so":3,"b":[]}')])[KEY].dead_letters == 0
+    for bad in (b'"dl":-1', b'"dl":"2"', b'"dl":1.5'):
+        with pytest.raises(StateLogError, match="dead letters"):
+            decode_value(b'{"v":1,"t":"u","so":0,"b":[],' + bad + b'}')
+
+
+def test_a_failed_write_counts_no_dead_letter(world):
+    """The count moves only with a change that was written: a refused write undoes both."""
+    delivered(world.sp, 2)
+
+    def refuse(update):
+        raise OSError("disk full")
+
+    persist, world.sp._persist = world.sp._persist, refuse
+    with pytest.raises(OSError):
+        world.sp.acknowledge("m", [AckBatch(0, 0, (REJECT,))])
+    assert world.sp.dead_letters == 0
+    world.sp._persist = persist
+    world.sp.acknowledge("m", [AckBatch(0, 1, (REJECT,))])
+    world.restart(clean=False)
+    assert world.sp.dead_letters == 2
+
+
+def test_replay_drops_many_done_ranges_among_many_retry_records():
+    """An update naming a done range per gap between retry records (the records between
+    released ones, accepted) drops exactly what the ranges name, by whichever walk is
+    shorter."""
+    import random
+
+    rng = random.Random(23)
+    for _ in range(20):
+        kept = {o: (RecordState.AVAILABLE, 1, 5) for o in rng.sample(range(3000), rng.randrange(1, 1500))}
+        first = [(encode_key(KEY), encode_value("s", StateUpdate(3000, tuple(
+            StateBatch(o, o, s, c, d) for o, (s, c, d) in sorted(kept.items())))))]
+        cuts = sorted(rng.sample(range(3000), rng.randrange(1, 400)))
+        done = [(a, b) for a, b in zip(cuts, cuts[1:]) if rng.random() < 0.5]
+        update = StateUpdate(3000, tuple(StateBatch(a, b - 1, RecordState.ACKNOWLEDGED, 1) for a, b in done if b > a))
+        state = replay([*first, (encode_key(KEY), encode_value("u", update))])[KEY]
+        assert state.records == {o: v for o, v in kept.items() if not any(a <= o < b for a, b in done)}
 
 
 def test_a_torn_record_in_the_topic_refuses_the_start(tmp_path):
