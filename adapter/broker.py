@@ -185,6 +185,7 @@ class Broker:
         self.groups.start()
         self.shares = self._share_manager(semantics, group_configs, waiters)
         share_groups = self.groups.share
+        share_groups.restore(self.shares.group_ids_with_state())
         self.shares.use_membership(lambda group_id: not share_groups.member_count(group_id),
                                    share_groups.is_assigned)
         self.transactions = TransactionService(

@@ -252,6 +252,15 @@ class ShareGroupCoordinator:
         return set() if group is None or group.dead else group.subscribed_names()
 
     # -- administration --------------------------------------------------------------------
+    def restore(self, group_ids: set[str]) -> None:
+        """At start: the share groups whose share-partitions have durable state, as Empty
+        groups (Kafka keeps a share group's record in __consumer_offsets; here its state in
+        __share_group_state is what survives). Membership is not persisted: members join
+        again. An id another group type holds is left to that type."""
+        for group_id in sorted(group_ids):
+            if group_id not in self.groups and self._other_group_type(group_id) is None:
+                self.groups[group_id] = ShareGroup(group_id)
+
     def has_group(self, group_id: str) -> bool:
         group = self.groups.get(group_id)
         return group is not None and not group.dead

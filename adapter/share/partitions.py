@@ -436,6 +436,10 @@ class SharePartitionManager:
             if released:
                 self._notify(key)
 
+    def group_ids_with_state(self) -> set[str]:
+        """The share groups with a durable share-partition state."""
+        return {key[0] for key in self.state.keys()}
+
     def group_deleted(self, group_id: str) -> None:
         """The share group was deleted: its sessions and share-partitions go, durably."""
         self.sessions.drop_group(group_id)

@@ -223,3 +223,29 @@ def test_the_dead_letter_count_survives_a_restart(broker, crash):
     restart()
     _member_until(broker.bootstrap_servers, group, other, lambda: counts() == (4, 4))
     assert all(c in ((None, None), (4, 4)) for c in seen), seen
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["clean", "kill-9"])
+def test_a_share_group_with_state_is_listed_after_a_restart_before_any_member_joins(broker, crash):
+    """As Kafka (which keeps share groups in __consumer_offsets), a share group whose
+    share-partitions have state is still a group after a restart: ListGroups lists it as an
+    Empty share group, and the console shows its share-partitions, with no member back."""
+    bootstrap = broker.bootstrap_servers
+    topic, group = f"relist-{uuid.uuid4().hex[:6]}", f"sg-{uuid.uuid4().hex[:6]}"
+    setup(bootstrap, topic, group, 6)
+    _consume(bootstrap, group, topic, 6, reject={2})
+
+    def listed() -> list:
+        with KafkaRaw.connect(broker.bootstrap_servers) as raw:
+            response = raw.request(16, 5, states_filter=[], types_filter=[])
+        assert response.error_code == ErrorCode.none
+        return [(g.group_type, g.group_state, g.protocol_type) for g in response.groups if g.group_id == group]
+
+    wait_until(lambda: listed() == [("share", "Empty", "share")], timeout=WAIT,
+               message=f"the share group listed as Empty before the restart: {listed()}")
+    if crash:
+        broker.kill()
+    broker.restart()
+    assert listed() == [("share", "Empty", "share")]
+    rows = share_rows(broker.metrics_url, group)
+    assert [(r["topic"], r["dead_letters"]) for r in rows] == [(topic, 1)]
