@@ -48,7 +48,8 @@ def test_share_partitions_copy_no_partition_table_per_row() -> None:
     ctx.store.built_partition = lambda name, p: logs.get((name, p))
     rows = [(f"t{i}", p) for i in range(50) for p in range(3)]
     ctx.shares = types.SimpleNamespace(partitions_of=lambda group: [(group, t, p) for t, p in rows],
-                                       start_and_lag=lambda key, meta: (4, 6), get=lambda key: None)
+                                       start_and_lag=lambda key, meta: (4, 6), get=lambda key: None,
+                                       dead_letters=lambda key: 0)
     ctx.semantics.partition_count = lambda meta: meta.partitions
     ctx.groups.share = types.SimpleNamespace(groups={})
     found = share_partitions(ctx, "queue")
