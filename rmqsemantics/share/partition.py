@@ -6,8 +6,10 @@ Offsets, not positions: every number here is a Kafka offset of the data partitio
 - ``start_offset`` (SPSO): every record below it is done (acknowledged or archived), except
   the records of the retry schedule (below).
 - ``end_offset`` (SPEO + 1, exclusive): the next offset never acquired. The in-flight window
-  ``[start_offset, end_offset)`` holds at most ``max_record_locks`` records, each with a state
-  (available, acquired, acknowledged, archived) and a delivery count.
+  ``[start_offset, end_offset)`` holds at most ``max_record_locks`` records (plus, after a
+  batch-optimized acquisition, the rest of the batch it began: at most
+  ``MAX_BATCH_OVERSHOOT``), each with a state (available, acquired, acknowledged, archived)
+  and a delivery count.
 - An acquisition raises the delivery count and locks the record for one member until
   ``record_lock_duration_ms`` passes. ACCEPT acknowledges it, REJECT and GAP archive it,
   RELEASE or lock expiry make it available again, or archive it when its delivery count has
@@ -29,7 +31,7 @@ RocketMQ's ``rmq.redelivery.backoff=levels``: a released or expired record becom
 only after its retry delay (``due_ms``). A waiting record does not hold SPSO: SPSO moves over
 it as over a done record, and it stays below SPSO in the *retry schedule* (RocketMQ's retry
 topic), acquired first once due. So a poison record never fills the window. Memory: at most
-``max_record_locks`` window entries plus ``max_retry_records`` retry entries; when the retry
+``max_record_locks + MAX_BATCH_OVERSHOOT`` window entries plus ``max_retry_records`` retry entries; when the retry
 schedule is full, waiting records stay in the window, which then back-pressures acquisition.
 
 Durability: every change other than an acquisition is handed to ``persist`` (a
