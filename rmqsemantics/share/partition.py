@@ -414,17 +414,25 @@ class SharePartition:
         offset = max(self._start, self._hint)
         waiting = None  # the first available record not taken (not due, or the limit reached)
         records, available = self._records, RecordState.AVAILABLE
-        while offset < window_limit and len(taken) < max_records:
-            rec = records.get(offset)
-            if rec is None:  # a run: none of it is available
-                offset = self._run_at(offset).last + 1  # type: ignore[union-attr]
-                continue
-            if rec.state == available:
-                if rec.due_ms <= now:
-                    take(offset, rec)
-                elif waiting is None:
-                    waiting = offset
-            offset += 1
+        stop, quota, retried = window_limit, max_records, len(taken)
+        while True:
+            while offset < stop and len(taken) < quota:
+                rec = records.get(offset)
+                if rec is None:  # a run: none of it is available
+                    offset = self._run_at(offset).last + 1  # type: ignore[union-attr]
+                    continue
+                if rec.state == available:
+                    if rec.due_ms <= now:
+                        take(offset, rec)
+                    elif waiting is None:
+                        waiting = offset
+                offset += 1
+            if (not batch_ends or len(taken) < quota or len(taken) == retried or offset >= window_limit
+                    or stop != window_limit):
+                break
+            # batch-optimized (Kafka's acquireSubsetBatchRecords): every available record of
+            # the batch holding the last one taken goes too, whatever the count
+            stop, quota = _batch_end(offset, batch_ends, window_limit), len(taken) + window_limit - offset
         self._hint = offset if waiting is None else waiting
         window_end = self._end
         archived_unseen = []

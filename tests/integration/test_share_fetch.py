@@ -614,6 +614,23 @@ def test_max_records_is_soft_unless_the_fetch_asks_for_the_record_limit(share_br
         assert [o for o, _, _ in exact] == [300, 301, 302, 303]
 
 
+def test_a_member_may_acknowledge_each_record_of_a_whole_batch_alone(share_broker):
+    """A batch-optimized fetch can hand one member more than 10,000 records (a full window
+    and the rest of the batch it began): one single-offset batch per record, types mixed, is
+    a valid acknowledgement of them all."""
+    count = 12_000
+    with KafkaRaw.connect(share_broker.bootstrap_servers) as raw:
+        tid = setup_topic(raw, "sf-many-acks", "g24", count, share_partition_max_record_locks="2000")
+        got = acquired(share_fetch(raw, "g24", "a", 0, tid))
+        assert len(got) == count
+        acks = [(o, o, [ACCEPT if o % 2 else REJECT]) for o in range(count)]
+        response = share_ack(raw, "g24", "a", 1, tid, {0: acks})
+        assert response.responses[0].partitions[0].error_code == ErrorCode.none, \
+            response.responses[0].partitions[0].error_message
+        raw.produce_ok("sf-many-acks", 0, make_batch([b"after"]))
+        assert [o for o, _, _ in acquired(share_fetch(raw, "g24", "a", 2))] == [count], "all of them done"
+
+
 def test_auto_offset_reset_latest_and_by_duration(share_broker):
     with KafkaRaw.connect(share_broker.bootstrap_servers) as raw:
         raw.create_topic("sf-reset", 1)

@@ -195,6 +195,9 @@ def test_batch_optimized_acquisition_runs_to_the_batch_end_past_control_records_
     assert got == [AcquiredRange(5, 11, 1)] and sp.record(4).state == RecordState.ARCHIVED
     sp2, _, _, _ = make()
     assert sp2.acquire("a", 12, 2, control=[(4, 4)]) == [AcquiredRange(0, 1, 1)], "record_limit: strict"
+    ack(sp, "a", 0, 3, RELEASE)  # four available records in the window's first batch
+    assert sp.acquire("c", 12, 1, batch_ends=[4, 5, 12]) == [AcquiredRange(0, 3, 2)], \
+        "one asked, every available record of its batch taken (Kafka's acquireSubsetBatchRecords)"
     sp3, _, _, _ = make(max_record_locks=100)
     assert sp3.acquire("a", 500, 10, batch_ends=[300, 500]) == [AcquiredRange(0, 299, 1)], \
         "past the window's bound (100) to the batch's end"
