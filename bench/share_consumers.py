@@ -19,8 +19,11 @@ process, one client each):
 
 Prints records/s (records / wall time until the last record was accepted: the clients'
 close is not counted), broker CPU microseconds per record (utime + stime of the broker
-process from /proc), ack latency p50/p99, and the broker's RSS after producing and after the
-passes: compare two record counts for "memory flat in the topic's size".
+process from /proc), the clients' CPU per record and its share of one core over the pass
+(this process: the C clients' threads and the Python loop under one GIL; near one core,
+the clients rather than the broker bound the rate), ack latency p50/p99, and the broker's RSS
+after producing and after the passes: compare two record counts for "memory flat in the
+topic's size".
 """
 
 from __future__ import annotations
@@ -192,12 +195,14 @@ def bench(records: int, partition_counts: list[int], consumers: int, mode: str, 
             rates = {}
             for name, run in passes:
                 progress = Progress(records)
-                cpu, began = cpu_seconds(broker.pid), time.perf_counter()
+                cpu, mine, began = cpu_seconds(broker.pid), cpu_seconds(os.getpid()), time.perf_counter()
                 run(progress)
-                used = cpu_seconds(broker.pid) - cpu
-                wall = (progress.finished or time.perf_counter()) - began
+                used, ended = cpu_seconds(broker.pid) - cpu, time.perf_counter()
+                clients = cpu_seconds(os.getpid()) - mine  # to the clients' close: their share of a core
+                wall = (progress.finished or ended) - began
                 rates[name] = records / wall
                 line = (f"{name:>28}: {records / wall:>9,.0f} records/s, broker CPU {used / records * 1e6:5.1f} us/record"
+                        f", clients CPU {clients / records * 1e6:5.1f} us/record ({clients / (ended - began):.2f} core)"
                         f", {rss(broker.pid)}")
                 if progress.latencies:
                     line += f", ack latency p50 {ms(progress.percentile(0.5))} p99 {ms(progress.percentile(0.99))}"

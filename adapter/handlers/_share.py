@@ -9,7 +9,7 @@ import uuid
 from kio.schema.errors import ErrorCode
 
 from rmqkafka.rmqsemantics.share.errors import InvalidRecordState, InvalidShareRequest
-from rmqkafka.rmqsemantics.share.partition import AckBatch, AckType
+from rmqkafka.rmqsemantics.share.partition import MAX_BATCH_OVERSHOOT, AckBatch, AckType
 
 from ..context import BrokerContext
 from ..errors import error_code_for
@@ -27,8 +27,11 @@ RENEW_SINCE = 2  # KIP-1222: the RENEW type (4) exists in ShareFetch/ShareAcknow
 _ACK_TYPES = frozenset(int(t) for t in AckType)  # GAP, ACCEPT, RELEASE, REJECT, RENEW
 NO_LEADER = dict(leader_id=-1, leader_epoch=-1)
 # A request names at most this many acknowledgement batches per partition: each costs a
-# check of its range against the in-flight window, which SharePartition bounds.
-MAX_ACK_BATCHES = 10_000
+# check of its range against the in-flight window, which SharePartition bounds. A member may
+# hold a whole window (share.partition.max.record.locks, at most 10,000) plus the rest of the
+# batch a batch-optimized acquisition began, and acknowledge each record in a batch of its own
+# (librdkafka's explicit mode with mixed types).
+MAX_ACK_BATCHES = 10_000 + MAX_BATCH_OVERSHOOT
 
 SESSION_CODES: dict[type[ShareSessionError], ErrorCode] = {
     SessionNotFound: ErrorCode.share_session_not_found,

@@ -15,8 +15,10 @@ of log past each partition's next fetch offset are summed (a partition with a Ro
 due, or one that may get no state, counts as enough), and while they are below MinBytes the request waits
 (woken like the empty wait) without acquiring anything, so no lock runs down while it waits;
 once they suffice, or at MaxWaitMs, it acquires what there is and answers as soon as that is
-anything. (On a view the source's bytes are counted, filtered or not.) v2's ShareAcquireMode (record_limit) is honoured through MaxRecords,
-which this broker never exceeds in either mode. v2's IsRenewAck (KIP-1222): such a request
+anything. (On a view the source's bytes are counted, filtered or not.) MaxRecords is Kafka's soft limit by default (ShareAcquireMode 0,
+batch_optimized, and every v1 request): new records are acquired to the end of the batch holding
+the last one counted, so a fetch returns whole batches acquired whole (KIP-1206's "current
+behaviour"); v2's record_limit (1) never exceeds it. v2's IsRenewAck (KIP-1222): such a request
 acknowledges only, and any non-zero MaxWaitMs, MinBytes, MaxBytes or MaxRecords is
 INVALID_REQUEST. The RENEW type (4, v2 on) restarts the acquisition lock of records the
 member holds (SharePartition.acknowledge); with the group config
@@ -50,6 +52,7 @@ from ..share.sessions import ShareSessionError
 from . import _share
 
 API_KEY = 78
+BATCH_OPTIMIZED, RECORD_LIMIT = 0, 1  # ShareAcquireMode (KIP-1206, v2)
 
 
 async def handle(ctx: BrokerContext, request: Request):
@@ -135,6 +138,7 @@ async def _acquire(ctx: BrokerContext, body, group_id: str, member_id: str, targ
     the client's consumer_byte_rate lets through in one quota window (None: no quota), a
     bound on MaxBytes as for Fetch."""
     shares = _share.manager(ctx)
+    strict = getattr(body, "share_acquire_mode", BATCH_OPTIMIZED) == RECORD_LIMIT  # v2 on
     deadline = ctx.clock.monotonic() + body.max_wait.total_seconds()
     keys: list[WaitKey] = [ctx.semantics.arrivals(meta, p) for _, meta, p in targets]
     while True:
@@ -153,7 +157,7 @@ async def _acquire(ctx: BrokerContext, body, group_id: str, member_id: str, targ
                 break
             try:
                 fetched = shares.acquire(group_id, member_id, meta, partition, records_left, body.batch_size,
-                                         max(budget, 0), min_one=not got)
+                                         max(budget, 0), min_one=not got, strict=strict)
             except UnknownSharePartition:  # no state, and no member is assigned it
                 entry(topic_id, partition)["error_code"] = ErrorCode.unknown_topic_or_partition
                 got = True

@@ -249,9 +249,12 @@ class SharePartitionManager:
 
     # -- fetching ----------------------------------------------------------------------------
     def acquire(self, group_id: str, member_id: str, meta: Entity, partition: int, max_records: int,
-                batch_size: int, max_bytes: int, min_one: bool) -> PartitionFetch:
+                batch_size: int, max_bytes: int, min_one: bool, strict: bool = False) -> PartitionFetch:
         """Acquire up to ``max_records`` records for the member and read their batches.
-        Storage errors propagate (the caller answers with their Kafka code)."""
+        ``max_records`` is Kafka's soft limit (ShareAcquireMode batch_optimized): new records
+        run to the end of the last batch they begin (SharePartition.acquire); with ``strict``
+        (record_limit) it is never exceeded. Storage errors propagate (the caller answers with
+        their Kafka code)."""
         key = (group_id, meta.name, partition)
         sp = self._load(key, meta, create=self._is_assigned(group_id, meta.name, partition))
         if sp is None:
@@ -288,9 +291,11 @@ class SharePartitionManager:
                 chunk = min(_READ_CHUNK, chunk * 2)
             control, aborted = _unseen(read, plog.aborted_transactions(start, below) if committed and read else ())
             window_end = sp.end_offset
+            ends = () if strict else [record_batch.next_offset_of(b) for b in read]
             try:
                 acquired = sp.acquire(member_id, end, max_records - out.count, batch_size or None,
-                                      last_stable_offset=stable, aborted=aborted, control=control, below=below)
+                                      last_stable_offset=stable, aborted=aborted, control=control, below=below,
+                                      batch_ends=ends)
             finally:
                 self._send_dead_letters()
             if acquired:

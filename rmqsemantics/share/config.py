@@ -66,7 +66,8 @@ class ShareGroupSettings:
     # share.delivery.count.limit (group.share.delivery.count.limit, 5 [2, 10])
     delivery_count_limit: int = 5
     # share.partition.max.record.locks (group.share.partition.max.record.locks, 2000 [100, 10000]):
-    # the in-flight window SPEO - SPSO never exceeds it
+    # the in-flight window SPEO - SPSO exceeds it only to finish the batch a batch-optimized
+    # acquisition began (by at most partition.MAX_BATCH_OVERSHOOT records)
     max_record_locks: int = 2000
     # share.auto.offset.reset: latest (default) | earliest | by_duration:<ISO-8601>
     auto_offset_reset: AutoOffsetReset = AutoOffsetReset("latest")

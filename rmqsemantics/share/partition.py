@@ -6,8 +6,10 @@ Offsets, not positions: every number here is a Kafka offset of the data partitio
 - ``start_offset`` (SPSO): every record below it is done (acknowledged or archived), except
   the records of the retry schedule (below).
 - ``end_offset`` (SPEO + 1, exclusive): the next offset never acquired. The in-flight window
-  ``[start_offset, end_offset)`` holds at most ``max_record_locks`` records, each with a state
-  (available, acquired, acknowledged, archived) and a delivery count.
+  ``[start_offset, end_offset)`` holds at most ``max_record_locks`` records (plus, after a
+  batch-optimized acquisition, the rest of the batch it began: at most
+  ``MAX_BATCH_OVERSHOOT``), each with a state (available, acquired, acknowledged, archived)
+  and a delivery count.
 - An acquisition raises the delivery count and locks the record for one member until
   ``record_lock_duration_ms`` passes. ACCEPT acknowledges it, REJECT and GAP archive it,
   RELEASE or lock expiry make it available again, or archive it when its delivery count has
@@ -30,7 +32,7 @@ RocketMQ's ``rmq.redelivery.backoff=levels``: a released or expired record becom
 only after its retry delay (``due_ms``). A waiting record does not hold SPSO: SPSO moves over
 it as over a done record, and it stays below SPSO in the *retry schedule* (RocketMQ's retry
 topic), acquired first once due. So a poison record never fills the window. Memory: at most
-``max_record_locks`` window entries plus ``max_retry_records`` retry entries; when the retry
+``max_record_locks + MAX_BATCH_OVERSHOOT`` window entries plus ``max_retry_records`` retry entries; when the retry
 schedule is full, waiting records stay in the window, which then back-pressures acquisition.
 
 Durability: every change other than an acquisition is handed to ``persist`` (a
@@ -78,6 +80,10 @@ class AckType(enum.IntEnum):
 
 
 REJECTED, EXHAUSTED = "rejected", "exhausted"  # why a record went to the dead-letter sink
+# Batch-optimized acquisition takes a batch's records to its end even past the window's bound
+# (Kafka bounds this only by the batch); here by at most this many records, librdkafka's
+# default batch.num.messages, so the window's memory stays bounded whatever a producer sends.
+MAX_BATCH_OVERSHOOT = 10_000
 _DONE = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
 
 
@@ -313,6 +319,17 @@ class SharePartition:
         for offset in range(first, last + 1):
             records[offset] = InFlight(run.state, 1, run.member_id, run.deadline_ms)
 
+    def _split(self, run: _Run, first: int, last: int) -> None:
+        """Cut ``run`` into runs at ``first`` and after ``last`` (same states): a part of it
+        can then change as one entry."""
+        first, last = max(first, run.first), min(last, run.last)
+        if first == run.first and last == run.last:
+            return
+        self._drop_run(run)
+        for a, b in ((run.first, first - 1), (first, last), (last + 1, run.last)):
+            if a <= b:
+                self._add_run(_Run(a, b, run.state, run.member_id, run.deadline_ms))
+
     def counts(self) -> WindowCounts:
         """The window's records by state: one pass over the window (bounded by the
         share-partition's record locks), never over the topic."""
@@ -367,7 +384,8 @@ class SharePartition:
     # -- acquisition ---------------------------------------------------------------------------
     def acquire(self, member_id: str, log_end: int, max_records: int, batch_size: int | None = None, *,
                 last_stable_offset: int | None = None, aborted: Iterable[tuple[int, int]] = (),
-                control: Iterable[tuple[int, int]] = (), below: int | None = None) -> list[AcquiredRange]:
+                control: Iterable[tuple[int, int]] = (), below: int | None = None,
+                batch_ends: Sequence[int] = ()) -> list[AcquiredRange]:
         """Lock up to ``max_records`` available records for ``member_id``: due retries first,
         then the window in offset order, then new records below ``log_end`` (the high
         watermark; with read_committed, ``last_stable_offset``). ``aborted`` ranges are
@@ -376,7 +394,15 @@ class SharePartition:
         past it at or above this offset is acquired (the end of the batches the caller read,
         so that every acquired record goes out with its batch); due retries are exempt. If writing the archived unseen records
         fails, the error propagates and this call's acquisitions come back when their locks
-        expire."""
+        expire.
+
+        ``batch_ends`` (ascending next offsets of the log batches the caller read) asks for
+        Kafka's batch-optimized acquisition (ShareAcquireMode 0, the default): ``max_records``
+        is then a soft limit for new records, which run to the end of the batch holding the
+        last one counted (Kafka's ``lastOffsetFromBatchWithRequestOffset``), even past the
+        window's bound, by at most ``MAX_BATCH_OVERSHOOT`` records; the ranges returned are cut
+        only at batch starts, once ``batch_size`` records long (Kafka's ``createBatches``).
+        Without it the limit is strict (ShareAcquireMode 1, record_limit)."""
         if not member_id:
             raise InvalidShareRequest("The member id must not be empty")
         now = self._clock.now_ms()
@@ -408,17 +434,25 @@ class SharePartition:
         offset = max(self._start, self._hint)
         waiting = None  # the first available record not taken (not due, or the limit reached)
         records, available = self._records, RecordState.AVAILABLE
-        while offset < window_limit and len(taken) < max_records:
-            rec = records.get(offset)
-            if rec is None:  # a run: none of it is available
-                offset = self._run_at(offset).last + 1  # type: ignore[union-attr]
-                continue
-            if rec.state == available:
-                if rec.due_ms <= now:
-                    take(offset, rec)
-                elif waiting is None:
-                    waiting = offset
-            offset += 1
+        stop, quota, retried = window_limit, max_records, len(taken)
+        while True:
+            while offset < stop and len(taken) < quota:
+                rec = records.get(offset)
+                if rec is None:  # a run: none of it is available
+                    offset = self._run_at(offset).last + 1  # type: ignore[union-attr]
+                    continue
+                if rec.state == available:
+                    if rec.due_ms <= now:
+                        take(offset, rec)
+                    elif waiting is None:
+                        waiting = offset
+                offset += 1
+            if (not batch_ends or len(taken) < quota or len(taken) == retried or offset >= window_limit
+                    or stop != window_limit):
+                break
+            # batch-optimized (Kafka's acquireSubsetBatchRecords): every available record of
+            # the batch holding the last one taken goes too, whatever the count
+            stop, quota = _batch_end(offset, batch_ends, window_limit), len(taken) + window_limit - offset
         self._hint = offset if waiting is None else waiting
         window_end = self._end
         archived_unseen = []
@@ -427,17 +461,30 @@ class SharePartition:
         # keeping up: no object and no call per record)
         window_cap = self._start + self.settings.max_record_locks
         taken_before_new = len(taken)
+        # batch-optimized: new records may run past the window's bound to their batch's end
+        soft_cap = min(limit, window_cap + MAX_BATCH_OVERSHOOT) if batch_ends else limit
         if has_unseen:
-            while self._end < limit and len(taken) < max_records and self._end < window_cap:
-                offset, self._end = self._end, self._end + 1
-                rec = records[offset] = InFlight(available)
-                if offset in unseen:
-                    archived_unseen.append(offset)
-                else:
-                    take(offset, rec)
+            first_new = self._end
+            stop, quota = min(limit, window_cap), max_records
+            while True:
+                while self._end < stop and len(taken) < quota:
+                    offset, self._end = self._end, self._end + 1
+                    rec = records[offset] = InFlight(available)
+                    if offset in unseen:
+                        archived_unseen.append(offset)
+                    else:
+                        take(offset, rec)
+                if not batch_ends or self._end <= first_new:
+                    break
+                end = _batch_end(self._end, batch_ends, soft_cap)  # the rest of the last batch begun
+                if end <= self._end:
+                    break
+                stop, quota = end, len(taken) + end - self._end
         else:
             first_new = self._end
             last_new = min(limit, first_new + max_records - len(taken), window_cap)
+            if last_new > first_new and batch_ends:
+                last_new = _batch_end(last_new, batch_ends, soft_cap)
             if last_new > first_new:
                 self._end = last_new
                 self._add_run(_Run(first_new, last_new - 1, acquired, member_id, deadline))
@@ -457,6 +504,8 @@ class SharePartition:
         self._trim_heaps()
         if not taken and new:
             # only new records, all first deliveries: the ranges need no look at each record
+            if batch_ends:
+                return _cut_at_batches(new, batch_ends, batch_size)
             step = batch_size or len(new)
             return [AcquiredRange(first, min(first + step, new.stop) - 1, 1) for first in range(new.start, new.stop, step)]
         return _ranges([*sorted(taken), *new], self._records, batch_size)
@@ -588,6 +637,11 @@ class SharePartition:
                         run = self._split(run, offset, last)
                     run_plan[run.first] = types[0]
                     offset = run.last + 1
+                    continue
+                if whole and run.first not in run_plan:
+                    # one type for part of a run (a consumer acknowledging what it polled of a
+                    # large batch): that part becomes a run of its own, taken whole next turn
+                    self._split(run, offset, last)
                     continue
                 planned = run_plan.pop(run.first, None)
                 if planned is not None:  # an earlier batch of this request took it whole
@@ -822,6 +876,27 @@ def _with_runs(batches: tuple[StateBatch, ...], runs: Iterable[_Run]) -> tuple[S
                 continue
         out.append(b)
     return tuple(out)
+
+
+def _batch_end(offset: int, batch_ends: Sequence[int], cap: int) -> int:
+    """The end (exclusive) of the batch holding ``offset - 1``, at most ``cap`` and at least
+    ``offset`` (``offset`` itself past the batches)."""
+    i = bisect_left(batch_ends, offset)
+    return offset if i == len(batch_ends) else max(offset, min(batch_ends[i], cap))
+
+
+def _cut_at_batches(new: range, batch_ends: Sequence[int], batch_size: int | None) -> list[AcquiredRange]:
+    """First deliveries ``new`` as AcquiredRecords cut where a batch starts once the range
+    holds ``batch_size`` records (Kafka's createBatches: a range never splits a batch)."""
+    out: list[AcquiredRange] = []
+    first = new.start
+    if batch_size:
+        for start in batch_ends[bisect_right(batch_ends, new.start):bisect_left(batch_ends, new.stop)]:
+            if start - first >= batch_size:  # a batch ending at ``start`` ends a range
+                out.append(AcquiredRange(first, start - 1, 1))
+                first = start
+    out.append(AcquiredRange(first, new.stop - 1, 1))
+    return out
 
 
 def _ranges(offsets: list[int], records: Mapping[int, InFlight], batch_size: int | None) -> list[AcquiredRange]:

@@ -94,6 +94,43 @@ def test_implicit_acknowledgement_two_consumers_read_every_record_once(broker):
         late.close()
 
 
+def test_whole_batches_reach_a_poll_and_three_consumers_of_one_partition_read_each_record_once(broker):
+    """Kafka's batch-optimized acquisition with librdkafka's producer batches (thousands of
+    records): a ShareFetch carries whole batches, more than librdkafka's MaxRecords (500), and
+    the ShareConsumer hands them to one poll; consumers sharing the partition, accepting
+    each poll with commit_sync, still read every record exactly once."""
+    bootstrap = broker.bootstrap_servers
+    with KafkaRaw.connect(bootstrap) as raw:
+        raw.create_topic("sc-batches", 1)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 200})
+    total = 20_000
+    for i in range(total):
+        producer.produce("sc-batches", b"b%05d" % i, partition=0)
+    assert producer.flush(30) == 0
+    group_configs(bootstrap, "sc-g4", share_auto_offset_reset="earliest")
+    consumers = [consumer(bootstrap, "sc-g4", f"c{i}", "explicit") for i in range(3)]
+    seen: dict[bytes, int] = {}
+    largest = 0
+    try:
+        for c in consumers:
+            c.subscribe(["sc-batches"])
+        deadline = time.monotonic() + WAIT
+        while len(seen) < total and time.monotonic() < deadline:
+            for c in consumers:
+                got = records(c, 0.2)
+                largest = max(largest, len(got))
+                for m in got:
+                    seen[m.value()] = seen.get(m.value(), 0) + 1
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+                if got:
+                    c.commit_sync()
+    finally:
+        for c in consumers:
+            c.close()
+    assert len(seen) == total and all(n == 1 for n in seen.values()), "every record exactly once"
+    assert largest > 500, f"a poll got {largest} records at most: batches were cut at MaxRecords"
+
+
 def test_explicit_acknowledgement_release_reject_accept(broker):
     bootstrap = broker.bootstrap_servers
     produce(bootstrap, "sc-explicit", [b"accept", b"release", b"reject"])

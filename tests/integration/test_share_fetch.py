@@ -23,6 +23,7 @@ SHARE_FETCH, SHARE_ACKNOWLEDGE, INCREMENTAL_ALTER_CONFIGS, METADATA = 78, 79, 44
 SHARE_GROUP_HEARTBEAT = 76
 GROUP_RESOURCE = 32
 GAP, ACCEPT, RELEASE, REJECT = 0, 1, 2, 3
+BATCH_OPTIMIZED, RECORD_LIMIT = 0, 1  # ShareAcquireMode (v2)
 CONFIG = "group.share.min.record.lock.duration.ms=1000\n"
 
 
@@ -48,8 +49,13 @@ def set_group_configs(raw: KafkaRaw, group: str, **configs: str) -> None:
 
 def share_fetch(raw: KafkaRaw, group: str, member: str, epoch: int, tid: uuid.UUID | None = None, *,
                 partitions=(0,), acks: dict[int, list] | None = None, max_records: int = 500,
-                max_wait_ms: int = 0, version: int = 1, forget: bool = False, min_bytes: int = 1):
+                max_wait_ms: int = 0, version: int = 1, forget: bool = False, min_bytes: int = 1,
+                acquire_mode: int | None = None):
+    """A ShareFetch; ``acquire_mode`` (v2's ShareAcquireMode) RECORD_LIMIT counts MaxRecords
+    exactly, where Kafka's default (batch_optimized, and every v1 request) acquires whole
+    batches."""
     acks = acks or {}
+    extra = {} if acquire_mode is None else dict(share_acquire_mode=acquire_mode)
     topics = []
     if tid is not None and not forget:
         topics = [dict(topic_id=tid, partitions=[
@@ -60,7 +66,7 @@ def share_fetch(raw: KafkaRaw, group: str, member: str, epoch: int, tid: uuid.UU
     return raw.request(SHARE_FETCH, version, group_id=group, member_id=member, share_session_epoch=epoch,
                        max_wait=max_wait_ms, min_bytes=min_bytes, max_bytes=52428800, max_records=max_records,
                        batch_size=500, topics=topics, forgotten_topics_data=forgotten,
-                       recv_timeout=max_wait_ms / 1000 + 15)
+                       recv_timeout=max_wait_ms / 1000 + 15, **extra)
 
 
 def share_ack(raw: KafkaRaw, group: str, member: str, epoch: int, tid: uuid.UUID, acks: dict[int, list],
@@ -291,7 +297,7 @@ def test_share_offsets_describe_alter_and_delete(share_broker):
             return row.start_offset, getattr(row, "lag", None)
 
         assert describe() == (-1, -1), "no share state yet"
-        got = acquired(share_fetch(raw, "g8", "m", 0, tid, max_records=4))
+        got = acquired(share_fetch(raw, "g8", "m", 0, tid, max_records=4, version=2, acquire_mode=RECORD_LIMIT))
         assert [o for o, _, _ in got] == [0, 1, 2, 3]
         assert share_ack(raw, "g8", "m", 1, tid, {0: [(0, 1, [ACCEPT]), (3, 3, [ACCEPT])]}).error_code == 0
         assert describe() == (2, 7), "SPSO moved over 0-1; 3 is done, so 2 and 4-9 are the lag"
@@ -326,8 +332,8 @@ def test_share_offsets_describe_alter_and_delete(share_broker):
         assert describe() == (-1, -1)
         share_fetch(raw, "g8", "m", -1)
         join(raw, "g8", "sf-offsets", member="keeper-2")
-        # auto offset reset again: earliest
-        assert [o for o, _, _ in acquired(share_fetch(raw, "g8", "m", 0, tid, max_records=1))] == [0]
+        # auto offset reset again: earliest (one record asked, its batch acquired whole)
+        assert [o for o, _, _ in acquired(share_fetch(raw, "g8", "m", 0, tid, max_records=1))] == list(range(10))
 
 
 def test_a_fetch_creates_share_state_only_for_partitions_the_coordinator_assigns(share_broker):
@@ -491,7 +497,7 @@ def test_version_2_requests_and_renew_acknowledgements(share_broker):
     renew = 4
     with KafkaRaw.connect(share_broker.bootstrap_servers) as raw:
         tid = setup_topic(raw, "sf-v2", "g15", 3, share_record_lock_duration_ms="2000")
-        got = acquired(share_fetch(raw, "g15", "m", 0, tid, version=2, max_records=2))
+        got = acquired(share_fetch(raw, "g15", "m", 0, tid, version=2, max_records=2, acquire_mode=RECORD_LIMIT))
         assert [o for o, _, _ in got] == [0, 1]
         acquired_at = time.monotonic()
         old = share_ack(raw, "g15", "m", 1, tid, {0: [(0, 0, [renew])]}, version=1)
@@ -504,7 +510,8 @@ def test_version_2_requests_and_renew_acknowledgements(share_broker):
             epoch += 1
             time.sleep(0.5)
         # offset 1 was not renewed: its lock expired and another member gets it
-        other = acquired(share_fetch(raw, "g15", "other", 0, tid, version=2, max_records=1, max_wait_ms=5000))
+        other = acquired(share_fetch(raw, "g15", "other", 0, tid, version=2, max_records=1, max_wait_ms=5000,
+                                     acquire_mode=RECORD_LIMIT))
         assert [(o, c) for o, c, _ in other] == [(1, 2)]
         accepted = share_ack(raw, "g15", "m", epoch, tid, {0: [(0, 0, [ACCEPT])]}, version=2)
         assert accepted.responses[0].partitions[0].error_code == ErrorCode.none, "0 was still m's"
@@ -617,10 +624,51 @@ def test_authorization_read_on_the_group_and_on_each_topic_or_view_source(broker
 def test_the_group_config_bounds_the_in_flight_window(share_broker):
     with KafkaRaw.connect(share_broker.bootstrap_servers) as raw:
         tid = setup_topic(raw, "sf-locks", "g16", 300, share_partition_max_record_locks="100")
-        assert len(acquired(share_fetch(raw, "g16", "a", 0, tid))) == 100
-        assert acquired(share_fetch(raw, "g16", "b", 0, tid)) == [], "the window is full"
+        strict = dict(version=2, acquire_mode=RECORD_LIMIT)
+        assert len(acquired(share_fetch(raw, "g16", "a", 0, tid, **strict))) == 100
+        assert acquired(share_fetch(raw, "g16", "b", 0, tid, **strict)) == [], "the window is full"
         share_ack(raw, "g16", "a", 1, tid, {0: [(0, 49, [ACCEPT])]})
-        assert [o for o, _, _ in acquired(share_fetch(raw, "g16", "b", 1))] == list(range(100, 150))
+        assert [o for o, _, _ in acquired(share_fetch(raw, "g16", "b", 1, **strict))] == list(range(100, 150))
+
+
+def test_max_records_is_soft_unless_the_fetch_asks_for_the_record_limit(share_broker):
+    """Kafka's batch-optimized acquisition (every v1 fetch, v2's default mode): the batch
+    holding the last record counted is acquired to its end, even past the window's bound, and
+    goes out as one range; v2's record_limit counts exactly."""
+    with KafkaRaw.connect(share_broker.bootstrap_servers) as raw:
+        tid = setup_topic(raw, "sf-soft", "g22", 300, share_partition_max_record_locks="100")
+        raw.produce_ok("sf-soft", 0, make_batch([b"next-%d" % i for i in range(10)]))
+        join(raw, "g23", "sf-soft")
+        set_group_configs(raw, "g23", share_auto_offset_reset="earliest", share_partition_max_record_locks="100")
+        whole = share_fetch(raw, "g22", "a", 0, tid, max_records=4)
+        assert [(r.first_offset, r.last_offset) for r in whole.responses[0].partitions[0].acquired_records] == \
+            [(0, 299)], "one range, the whole first batch, past the window's 100"
+        assert len(acquired(whole)) == 300
+        assert acquired(share_fetch(raw, "g22", "b", 0, tid)) == [], "the window is full"
+        v2 = acquired(share_fetch(raw, "g23", "a", 0, tid, max_records=4, version=2, acquire_mode=BATCH_OPTIMIZED))
+        assert len(v2) == 300
+        exact = acquired(share_fetch(raw, "g23", "b", 0, tid, max_records=4, version=2, acquire_mode=RECORD_LIMIT))
+        assert [o for o, _, _ in exact] == [], "the window (100) is full: nothing new"
+        share_ack(raw, "g23", "a", 1, tid, {0: [(0, 299, [ACCEPT])]})
+        exact = acquired(share_fetch(raw, "g23", "b", 1, max_records=4, version=2, acquire_mode=RECORD_LIMIT))
+        assert [o for o, _, _ in exact] == [300, 301, 302, 303]
+
+
+def test_a_member_may_acknowledge_each_record_of_a_whole_batch_alone(share_broker):
+    """A batch-optimized fetch can hand one member more than 10,000 records (a full window
+    and the rest of the batch it began): one single-offset batch per record, types mixed, is
+    a valid acknowledgement of them all."""
+    count = 12_000
+    with KafkaRaw.connect(share_broker.bootstrap_servers) as raw:
+        tid = setup_topic(raw, "sf-many-acks", "g24", count, share_partition_max_record_locks="2000")
+        got = acquired(share_fetch(raw, "g24", "a", 0, tid))
+        assert len(got) == count
+        acks = [(o, o, [ACCEPT if o % 2 else REJECT]) for o in range(count)]
+        response = share_ack(raw, "g24", "a", 1, tid, {0: acks})
+        assert response.responses[0].partitions[0].error_code == ErrorCode.none, \
+            response.responses[0].partitions[0].error_message
+        raw.produce_ok("sf-many-acks", 0, make_batch([b"after"]))
+        assert [o for o, _, _ in acquired(share_fetch(raw, "g24", "a", 2))] == [count], "all of them done"
 
 
 def test_auto_offset_reset_latest_and_by_duration(share_broker):

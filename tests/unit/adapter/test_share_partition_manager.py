@@ -55,8 +55,10 @@ class World:
     def produce(self, values: list[bytes]) -> None:
         self.store.append_built(TOPIC, 0, build_batch([(self.clock.now_ms(), None, v, []) for v in values]))
 
-    def acquire(self, member: str, max_records: int = 500, max_bytes: int = 50 << 20):
-        return self.shares.acquire("g", member, self.meta, 0, max_records, 500, max_bytes, True)
+    def acquire(self, member: str, max_records: int = 500, max_bytes: int = 50 << 20, strict: bool = True):
+        """A fetch; ``strict`` by default (ShareAcquireMode record_limit: exact counts), the
+        batch-optimized tests (Kafka's default) pass False."""
+        return self.shares.acquire("g", member, self.meta, 0, max_records, 500, max_bytes, True, strict=strict)
 
 
 @pytest.fixture
@@ -286,3 +288,55 @@ def test_the_read_cache_stays_within_its_bytes(world):
     assert cache.get(("id", 0), plog, 0, 1 << 20, True, None) is None  # dropped, least recently used
     cache.put(("id", 11), plog, list(batch) * 0)
     assert cache.get(("id", 11), plog, 0, 1 << 20, True, None) is None
+
+
+# -- batch-optimized acquisition (ShareAcquireMode 0, Kafka's default): MaxRecords is soft ----------
+def ranges(fetched) -> list[tuple[int, int, int]]:
+    return [(r.first_offset, r.last_offset, r.delivery_count) for r in fetched.acquired]
+
+
+def test_max_records_is_a_soft_limit_new_records_run_to_their_batch_end(world):
+    for start in range(0, 300, 100):
+        world.produce([b"%04d" % i for i in range(start, start + 100)])
+    first = world.acquire("m1", max_records=5, strict=False)
+    assert ranges(first) == [(0, 99, 1)], "the whole batch holding the 5th record (Kafka's soft limit)"
+    assert len(first.batches) == 1
+    # 150 records asked from offset 100: the 150th (249) is in the third batch, so to its end;
+    # BatchSize 100 cuts the ranges where a batch starts, never inside one
+    second = world.shares.acquire("g", "m2", world.meta, 0, 150, 100, 50 << 20, True)
+    assert ranges(second) == [(100, 199, 1), (200, 299, 1)] and len(second.batches) == 2
+    assert world.acquire("m3", strict=False).acquired == []
+    strict = World.acquire  # record_limit (v2's ShareAcquireMode 1) counts exactly
+    world.produce([b"x"] * 100)
+    assert offsets(strict(world, "m3", max_records=5)) == [300, 301, 302, 303, 304]
+
+
+def test_a_batch_acquired_whole_is_accepted_whole_after_the_restart(world):
+    world.produce([b"r%d" % i for i in range(1000)])
+    assert ranges(world.acquire("m", max_records=500, strict=False)) == [(0, 999, 1)]
+    world.shares.acknowledge("g", "m", world.meta, 0, [AckBatch(0, 999, (1,))])
+    sp = world.shares.get(("g", TOPIC, 0))
+    assert sp.start_offset == 1000 and sp.in_flight_count() == 0
+    world.restart()
+    world.produce([b"next"])
+    assert offsets(world.acquire("n", strict=False)) == [1000]
+
+
+def test_the_window_runs_past_its_bound_only_to_a_batch_end_and_by_a_bounded_count(tmp_path: Path):
+    from rmqkafka.rmqsemantics.share.partition import MAX_BATCH_OVERSHOOT
+
+    w = World(tmp_path / "data", {"g": {"share.partition.max.record.locks": "100"}})
+    try:
+        w.produce([b"a%d" % i for i in range(1000)])
+        assert ranges(w.acquire("m1", max_records=500, strict=False)) == [(0, 999, 1)], \
+            "the window (100) holds the whole batch begun, as Kafka's does"
+        assert w.acquire("m2", strict=False).acquired == [], "a full window acquires nothing new"
+        w.shares.acknowledge("g", "m1", w.meta, 0, [AckBatch(0, 999, (1,))])
+        # a producer's batch larger than the overshoot: the window stops at its bound plus it
+        big = 100 + MAX_BATCH_OVERSHOOT + 5_000
+        w.produce([b""] * big)
+        got = w.acquire("m2", max_records=500, strict=False)
+        assert ranges(got) == [(1000, 1000 + 100 + MAX_BATCH_OVERSHOOT - 1, 1)] and len(got.batches) == 1
+        assert w.shares.get(("g", TOPIC, 0)).in_flight_count() == 100 + MAX_BATCH_OVERSHOOT
+    finally:
+        w.store.close_sync()

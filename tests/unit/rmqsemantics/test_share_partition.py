@@ -184,6 +184,50 @@ def test_read_uncommitted_delivers_aborted_records_but_skips_control_records():
     assert got == [AcquiredRange(0, 3, 1), AcquiredRange(5, 5, 1)]
 
 
+def test_batch_optimized_acquisition_runs_to_the_batch_end_past_control_records_too():
+    """Kafka's soft MaxRecords: new records to the end of the batch holding the last one
+    counted, with control records archived unseen on the way; strict without batch ends."""
+    sp, _, _, _ = make()
+    # batches [0, 4), [4, 5) (a control batch), [5, 12)
+    got = sp.acquire("a", 12, 2, control=[(4, 4)], batch_ends=[4, 5, 12])
+    assert got == [AcquiredRange(0, 3, 1)], "2 asked, the batch holding them taken whole"
+    got = sp.acquire("b", 12, 2, control=[(4, 4)], batch_ends=[4, 5, 12])
+    assert got == [AcquiredRange(5, 11, 1)] and sp.record(4).state == RecordState.ARCHIVED
+    sp2, _, _, _ = make()
+    assert sp2.acquire("a", 12, 2, control=[(4, 4)]) == [AcquiredRange(0, 1, 1)], "record_limit: strict"
+    ack(sp, "a", 0, 3, RELEASE)  # four available records in the window's first batch
+    assert sp.acquire("c", 12, 1, batch_ends=[4, 5, 12]) == [AcquiredRange(0, 3, 2)], \
+        "one asked, every available record of its batch taken (Kafka's acquireSubsetBatchRecords)"
+    sp3, _, _, _ = make(max_record_locks=100)
+    assert sp3.acquire("a", 500, 10, batch_ends=[300, 500]) == [AcquiredRange(0, 299, 1)], \
+        "past the window's bound (100) to the batch's end"
+    assert sp3.acquire("b", 500, 10, batch_ends=[300, 500]) == [], "then the window is full"
+
+
+def test_accepting_a_batch_a_part_at_a_time_keeps_it_in_runs_and_persists_the_same_state():
+    """A consumer acknowledging a batch of 1,000 a poll at a time: each accepted range is cut
+    off as a run (no entry per record), SPSO passes the accepted prefix, the state written
+    names the ranges, and the lock of the rest still expires."""
+    sp, clock, updates, _ = make(record_lock_duration_ms=1000)
+    assert sp.acquire("a", 1000, 1000, batch_ends=[1000]) == [AcquiredRange(0, 999, 1)]
+    ack(sp, "a", 0, 499, ACCEPT)
+    assert sp.start_offset == 500 and updates[-1] == StateUpdate(500, (StateBatch(0, 499, RecordState.ACKNOWLEDGED, 1),))
+    ack(sp, "a", 700, 799, ACCEPT)
+    assert sp.start_offset == 500 and sp.record(750).state == RecordState.ACKNOWLEDGED
+    assert updates[-1] == StateUpdate(500, (StateBatch(700, 799, RecordState.ACKNOWLEDGED, 1),))
+    assert not sp._records, "no entry per record: runs only"
+    with pytest.raises(InvalidRecordState):
+        ack(sp, "a", 790, 810, ACCEPT)  # 790-799 are done: all or nothing, as Kafka
+    assert sp.record(805).state == RecordState.ACQUIRED
+    ack(sp, "a", 500, 509, RELEASE)  # a release looks at its records one by one
+    assert sp.acquire("b", 1000, 5) == [AcquiredRange(500, 504, 2)]
+    clock.advance(1000)
+    assert sp.expire_locks() == 390 + 5, "a's 390 left, split or not, and b's 5 (locked the same ms) expire"
+    assert sp.record(999).state == RecordState.AVAILABLE and sp.record(799).state == RecordState.ACKNOWLEDGED
+    restored = SharePartition(ShareGroupSettings(), clock, sp.start_offset, restored=sp.snapshot().batches)
+    assert restored.record(750).state == RecordState.ACKNOWLEDGED and restored.record(820).state == RecordState.AVAILABLE
+
+
 def test_retention_moves_spso_past_removed_records():
     sp, _, _, _ = make()
     sp.acquire("a", 10, 5)
