@@ -319,17 +319,6 @@ class SharePartition:
         for offset in range(first, last + 1):
             records[offset] = InFlight(run.state, 1, run.member_id, run.deadline_ms)
 
-    def _split(self, run: _Run, first: int, last: int) -> None:
-        """Cut ``run`` into runs at ``first`` and after ``last`` (same states): a part of it
-        can then change as one entry."""
-        first, last = max(first, run.first), min(last, run.last)
-        if first == run.first and last == run.last:
-            return
-        self._drop_run(run)
-        for a, b in ((run.first, first - 1), (first, last), (last + 1, run.last)):
-            if a <= b:
-                self._add_run(_Run(a, b, run.state, run.member_id, run.deadline_ms))
-
     def counts(self) -> WindowCounts:
         """The window's records by state: one pass over the window (bounded by the
         share-partition's record locks), never over the topic."""
@@ -637,11 +626,6 @@ class SharePartition:
                         run = self._split(run, offset, last)
                     run_plan[run.first] = types[0]
                     offset = run.last + 1
-                    continue
-                if whole and run.first not in run_plan:
-                    # one type for part of a run (a consumer acknowledging what it polled of a
-                    # large batch): that part becomes a run of its own, taken whole next turn
-                    self._split(run, offset, last)
                     continue
                 planned = run_plan.pop(run.first, None)
                 if planned is not None:  # an earlier batch of this request took it whole
