@@ -4,6 +4,7 @@ needed, prints where it is, serves it, and says in one line what is missing when
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
