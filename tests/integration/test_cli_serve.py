@@ -253,8 +253,13 @@ def test_a_fatal_signal_leaves_a_traceback_in_the_log(tmp_path: Path, signum: si
     wait_ready(proc)
     os.kill(proc.pid, signum)
     _, err = proc.communicate(timeout=30)
-    assert proc.returncode == -signum
-    assert "Fatal Python error" in err, err
+    # faulthandler walks every thread's frames; one caught in the middle of an import (the
+    # warm-up thread loads the record parser just after ready, and compiles it where bytecode
+    # is not cached) can fault the walk itself, which then ends in SIGSEGV after the header
+    # and the threads dumped so far (2 of 12 runs in CI's environment)
+    assert proc.returncode in (-signum, -signal.SIGSEGV), err
+    name = {signal.SIGSEGV: "Segmentation fault", signal.SIGBUS: "Bus error"}[signum]
+    assert f"Fatal Python error: {name}" in err, err
     assert "Current thread" in err or "Thread 0x" in err, err
     assert 'File "' in err, err
 
