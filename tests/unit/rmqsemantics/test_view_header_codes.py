@@ -17,9 +17,6 @@ from rmqkafka.rmqsemantics.filters import compile_filter
 from rmqkafka.rmqsemantics.header_code_match import kept_records
 from rmqkafka.rmqsemantics.view_reader import read_view
 from rmqkafka.storage import batch_scan, record_batch
-from rmqkafka.storage.clock import ManualClock
-from rmqkafka.storage.config import StorageConfig
-from rmqkafka.storage.store import MessageStore
 
 from test_view_reader import decoded, expected  # noqa: E402  (same directory)
 
@@ -136,15 +133,6 @@ def test_more_names_than_the_bound_are_decoded():
 
 
 # -- through read_view, against the client-side filter -----------------------------------------
-
-
-@pytest.fixture
-def store(tmp_path: Path):
-    s = MessageStore(StorageConfig(data_dir=tmp_path / "data"), ManualClock())
-    s.open()
-    s.create_topic("src", 1, {})
-    yield s
-    s.close_sync()
 
 
 @pytest.mark.parametrize("compiled", [True, False], ids=["c-scan", "no-c-scan"])

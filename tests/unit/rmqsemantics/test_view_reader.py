@@ -32,15 +32,6 @@ from rmqkafka.storage.store import Appended, MessageStore
 BIG = 1 << 30
 
 
-@pytest.fixture
-def store(tmp_path: Path):
-    s = MessageStore(StorageConfig(data_dir=tmp_path / "data"), ManualClock())
-    s.open()
-    s.create_topic("src", 1, {})
-    yield s
-    s.close_sync()
-
-
 def put(store: MessageStore, *batches: bytes) -> None:
     for batch in batches:
         store.append("src", 0, batch, max_batch_bytes=BIG)
