@@ -9,12 +9,13 @@ elsewhere it raises MountRefused, saying why.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from rmqkafka.storage.checkpoint_file import read_checkpoint
 
 
 class MountRefused(Exception):
@@ -85,7 +86,7 @@ def lose_unsynced_index_entries(data_dir: Path) -> None:
     produce was acknowledged after it), the index entries written after the checkpoint were
     not. Every consume queue and time index is cut back to the size the checkpoint recorded;
     those of partitions it does not name (first written after it) are gone."""
-    derived = json.loads((data_dir / "checkpoint.json").read_text()).get("derived") or {}
+    derived = (read_checkpoint(data_dir / "checkpoint.json") or {}).get("derived") or {}
     for directory in (data_dir / "consumequeue").glob("*/*"):
         key = f"{directory.parent.name}/{directory.name}"
         if key not in derived:

@@ -30,16 +30,22 @@ def fsync_path(path: Path) -> None:
 
 
 def write_json_atomically(path: Path, data: object, *, keep_previous: bool = False) -> None:
-    """Replace ``path`` with ``data`` as JSON so that a crash leaves the old or the new file:
-    write a temporary file, fsync it, rename it over ``path``, fsync the directory.
-    ``keep_previous``: the file being replaced stays as ``<path>.prev`` (a hard link, swapped
-    in atomically), the fallback of ``read_json_with_fallback``."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
+    """Replace ``path`` with ``data`` as JSON so that a crash leaves the old or the new file
+    (``write_bytes_atomically``)."""
     # json.dumps without indent runs CPython's C encoder; json.dump and indent run the pure
     # Python one (0.6 s instead of 0.09 s for a checkpoint holding 100,000 half messages)
     text = json.dumps(data, sort_keys=True, separators=(",", ":"))
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
+    write_bytes_atomically(path, text.encode("utf-8"), keep_previous=keep_previous)
+
+
+def write_bytes_atomically(path: Path, data: bytes, *, keep_previous: bool = False) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file: write a
+    temporary file, fsync it, rename it over ``path``, fsync the directory.
+    ``keep_previous``: the file being replaced stays as ``<path>.prev`` (a hard link, swapped
+    in atomically), the fallback of ``read_json_with_fallback``."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
         f.flush()
         os.fsync(f.fileno())
     if keep_previous and path.exists():

@@ -26,7 +26,8 @@ Files under ``data_dir``::
     features.json            finalized feature levels (storage.feature_levels)
     offsets/                 committed consumer-group offsets: journal + snapshot.json
                              (rmqkafka.storage.offset_store; its own crash handling, not derived)
-    checkpoint.json          {"position": P, "producers": ..., "txns": {"<id>/<p>":
+    checkpoint.json          a header line with a CRC32C (storage.checkpoint_file), then
+                             {"position": P, "producers": ..., "txns": {"<id>/<p>":
                              {"<producer id>": first offset of its open transaction}},
                              "log_start": ..., "derived": {"<id>/<p>": [consume queue next
                              offset, time index entries, txnindex entries]},
@@ -104,6 +105,7 @@ from typing import Protocol
 from . import record_batch
 from .batch_builder import empty_batch, subset_batch
 from .clock import Clock, SystemClock
+from .checkpoint_file import DamagedCheckpointError, read_checkpoint, write_checkpoint
 from .commitlog import CommitLog, Damage, DamagedSegmentError, Entry
 from .compaction_store import CompactedLog
 from .log_cleaner import LogCleaner
@@ -141,6 +143,7 @@ from .txn_index import OngoingTxns
 log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN = "clean_shutdown"
+CHECKPOINT = "checkpoint.json"
 # what _count_unchecked adds: a time-index entry (16 bytes) and a txnindex entry (at most
 # 32) per batch, and three new 4 KiB blocks (queue, time index, txnindex) per partition
 _TIME_AND_TXN_ENTRY_BYTES = 48
@@ -1468,16 +1471,16 @@ class MessageStore:
         }
 
     def _write_checkpoint(self, position: int, snapshot: dict) -> None:
-        write_json_atomically(self._dir / "checkpoint.json", {"position": position, **snapshot})
+        write_checkpoint(self._dir / CHECKPOINT, {"position": position, **snapshot})
 
     def _load_checkpoint(self) -> dict:
-        path = self._dir / "checkpoint.json"
-        if not path.exists():
-            return {}
+        """The checkpoint (storage.checkpoint_file); a damaged or unreadable one is treated as
+        absent: everything derived is rebuilt from the commitlog, which is all it summarised."""
+        path = self._dir / CHECKPOINT
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (ValueError, OSError):
-            log.warning("unreadable checkpoint; recovering from the commitlog start")
+            return read_checkpoint(path) or {}
+        except (DamagedCheckpointError, OSError) as exc:
+            log.error("%s is damaged (%s); ignoring it and recovering from the commitlog start", path, exc)
             return {}
 
     def _load_cluster_id(self) -> str:

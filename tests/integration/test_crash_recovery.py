@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from rawkafka import GZIP, LATEST, MAX_TIMESTAMP, ZSTD, ErrorCode, KafkaRaw, make_batch, wait_until
+from rmqkafka.storage.checkpoint_file import DamagedCheckpointError, read_checkpoint
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash, pytest.mark.timeout(180)]
 
@@ -45,8 +46,8 @@ def checkpoint_covers_the_commitlog(data_dir: Path) -> bool:
     segment = last_segment(data_dir)
     end = int(segment.stem) + segment.stat().st_size
     try:
-        return json.loads((Path(data_dir) / "checkpoint.json").read_text())["position"] >= end
-    except (OSError, ValueError, KeyError):
+        return (read_checkpoint(Path(data_dir) / "checkpoint.json") or {}).get("position", -1) >= end
+    except (OSError, DamagedCheckpointError):
         return False
 
 

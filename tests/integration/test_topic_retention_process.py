@@ -5,13 +5,13 @@ a dynamic change, kill -9 while retention runs, and a full disk."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 import pytest
 from partition_reads import at_least, read_aiokafka, read_kafka_python
 from rawkafka import EARLIEST, ErrorCode, KafkaRaw, make_batch, wait_until
+from rmqkafka.storage.checkpoint_file import read_checkpoint
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -39,9 +39,10 @@ def commitlog_bytes(broker) -> int:
 
 def checkpointed_log_starts(broker) -> list[int]:
     try:
-        return list(json.loads((Path(broker.data_dir) / "checkpoint.json").read_text()).get("log_start", {}).values())
-    except (OSError, ValueError):  # being replaced
+        checkpoint = read_checkpoint(Path(broker.data_dir) / "checkpoint.json") or {}
+    except OSError:  # being replaced
         return []
+    return list(checkpoint.get("log_start", {}).values())
 
 
 def earliest(k: KafkaRaw, topic: str, partition: int = 0) -> int:

@@ -494,8 +494,10 @@ async def test_a_check_immunity_past_int64_neither_breaks_the_table_nor_a_restar
 def _rewrite_halves_state(data_dir: Path, rewrite) -> None:
     import json
 
+    from rmqkafka.storage.checkpoint_file import read_checkpoint
+
     path = data_dir / "checkpoint.json"
-    checkpoint = json.loads(path.read_text())
+    checkpoint = read_checkpoint(path)
     state = checkpoint["state"]["scheduler"]
     state["halves"] = rewrite(state["halves"])
     path.write_text(json.dumps(checkpoint))

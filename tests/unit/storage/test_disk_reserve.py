@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import json
 import logging
 import os
 
 import pytest
 
 from batches import make_batch
+from rmqkafka.storage.checkpoint_file import read_checkpoint
 from rmqkafka.storage.disk_reserve import DiskReserve, DiskReserveMissingError
 from storage_helpers import append
 
@@ -102,17 +102,17 @@ async def test_a_checkpoint_starts_early_at_half_the_reserve(stores):
     await store.start()
     store.create_topic("t", 1, {})
     checkpoint = stores.data_dir / "checkpoint.json"
-    opened_at = json.loads(checkpoint.read_text())["position"]
+    opened_at = read_checkpoint(checkpoint)["position"]
     append(store, "t", 0, make_batch(100))  # 2 KB of entries (+ 12 KiB for new file blocks)
     await asyncio.sleep(0.2)
-    assert json.loads(checkpoint.read_text())["position"] == opened_at
+    assert read_checkpoint(checkpoint)["position"] == opened_at
     for _ in range(30):  # 60 KB more: past 64 KiB
         append(store, "t", 0, make_batch(100))
     for _ in range(50):
         await asyncio.sleep(0.02)
-        if json.loads(checkpoint.read_text())["position"] == store.commitlog.end_position:
+        if read_checkpoint(checkpoint)["position"] == store.commitlog.end_position:
             break
-    assert json.loads(checkpoint.read_text())["position"] == store.commitlog.end_position
+    assert read_checkpoint(checkpoint)["position"] == store.commitlog.end_position
     assert store._unchecked_index_bytes == 0
     await stores.aclose(store)
 

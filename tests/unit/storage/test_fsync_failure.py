@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import json
 import os
 import socket
 
@@ -15,6 +14,7 @@ import pytest
 
 from batches import make_batch, values_of
 from rmqkafka.storage import store as store_module
+from rmqkafka.storage.checkpoint_file import read_checkpoint
 from rmqkafka.storage.errors import StorageFailedError
 from rmqkafka.storage.offset_store import CommittedOffset
 from storage_helpers import append, read_all
@@ -83,7 +83,7 @@ async def test_a_failed_checkpoint_fsync_is_fatal_in_async_mode(stores, failing_
         await store.checkpoint()
     with pytest.raises(StorageFailedError):
         await store.wait_durable(result.end_position)
-    checkpoint = json.loads((stores.data_dir / "checkpoint.json").read_text())
+    checkpoint = read_checkpoint(stores.data_dir / "checkpoint.json")
     assert checkpoint["position"] < result.end_position
     assert store.failed.is_set()
     await stores.aclose(store)

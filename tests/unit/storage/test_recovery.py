@@ -8,7 +8,6 @@ damage is added by hand where a test needs a torn tail.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 
@@ -16,6 +15,7 @@ import pytest
 
 from batches import GZIP, flip, idempotent, make_batch, values_of
 from rmqkafka.storage import record_batch as rb
+from rmqkafka.storage.checkpoint_file import read_checkpoint
 from rmqkafka.storage.commitlog import ENTRY_HEADER_SIZE
 from rmqkafka.storage.errors import OutOfOrderSequenceError
 from rmqkafka.storage.tag_code import java_string_hash
@@ -44,7 +44,7 @@ async def test_checkpoint_older_than_the_tail(stores):
         append(store, "t", i % 2, make_batch(vals(2, f"pre{i}-")))
         expected[i % 2] += vals(2, f"pre{i}-")
     await store.checkpoint()
-    checkpoint = json.loads((stores.data_dir / "checkpoint.json").read_text())["position"]
+    checkpoint = read_checkpoint(stores.data_dir / "checkpoint.json")["position"]
     segments_at_checkpoint = len(store.commitlog.segments)
     for i in range(12):  # after the checkpoint, rolling segments
         append(store, "t", i % 2, make_batch(vals(3, f"post{i}-"), codec=GZIP if i % 3 else 0))
@@ -57,7 +57,7 @@ async def test_checkpoint_older_than_the_tail(stores):
     assert not store.clean_start
     assert store.recovered_entries == 12
     assert store.commitlog.end_position == end
-    new_checkpoint = json.loads((stores.data_dir / "checkpoint.json").read_text())["position"]
+    new_checkpoint = read_checkpoint(stores.data_dir / "checkpoint.json")["position"]
     assert new_checkpoint == end > checkpoint
     for p in (0, 1):
         got = contents(store, "t", p)

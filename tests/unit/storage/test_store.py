@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 
@@ -31,6 +30,7 @@ from rmqkafka.storage.errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
+from rmqkafka.storage.checkpoint_file import read_checkpoint
 from rmqkafka.storage.tag_code import java_string_hash
 from storage_helpers import append, file_ids, read_all
 
@@ -487,7 +487,7 @@ async def test_checkpoint_records_a_consistent_position(stores, count_fsyncs):
     await store.start()
     append(store, "t", 0, idempotent(2, 5, 0, 0))
     await store.checkpoint()
-    data = json.loads((stores.data_dir / "checkpoint.json").read_text())
+    data = read_checkpoint(stores.data_dir / "checkpoint.json")
     assert data["position"] == store.commitlog.end_position
     key = f"{store.topics.get('t').topic_id}/0"
     assert data["producers"][key] == {"5": [0, 1, [[0, 1, 0]], 1_700_000_000_001, -1]}
@@ -541,7 +541,7 @@ async def test_background_checkpoint_loop_runs(stores, count_fsyncs):
     await store.start()
     append(store, "t", 0, make_batch(1))
     for _ in range(200):
-        data = json.loads((stores.data_dir / "checkpoint.json").read_text())
+        data = read_checkpoint(stores.data_dir / "checkpoint.json")
         if data["position"] == store.commitlog.end_position:
             break
         await asyncio.sleep(0.01)
@@ -573,7 +573,7 @@ async def test_close_during_an_in_flight_checkpoint(stores, monkeypatch):
     end = store.commitlog.end_position
     await stores.aclose(store)
     await asyncio.sleep(0.3)  # a straggling thread would have written by now
-    data = json.loads((stores.data_dir / "checkpoint.json").read_text())
+    data = read_checkpoint(stores.data_dir / "checkpoint.json")
     assert data["position"] == end
     store = stores.open()
     assert store.clean_start
@@ -627,5 +627,5 @@ async def test_an_idle_checkpoint_is_not_rewritten(stores):
     append(store, "t", 0, make_batch(1))
     await store.checkpoint()
     assert path.stat().st_ino != written
-    assert json.loads(path.read_text())["position"] == store.commitlog.end_position
+    assert read_checkpoint(path)["position"] == store.commitlog.end_position
     await stores.aclose(store)

@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import replace
 
 from batches import make_batch
 from storage_helpers import append
+from rmqkafka.storage.checkpoint_file import read_checkpoint
 
 
 def test_lower_retention_applies_at_the_next_check(stores):
@@ -31,14 +31,14 @@ async def test_a_shorter_flush_interval_does_not_wait_out_the_old_one(stores):
 
     async def checkpointed() -> bool:
         for _ in range(250):  # 5 s: generous on a loaded machine; the interval is 50 ms
-            if json.loads(checkpoint.read_text())["position"] == store.commitlog.end_position:
+            if read_checkpoint(checkpoint)["position"] == store.commitlog.end_position:
                 return True
             await asyncio.sleep(0.02)
         return False
 
     append(store, "t", 0, make_batch([b"a"]))
     await asyncio.sleep(0.2)
-    assert json.loads(checkpoint.read_text())["position"] < store.commitlog.end_position  # an hour to go
+    assert read_checkpoint(checkpoint)["position"] < store.commitlog.end_position  # an hour to go
     store.reconfigure(replace(store.config, flush_interval_ms=50))
     assert await checkpointed()
     append(store, "t", 0, make_batch([b"b"]))  # and the next one comes at the new interval

@@ -20,6 +20,7 @@ import pytest
 from batches import BASE_TS, fix_crc, make_batch, values_of
 from rmqkafka.storage import record_batch as rb
 from rmqkafka.storage.batch_builder import zigzag_varint
+from rmqkafka.storage.checkpoint_file import read_checkpoint
 from rmqkafka.storage.errors import InvalidProducerEpochError, OffsetOutOfRangeError, OutOfOrderSequenceError
 from rmqkafka.storage.txn_index import ABORT, COMMIT, MAGIC, SLOT, SLOT_SIZE, VERSION, end_marker
 from storage_helpers import append, read_all, sync_checkpoint
@@ -74,7 +75,7 @@ def state(store, topic: str = "t") -> tuple[int, int, list[tuple[int, int]]]:
 
 
 def checkpoint_json(stores) -> dict:
-    return json.loads((stores.data_dir / "checkpoint.json").read_text())
+    return read_checkpoint(stores.data_dir / "checkpoint.json")
 
 
 async def started(stores, **kw):
