@@ -17,6 +17,9 @@ Kafka's rule is that a topic's own config wins and the broker's value is its def
   holds log.retention.bytes; the log start of such a partition moves past the batches in
   expired segments. (The broker's values are then commitlog-wide, not per partition: the
   records of such topics are kept at least that long, never less.)
+- A topic switching between the two (its ``retention.*`` set or deleted) follows the new
+  rule from the next retention run, moves of its batches included (the plan's idle memo
+  counts topic changes: ``TopicRegistry.changes``).
 - A topic whose ``cleanup.policy`` lacks ``delete`` (compact only) loses nothing to
   retention, as in Kafka; its batches are moved like those of an unlimited topic (the
   compaction store raises ``commitlog_start_offset`` for what it holds).
@@ -334,7 +337,10 @@ class Retention:
         store = self._store
         ratio = store.config.retention_move_ratio
         closed = store.commitlog.segments[:-1]
-        state = (len(closed), store.commitlog.start_position, ratio, len(store.topics.all()),
+        # what decides a plan besides the segments: a topic created, deleted or changed (a
+        # switch between its own retention and the broker's decides whether its batches may
+        # be moved) is seen at the next run, not at the next segment roll
+        state = (len(closed), store.commitlog.start_position, ratio, store.topics.changes,
                  sum(p.commitlog_start_offset for p in store.partitions().values()))
         if state == self._idle:
             return Plan()

@@ -50,6 +50,9 @@ class TopicRegistry:
         self._pending: dict[str, TopicMeta | None] = {}  # staged, not yet durable (None: deleting)
         self._total = 0  # partitions of every topic served or staged
         self.created = 0  # topics created since start: a consumer group's regexes may match them
+        # changes to what is served (created, changed, deleted, a deletion undone) since start:
+        # who caches a decision made on topics' configs (retention's idle plan) compares it
+        self.changes = 0
         # Names with '.' folded into '_' -> the taken names that fold to it (Kafka refuses a
         # name that collides with another this way: metric names cannot tell them apart).
         self._by_folded: dict[str, set[str]] = {}
@@ -133,6 +136,7 @@ class TopicRegistry:
         del self._by_name[name]
         del self._by_id[meta.topic_id]
         self._pending[name] = None
+        self.changes += 1
         return meta
 
     def commit(self, changed: Iterable[TopicMeta] = (), deleted: Iterable[TopicMeta] = ()) -> None:
@@ -146,6 +150,7 @@ class TopicRegistry:
 
     def announce(self, changed: Iterable[TopicMeta] = (), deleted: Iterable[TopicMeta] = ()) -> None:
         """Serve what ``commit`` made durable."""
+        self.changes += 1
         for meta in changed:
             self._pending.pop(meta.name, None)
             self.created += meta.topic_id not in self._by_id
@@ -159,6 +164,7 @@ class TopicRegistry:
 
     def release(self, changed: Iterable[TopicMeta] = (), deleted: Iterable[TopicMeta] = ()) -> None:
         """Undo staged changes whose ``commit`` failed: as before, served again."""
+        self.changes += 1
         for meta in changed:
             self._pending.pop(meta.name, None)
             served = self._by_name.get(meta.name)

@@ -430,3 +430,52 @@ def test_a_topic_deleted_during_a_turn_of_the_walk_is_passed_over(stores, clock,
         elif step == "checkpoint":
             store._checkpoint_now()
     assert store.partition("u", 0).log_start_offset >= 4600
+
+
+
+def test_a_switch_to_its_own_retention_applies_at_the_next_run(stores, clock):
+    """A topic that switches from the broker's retention to its own stops pinning old
+    segments at the next retention run, not at the next segment roll: no append and no
+    new segment between the switch and the run."""
+    store = stores.open(segment_bytes=1000, retention_ms=None)
+    # "mixed" pins every segment while it follows the broker's (unlimited) segment rule:
+    # its batches are never moved, they die with their segment
+    store.create_topic("mixed", 1, {})
+    store.create_topic("short", 1, {"retention.ms": str(SECOND)})
+    kept = []
+    for i in range(30):
+        r = append(store, "mixed", 0, make_batch([b"m%03d" % i], timestamps=[clock.now_ms()]))
+        kept.append((r.base_offset, b"m%03d" % i))
+        append(store, "short", 0, make_batch([b"S" * 80], timestamps=[clock.now_ms()]))
+    clock.advance(2 * SECOND)
+    segments = list(store.commitlog.segments)
+    assert len(segments) >= 4
+    assert store.apply_retention() == 0  # pinned by "mixed"
+    assert store.apply_retention() == 0
+    store.topics.set_configs("mixed", {"retention.ms": "-1"})
+    assert store.apply_retention() > 0  # moved out, and the old segments went
+    assert store.commitlog.start_position >= segments[-2].end_position
+    assert values_of(read_all(store, "mixed", 0)) == kept
+    assert store.partition("short", 0).log_start_offset == 30
+
+
+def test_a_switch_to_the_brokers_retention_applies_at_the_next_run(stores, clock):
+    """The other way: a topic of its own unlimited retention, mostly live in old segments
+    (not worth moving), switched to the broker's hour loses the expired segments' batches
+    at the next run."""
+    store = stores.open(segment_bytes=1000, retention_ms=HOUR)
+    store.create_topic("mixed", 1, {"retention.ms": "-1"})
+    for i in range(30):
+        append(store, "mixed", 0, make_batch([b"m" * 200], timestamps=[clock.now_ms()]))
+    old = (clock.now_ms() - 2 * HOUR) / 1000
+    closed = store.commitlog.segments[:-1]
+    assert len(closed) >= 4
+    for segment in closed:
+        os.utime(segment.path, (old, old))
+    assert store.apply_retention() == 0  # its own: unlimited, everything live
+    assert store.apply_retention() == 0
+    store.topics.set_configs("mixed", {})
+    assert store.apply_retention() == len(closed)
+    plog = store.partition("mixed", 0)
+    assert plog.log_start_offset > 0
+    assert read_all(store, "mixed", 0)
