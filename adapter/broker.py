@@ -41,7 +41,7 @@ from .topic_configs import effective
 from .transactions.coordinator import TxnSettings
 from .transactions.service import TransactionService
 
-from .topic_compaction import compaction_settings
+from .topic_compaction import compaction_settings, drop_compaction_of_system_topics
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +139,7 @@ class Broker:
             semantics = Semantics(self.semantics_config, self.store, self.storage_config.data_dir,
                                   self.clock, self._delivery_options)
             self.store.open()
+            drop_compaction_of_system_topics(self.store.topics)
             await self.store.start()
             semantics.start()
             self.semantics = semantics

@@ -21,11 +21,17 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from rmqkafka.rmqsemantics.scheduler import MAX_RECONSUME_CONFIG, RETRY_PREFIX
+from rmqkafka.rmqsemantics.semantics import CONSUMER_OFFSETS_TOPIC, SYSTEM_TOPICS
 from rmqkafka.storage.config import StorageConfig
 
 from .config import AdapterConfig
 
 LONG_MAX = 2**63 - 1
+# The broker's own topics that hold records: the log cleaner never compacts them (records
+# in their own formats, some without keys), so a cleanup.policy with "compact" there would
+# only stop retention and let them grow without bound. (__consumer_offsets is presented
+# compacted, as Kafka creates it; its partitions stay empty: offsets live in the offset store.)
+NEVER_COMPACTED = SYSTEM_TOPICS - {CONSUMER_OFFSETS_TOPIC}
 DYNAMIC_TOPIC_CONFIG = 1
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
@@ -464,7 +470,20 @@ def validate_topic_configs(configs: dict[str, str | None], topic: str = "") -> d
         except InvalidConfig as e:
             raise InvalidConfig(f"Invalid value {value} for configuration {name}: {e}") from None
     _check_together(out)
+    _check_system_topic(out, topic)
     return out
+
+
+def _check_system_topic(configs: dict[str, str], topic: str) -> None:
+    """Kafka lets its internal topics be configured like any other, because its cleaner
+    compacts them; this broker's system topics are never compacted (NEVER_COMPACTED), so a
+    policy naming "compact" is refused there rather than silently stopping retention."""
+    policy = configs.get("cleanup.policy")
+    if topic in NEVER_COMPACTED and policy is not None and "compact" in policy.split(","):
+        raise InvalidConfig(
+            f"Invalid value {policy} for configuration cleanup.policy: topic {topic} is a system topic of "
+            "this broker, which the log cleaner never compacts; it keeps the delete policy"
+        )
 
 
 def _check_together(configs: dict[str, str]) -> None:
