@@ -24,6 +24,23 @@ digits>.clean``::
     ..  header_crc     uint32   CRC32C of every header byte before it
     ..  batches        Kafka v2 record batches back to back, as clients receive them,
                        base offsets ascending, each ending at or below ``end_offset``
+    ..  footer         (version 2) what ``open`` needs, so that it reads no batch:
+        bases          n x int64 little-endian: the sparse index's base offsets
+        positions      n x int64 little-endian: their byte positions (BatchIndex)
+        count          int64    batches in the file
+        data_end       int64    where the batches end (the footer starts)
+        n              int32    index entries
+        data_crc       uint32   CRC32C of the batches' bytes, [header end, data_end)
+        magic          4 bytes  b"RMKF"
+        footer_crc     uint32   CRC32C of every footer byte before it
+
+Opening a version 2 file checks the header CRC, the footer's CRC, that the footer ends the
+file exactly and that its index is ordered and inside the batches, and the batches' bytes
+against ``data_crc`` (CRC32C in C, about 1 GB/s here: 0.2 s for a million 186-byte batches,
+where walking and checking each batch in Python took 5-7 s). So damage anywhere (header,
+batches, index) is still found at open, at a fraction of the cost. A version 1 file (no
+footer, written before) is still opened the old way, walking and checking every batch;
+the next cleaning of its partition writes version 2.
 
 A batch here is a stored batch with some records left out (storage.batch_builder's
 subset_batch: base offset, last offset delta, producer fields and attributes kept) or a
@@ -38,7 +55,7 @@ file, or the new one, or both (the newest complete one wins), plus perhaps a ``.
 fails (a full disk, an fsync or rename error) removes its own file, ``.tmp`` or renamed, and
 the previous file goes on serving; it is tried again at a later pass. The commitlog
 keeps everything at and above the end of the file in use, so nothing live is lost. A file
-whose header or a batch CRC does not check (damage on disk) is set aside as
+whose header, footer or batches do not check (damage on disk) is set aside as
 ``<name>.damaged`` and logged at ERROR; the partition then serves what the commitlog still
 holds.
 """
@@ -47,9 +64,10 @@ from __future__ import annotations
 
 import bisect
 import logging
-from array import array
 import os
 import struct
+import sys
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,7 +80,9 @@ from .files import fsync_path
 log = logging.getLogger(__name__)
 
 MAGIC = b"RMKC"
-VERSION = 1
+VERSION = 2
+VERSIONS = (1, 2)  # read; version 1 has no footer
+FOOTER_MAGIC = b"RMKF"
 _HEAD = struct.Struct(">4shqi")
 _EPOCH = struct.Struct(">qq")
 _CRC = struct.Struct(">I")
@@ -73,14 +93,16 @@ _READ_CHUNK = 1 << 20  # bytes read at a time when a file is opened (every batch
 _WALK_CHUNK = 64 << 10  # bytes read at a time by a lookup or a fetch
 INDEX_INTERVAL_BYTES = 4096  # Kafka's index.interval.bytes default
 _LENGTH = struct.Struct(">i")
+_TRAILER = struct.Struct("<qqiI4sI")  # count, data_end, n, data_crc, magic, footer_crc
+_CRC_CHUNK = 8 << 20  # bytes read at a time to check the batches' CRC at open
 
 
 def file_name(end_offset: int) -> str:
     return f"{end_offset:020d}{SUFFIX}"
 
 
-def encode_header(end_offset: int, epochs: list[tuple[int, int]]) -> bytes:
-    out = bytearray(_HEAD.pack(MAGIC, VERSION, end_offset, len(epochs)))
+def encode_header(end_offset: int, epochs: list[tuple[int, int]], version: int = VERSION) -> bytes:
+    out = bytearray(_HEAD.pack(MAGIC, version, end_offset, len(epochs)))
     for end, seen in epochs:
         out += _EPOCH.pack(end, seen)
     out += _CRC.pack(crc32c(bytes(out)))
@@ -132,6 +154,64 @@ class BatchIndex:
         """Where a walk to the batch holding ``offset`` (or the next one) starts."""
         i = bisect.bisect_right(self.bases, offset) - 1
         return self.positions[max(i, 0)] if self.positions else self.end_position
+
+
+def encode_footer(index: BatchIndex, data_crc: int) -> bytes:
+    """The version 2 footer of a file whose batches ``index`` indexes (see the module
+    docstring)."""
+    bases, positions = _little_endian(index.bases), _little_endian(index.positions)
+    head = bases + positions + _TRAILER.pack(index.count, index.end_position, len(index.bases), data_crc,
+                                             FOOTER_MAGIC, 0)[:-_CRC.size]
+    return head + struct.pack("<I", crc32c(head))
+
+
+def _little_endian(values: array) -> bytes:
+    if sys.byteorder == "little":
+        return values.tobytes()
+    swapped = array("q", values)
+    swapped.byteswap()
+    return swapped.tobytes()
+
+
+def _int64s(raw: bytes) -> array:
+    values = array("q")
+    values.frombytes(raw)
+    if sys.byteorder != "little":
+        values.byteswap()
+    return values
+
+
+def _read_footer(fd: int, start: int, size: int) -> tuple[BatchIndex, int] | None:
+    """(index, data CRC) from a version 2 file's footer; None when the footer is damaged
+    (its CRC, its place, or an index that is not ordered inside the batches)."""
+    if size < start + _TRAILER.size:
+        return None
+    trailer = os.pread(fd, _TRAILER.size, size - _TRAILER.size)
+    count, data_end, n, data_crc, magic, crc = _TRAILER.unpack(trailer)
+    if magic != FOOTER_MAGIC or n < 0 or count < n or data_end < start \
+            or data_end + 16 * n + _TRAILER.size != size:
+        return None
+    entries = os.pread(fd, 16 * n, data_end)
+    if len(entries) != 16 * n or crc32c(entries + trailer[:-_CRC.size]) != crc:
+        return None
+    bases, positions = _int64s(entries[: 8 * n]), _int64s(entries[8 * n :])
+    if (count == 0) != (n == 0) or (n and (positions[0] != start or positions[-1] >= data_end)) \
+            or (count == 0 and data_end != start):
+        return None
+    if any(a >= b for a, b in zip(bases, bases[1:])) or any(a >= b for a, b in zip(positions, positions[1:])):
+        return None
+    return BatchIndex(bases, positions, count, data_end), data_crc
+
+
+def _data_crc_ok(fd: int, start: int, end: int, expected: int) -> bool:
+    crc, position = 0, start
+    while position < end:
+        chunk = os.pread(fd, min(_CRC_CHUNK, end - position), position)
+        if not chunk:
+            return False
+        crc = crc32c(chunk, crc)
+        position += len(chunk)
+    return crc == expected
 
 
 def walk(fd: int, path: Path, position: int, end: int,
@@ -213,8 +293,8 @@ class CompactedLog:
                 continue
             loaded = _load(path)
             if loaded is None:
-                log.error("%s: compacted file damaged (header or batch CRC); set aside as %s.damaged, "
-                          "the partition serves what the commitlog still holds", path, name)
+                log.error("%s: compacted file damaged (its header, footer or batches fail their checks); set "
+                          "aside as %s.damaged, the partition serves what the commitlog still holds", path, name)
                 path.rename(path.with_name(name + ".damaged"))
                 continue
             found = cls(path, *loaded)
@@ -261,14 +341,14 @@ class CompactedLog:
 
 
 def _load(path: Path) -> tuple[int, list[tuple[int, int]], BatchIndex, int] | None:
-    """(end offset, epochs, index, where the batches start) of a compacted file whose header
-    and batches all check; None for a damaged one."""
+    """(end offset, epochs, index, where the batches start) of a compacted file whose header,
+    footer and batches all check; None for a damaged one."""
     with open(path, "rb") as f:
         data_head = f.read(_HEAD.size)
         if len(data_head) != _HEAD.size:
             return None
         magic, version, end, count = _HEAD.unpack(data_head)
-        if magic != MAGIC or version != VERSION or not 0 <= count <= 1 << 20:
+        if magic != MAGIC or version not in VERSIONS or not 0 <= count <= 1 << 20:
             return None
         rest = f.read(count * _EPOCH.size + _CRC.size)
         if len(rest) != count * _EPOCH.size + _CRC.size:
@@ -276,20 +356,36 @@ def _load(path: Path) -> tuple[int, list[tuple[int, int]], BatchIndex, int] | No
         (crc,) = _CRC.unpack_from(rest, count * _EPOCH.size)
         if crc32c(data_head + rest[: count * _EPOCH.size]) != crc:
             return None
-        epochs = [_EPOCH.unpack_from(rest, i * _EPOCH.size) for i in range(count)]
+        epochs = [(int(a), int(b)) for a, b in (_EPOCH.unpack_from(rest, i * _EPOCH.size) for i in range(count))]
         start = _HEAD.size + len(rest)
-        index = BatchIndex.empty(start)
-        last_next = -1
-        try:
-            for position, batch in walk(f.fileno(), path, start, os.fstat(f.fileno()).st_size, _READ_CHUNK):
-                base, nxt = record_batch.base_offset_of(batch), record_batch.next_offset_of(batch)
-                if base < last_next or nxt > end:
-                    return None
-                index.add(base, position, len(batch))
-                last_next = nxt
-        except DamagedBatchError:
-            return None  # (an I/O error is raised: the file is not set aside for it)
-    return end, [(int(a), int(b)) for a, b in epochs], index, start
+        size = os.fstat(f.fileno()).st_size
+        if version == 1:
+            index = _walk_and_index(f.fileno(), path, start, size, end)
+        else:
+            footer = _read_footer(f.fileno(), start, size)
+            index = footer[0] if footer is not None and _data_crc_ok(f.fileno(), start, footer[0].end_position,
+                                                                      footer[1]) else None
+            if index is not None and index.bases and index.bases[-1] >= end:
+                index = None
+    return None if index is None else (end, epochs, index, start)
+
+
+def _walk_and_index(fd: int, path: Path, start: int, size: int, end: int) -> BatchIndex | None:
+    """The index of a version 1 file (no footer), every batch read and checked; None when
+    one is damaged or out of order. (An I/O error is raised: the file is not set aside for
+    it.)"""
+    index = BatchIndex.empty(start)
+    last_next = -1
+    try:
+        for position, batch in walk(fd, path, start, size, _READ_CHUNK):
+            base, nxt = record_batch.base_offset_of(batch), record_batch.next_offset_of(batch)
+            if base < last_next or nxt > end:
+                return None
+            index.add(base, position, len(batch))
+            last_next = nxt
+    except DamagedBatchError:
+        return None
+    return index
 
 
 class CompactedWriter:
@@ -321,14 +417,18 @@ class CompactedWriter:
         self.data_start = self.position = len(header)
         self.index = BatchIndex.empty(self.position)
         self.written = 0
+        self._data_crc = 0
 
     def add(self, batch: bytes) -> None:
         self._f.write(batch)
         self.index.add(record_batch.base_offset_of(batch), self.position, len(batch))
         self.position += len(batch)
         self.written += len(batch)
+        self._data_crc = crc32c(batch, self._data_crc)
 
     def finish(self) -> None:
+        """Write the footer and make the file durable."""
+        self._f.write(encode_footer(self.index, self._data_crc))
         self._f.flush()
         os.fsync(self._f.fileno())
         self._f.close()
