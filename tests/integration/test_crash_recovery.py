@@ -8,7 +8,6 @@ watermark.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil

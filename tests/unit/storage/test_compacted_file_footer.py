@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from batches import make_batch
-from compaction_helpers import T, clean, write
+from compaction_helpers import EAGER, T, clean, write
 from rmqkafka.storage import compaction_store as cs
 from rmqkafka.storage.compaction_store import CompactedLog, CompactedWriter, encode_header
 from test_log_cleaner import fill, latest, records
@@ -114,8 +114,6 @@ def test_a_damaged_version_1_file_is_still_found(tmp_path):
 def cleaned(stores, clock):
     store = stores.open()
     store.create_topic(T, 1, {"cleanup.policy": "compact"})
-    from compaction_helpers import EAGER
-
     store.cleaner.settings_for = lambda name: EAGER if name == T else None
     fill(store, clock)
     assert clean(store)
