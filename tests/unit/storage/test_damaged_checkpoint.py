@@ -155,3 +155,18 @@ def test_what_is_neither_format_is_damage(raw):
 
 def test_a_missing_checkpoint_is_none(tmp_path):
     assert read_checkpoint(tmp_path / CHECKPOINT) is None
+
+
+@pytest.mark.parametrize("cut", [0, 1, 0.5, -1])
+def test_a_previous_format_checkpoint_cut_short_recovers_the_undamaged_state(stopped, tmp_path, caplog, cut):
+    """Version 1 has no checksum; cut short it does not parse, and is treated the same way."""
+    path = stopped.data_dir / CHECKPOINT
+    path.write_text(json.dumps(read_checkpoint(path)))
+    expected = _undamaged_state(stopped, tmp_path)
+    raw = path.read_bytes()
+    path.write_bytes(raw[: int(len(raw) * cut) if isinstance(cut, float) else cut % len(raw)])
+    with caplog.at_level(logging.WARNING, logger="rmqkafka.storage.store"):
+        store = stopped.open()
+    assert not store.clean_start
+    assert _state(store) == expected
+    assert len([r for r in caplog.records if CHECKPOINT in r.getMessage() and "damaged" in r.getMessage()]) == 1
