@@ -15,7 +15,8 @@ than ``MAX_URL_PATH``, a symlink loop, a directory without index.html (no listin
 types come from ``CONTENT_TYPES`` (the kinds of file MkDocs writes), not from the machine's
 /etc/mime.types, so a file is served the same everywhere; anything else is
 application/octet-stream. A directory named without its slash is redirected to it
-(``wants_slash``). The console's /docs/ and ``rmqk docs --serve`` both serve through it.
+(``wants_slash``). The console's /docs/ and ``rmqk docs --serve`` both answer through
+``answer``, on the same HTTP server (adapter.http_server).
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from urllib.parse import quote
+
+from .http_server import Response
 
 ENV_DIR = "RMQK_DOCS_DIR"
 MAX_URL_PATH = 1024  # far longer than any page's path: a longer one is refused unresolved
@@ -66,6 +70,21 @@ def site_file(site: Path, url_path: str) -> tuple[Path, str] | None:
     except (OSError, RuntimeError):  # ENAMETOOLONG, EACCES; RuntimeError: a symlink loop
         return None
     return target, CONTENT_TYPES.get(target.suffix.lower(), "application/octet-stream")
+
+
+def answer(site: Path | None, rest: str, prefix: str) -> Response:
+    """The answer to a GET of ``prefix + rest`` where ``prefix`` (ending in /) is where the
+    site is served; ``site`` None: not built."""
+    found = site_file(site, rest) if site is not None else None
+    if found is not None and wants_slash(rest, found[0]):
+        return Response(301, b"", headers={"Location": f"{prefix}{quote(rest.lstrip('/'))}/"})
+    try:
+        body = found[0].read_bytes() if found is not None else None
+    except OSError:  # gone since it was found: rmqk docs swapped a new site in
+        body = None
+    if body is None:
+        return Response(404, b"not found (rmqk docs builds the documentation site)\n")
+    return Response(200, body, found[1], headers={"X-Content-Type-Options": "nosniff"})
 
 
 def wants_slash(url_path: str, found: Path) -> bool:

@@ -6,15 +6,20 @@ the latter is a dependency for four kinds of request. This serves one request pe
 (``Connection: close``): GET and HEAD, and POST with a small body; enough for Prometheus,
 probes, curl and a browser page polling a JSON API.
 
-Bounds (what a client costs is bounded before it is paid): the request head must arrive
-within ``READ_TIMEOUT`` s and fit ``MAX_HEAD`` bytes; a body may not exceed ``MAX_BODY``; at
-most ``MAX_CONNECTIONS`` connections are open at once (one more is answered 503 and closed,
-so the port never takes the file descriptors the Kafka listeners need); an answer must be
-taken by the client within ``WRITE_TIMEOUT`` s, or the connection is aborted and its unsent
-bytes dropped (a client that never reads holds neither memory nor a place for longer). So the
-memory the port holds is at most MAX_CONNECTIONS answers. A handler that raises answers 500
-and is logged; the broker keeps serving. HEAD answers the GET's headers (its Content-Length
-too) without the body.
+Bounds (what a client costs is bounded before it is paid; ``Limits``, one frozen object): the
+request head and body must arrive within ``read_timeout`` s of the connection being taken,
+however they trickle in (a byte at a time does not extend it), and the head must fit
+``MAX_HEAD`` bytes; a body may not exceed ``MAX_BODY``; an answer must be taken by the client
+within ``write_timeout`` s, or the connection is aborted and its unsent bytes dropped. At most
+``max_connections`` connections are held, at most ``max_per_peer`` from one address
+(adapter.http_connections): a new connection takes the place of the oldest one still waiting
+on its client (that peer's own when the peer is at its cap), so slow or idle clients, however
+many, never keep a new one from being answered; only when every held connection is busy in
+its handler is the new one answered 503 and closed. The port so never takes the file
+descriptors the Kafka listeners need, and the memory it holds is at most ``max_connections``
+answers. There is no keep-alive (one request per connection), so no idle connection outlives
+its answer. A handler that raises answers 500 and is logged; the broker keeps serving. HEAD
+answers the GET's headers (its Content-Length too) without the body.
 """
 
 from __future__ import annotations
@@ -25,13 +30,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from .http_connections import ConnectionTable
+
 log = logging.getLogger(__name__)
 
 MAX_HEAD = 16 * 1024
 MAX_BODY = 64 * 1024
-READ_TIMEOUT = 10.0
-MAX_CONNECTIONS = 64
-WRITE_TIMEOUT = 30.0
 _LENGTH_DIGITS = len(str(MAX_BODY))  # a longer Content-Length is too large whatever its digits
 _REASONS = {200: "OK", 301: "Moved Permanently", 302: "Found", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
             413: "Payload Too Large", 415: "Unsupported Media Type", 429: "Too Many Requests", 500: "Internal Server Error",
@@ -58,36 +62,46 @@ class Response:
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-async def start(host: str, port: int, handler: Handler, *, max_connections: int = MAX_CONNECTIONS,
-                write_timeout: float = WRITE_TIMEOUT) -> asyncio.Server:
-    """Bind and serve; the caller closes the returned server. The keyword arguments are the
-    bounds above (tests make them small)."""
-    open_connections = 0
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What one port gives its clients (see the module docstring); tests make them small."""
+
+    read_timeout: float = 5.0  # the whole request: a browser or Prometheus sends it at once
+    write_timeout: float = 30.0
+    max_connections: int = 64
+    max_per_peer: int = 16  # a host's browser and scraper together use a few
+
+
+async def start(host: str, port: int, handler: Handler, limits: Limits = Limits()) -> asyncio.Server:
+    """Bind and serve; the caller closes the returned server."""
+    table = ConnectionTable(limits.max_connections, limits.max_per_peer)
 
     async def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal open_connections
-        if open_connections >= max_connections:
+        peer = writer.get_extra_info("peername")
+        held = table.admit(str(peer[0]) if isinstance(peer, tuple) else str(peer), writer.transport.abort)
+        if held is None:
             # a few bytes into the new socket's empty buffer, never waited for
             writer.write(_encode(Response(503, b"too many connections\n")))
             writer.close()
             return
-        open_connections += 1
         try:
-            response, head_only = await _answer(reader, handler)
+            request = await asyncio.wait_for(_read(reader), limits.read_timeout)
+            table.busy(held)
+            response, head_only = await _answer(request, handler)
+            table.waiting(held)
             writer.write(_encode(response, head_only))
-            await asyncio.wait_for(writer.drain(), write_timeout)
+            await asyncio.wait_for(writer.drain(), limits.write_timeout)
         except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
             writer.transport.abort()  # close() would keep the unsent bytes until the client reads
         finally:
-            open_connections -= 1
+            table.release(held)
             writer.close()
 
     return await asyncio.start_server(on_connection, host, port, reuse_address=True, limit=MAX_HEAD)
 
 
-async def _answer(reader: asyncio.StreamReader, handler: Handler) -> tuple[Response, bool]:
+async def _answer(request: Request | Response, handler: Handler) -> tuple[Response, bool]:
     """The response to the connection's one request, and whether it answers a HEAD."""
-    request = await asyncio.wait_for(_read(reader), READ_TIMEOUT)
     if isinstance(request, Response):
         return request, False
     try:

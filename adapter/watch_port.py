@@ -25,28 +25,25 @@ The port has no authentication: bind it where only operators reach it (``metrics
 the default is the primary listener's address). That alone does not keep out a web page an
 operator's browser opens: a page on evil.example whose name is made to resolve to the
 broker's address (DNS rebinding) is same-origin with the console to the browser. Its requests
-carry ``Host: evil.example``, so a request from a browser (``BROWSER_HEADERS``, which a page's
-script cannot remove, or a ``Mozilla/`` User-Agent) is answered only when its Host header is
-an IP literal, ``localhost``, or one of ``allowed_hosts`` (the broker's own names and
-``metrics.allowed.hosts``; ``*`` = any), else 403, whatever the path. Other clients
-(Prometheus, probes, curl, ``rmqk topics describe --metrics-url``) often name the broker by a
-DNS name nobody configured here and are no such threat: they are answered whatever their Host.
+carry ``Host: evil.example``, so a request from a browser is answered only when its Host
+header is an IP literal, ``localhost``, or one of ``allowed_hosts`` (the broker's own names
+and ``metrics.allowed.hosts``; ``*`` = any), else 403, whatever the path (adapter.http_hosts).
+Other clients (Prometheus, probes, curl, ``rmqk topics describe --metrics-url``) often name
+the broker by a DNS name nobody configured here and are no such threat: they are answered
+whatever their Host.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import logging
 from collections.abc import Callable
 from importlib import resources
-from urllib.parse import quote
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from . import http_server
-from . import docs_site
+from . import docs_site, http_hosts, http_server
 from .console_api import ConsoleApi
 from .console_history import pause_after
 from .context import BrokerContext
@@ -60,14 +57,6 @@ STATIC = {"index.html": "text/html; charset=utf-8", "console.js": "text/javascri
           "console.css": "text/css; charset=utf-8",
           "vendor/uPlot.iife.min.js": "text/javascript; charset=utf-8",
           "vendor/uPlot.min.css": "text/css; charset=utf-8"}
-
-
-# Sent by browsers (Fetch Metadata, Origin) and never removable by a page's script.
-BROWSER_HEADERS = ("sec-fetch-mode", "sec-fetch-site", "sec-fetch-dest", "origin")
-
-
-def _from_browser(headers: dict[str, str]) -> bool:
-    return any(name in headers for name in BROWSER_HEADERS) or "mozilla/" in headers.get("user-agent", "").lower()
 
 
 class WatchPort:
@@ -126,7 +115,7 @@ class WatchPort:
 
     async def handle(self, request: Request) -> Response:
         path = request.path
-        if _from_browser(request.headers) and not self._host_allowed(request.headers.get("host")):
+        if http_hosts.refused(request.headers, self._allowed_hosts):
             return Response(403, b"unknown Host header: open the console by the broker's address, or add the "
                                  b"name to metrics.allowed.hosts\n")
         if request.method == "POST":
@@ -163,17 +152,6 @@ class WatchPort:
             return _json(503, {"error": "the broker is not serving"})
         return _json(200, document(ctx))
 
-    def _host_allowed(self, host: str | None) -> bool:
-        if host is None or "*" in self._allowed_hosts:  # no Host: not a browser's request
-            return True
-        name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host  # drop the port
-        name = name.removeprefix("[").split("]", 1)[0].lower().rstrip(".")  # [v6]:port
-        try:
-            ipaddress.ip_address(name)
-            return True
-        except ValueError:
-            return name == "localhost" or name.endswith(".localhost") or name in self._allowed_hosts
-
     def _overview(self) -> dict:
         ctx = self._context()
         failure = self._failure()
@@ -189,17 +167,7 @@ class WatchPort:
         return document
 
     def _docs(self, rest: str) -> Response:
-        site = docs_site.built_site({docs_site.ENV_DIR: str(self._docs_dir)})
-        found = docs_site.site_file(site, rest) if site is not None else None
-        if found is not None and docs_site.wants_slash(rest, found[0]):
-            return Response(301, b"", headers={"Location": f"/docs/{quote(rest.lstrip('/'))}/"})
-        try:
-            body = found[0].read_bytes() if found is not None else None
-        except OSError:  # gone since it was found: rmqk docs swapped a new site in
-            body = None
-        if body is None:
-            return Response(404, b"not found (rmqk docs builds the documentation site)\n")
-        return Response(200, body, found[1], headers={"X-Content-Type-Options": "nosniff"})
+        return docs_site.answer(docs_site.built_site({docs_site.ENV_DIR: str(self._docs_dir)}), rest, "/docs/")
 
     async def _resend(self, request: Request) -> Response:
         if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":

@@ -27,21 +27,19 @@ the one saved with the site, or ``--rebuild``.
 
 from __future__ import annotations
 
-import functools
+import asyncio
 import hashlib
-import http.server
 import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 import time
-import urllib.parse
 from pathlib import Path
 
 import click
 
-from rmqkafka.adapter import docs_site
+from rmqkafka.adapter import docs_site, http_hosts, http_server
 from rmqkafka.cli.common import CliError, CliUsageError, Command
 
 # The generated pages (rmqkafka.docs_gen, mkdocs-click) read these: a change to them changes
@@ -158,56 +156,39 @@ def build(checkout: Path, root: Path) -> None:
 
 
 def serve_site(site: Path, port: int, open_: bool) -> None:
-    handler = functools.partial(_SiteHandler, site=site)
+    """Serve until Ctrl-C on the broker's own HTTP server code (adapter.http_server), so the
+    same bounds hold: slow or idle clients, however many, never keep a page from being served
+    (before, http.server gave each connection a thread for as long as it liked)."""
     try:
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+        asyncio.run(_serve_site(site, port, open_))
+    except KeyboardInterrupt:
+        pass
+
+
+async def _serve_site(site: Path, port: int, open_: bool) -> None:
+    async def handle(request: http_server.Request) -> http_server.Response:
+        return site_answer(site, request)
+
+    try:
+        server = await http_server.start("127.0.0.1", port, handle)
     except OSError as exc:
         raise CliError(f"cannot serve on 127.0.0.1:{port}: {exc.strerror or exc} (try --port 0)") from exc
-    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/"
     click.echo(url)
     if open_:
         import webbrowser
 
         webbrowser.open(url)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
+    async with server:
+        await server.serve_forever()
 
 
-class _SiteHandler(http.server.SimpleHTTPRequestHandler):
-    """Serves the site's files through docs_site.site_file, as the console's /docs/ does: no
-    directory listing and nothing outside the site (http.server's own mapping lists
-    directories and follows symlinks anywhere)."""
-
-    def __init__(self, *args: object, site: Path, **kwargs: object) -> None:
-        self._site = site
-        super().__init__(*args, directory=str(site), **kwargs)
-
-    def send_head(self):  # noqa: ANN201 - the base's signature: an open file or None
-        url_path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
-        found = docs_site.site_file(self._site, url_path)
-        if found is not None and docs_site.wants_slash(url_path, found[0]):
-            self.send_response(301)
-            self.send_header("Location", urllib.parse.quote(url_path) + "/")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return None
-        try:
-            file = open(found[0], "rb") if found is not None else None  # noqa: SIM115 - the base closes it
-        except OSError:
-            file = None
-        if file is None:
-            self.send_error(404)
-            return None
-        self.send_response(200)
-        self.send_header("Content-Type", found[1])
-        self.send_header("Content-Length", str(os.fstat(file.fileno()).st_size))
-        self.send_header("X-Content-Type-Options", "nosniff")
-        self.end_headers()
-        return file
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base's name
-        pass  # stdout is for the URL only; a request log would be noise
+def site_answer(site: Path, request: http_server.Request) -> http_server.Response:
+    """What the console's /docs/ answers, at the root: nothing outside the site, no directory
+    listing (adapter.docs_site), and a browser's request by a name that is not this machine's
+    refused (adapter.http_hosts: a page of another site reaching the port by DNS rebinding)."""
+    if http_hosts.refused(request.headers, frozenset()):
+        return http_server.Response(403, b"unknown Host header: open the site by 127.0.0.1 or localhost\n")
+    if request.method not in ("GET", "HEAD"):
+        return http_server.Response(405, b"method not allowed\n")
+    return docs_site.answer(site, request.path.removeprefix("/"), "/")

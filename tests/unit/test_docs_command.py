@@ -268,3 +268,33 @@ def test_encoded_traversal_through_the_metrics_port_is_a_404(tmp_path: Path, mon
     assert answers.pop("/docs/").endswith(b"\r\n\r\nhome")
     for target, answer in answers.items():
         assert answer.startswith(b"HTTP/1.1 404") and b"secret" not in answer and b"root:" not in answer, target
+
+
+def test_serve_answers_as_the_console_does_and_refuses_a_browser_by_another_name(tmp_path: Path) -> None:
+    """``rmqk docs --serve`` (now on adapter.http_server): the console's /docs/ answers at the
+    root, and a browser's request by a name that is not this machine's (DNS rebinding) is 403;
+    before, http.server answered any Host."""
+    from rmqkafka.adapter.http_server import Request
+    from rmqkafka.cli.docs import site_answer
+
+    site = tmp_path / "site"
+    (site / "guide").mkdir(parents=True)
+    (site / "index.html").write_text("index")
+    (site / "guide" / "index.html").write_text("guide")
+    (tmp_path / "secret.txt").write_text("no")
+    (site / "leak.txt").symlink_to(tmp_path / "secret.txt")
+    browser = {"user-agent": "Mozilla/5.0 Chrome/131.0", "sec-fetch-mode": "navigate"}
+
+    def ask(path: str, method: str = "GET", **headers: str) -> tuple[int, bytes, dict[str, str]]:
+        answer = site_answer(site, Request(method, path, {}, headers))
+        return answer.status, answer.body, answer.headers
+
+    assert ask("/")[:2] == (200, b"index")
+    assert ask("/guide/", **browser, host="127.0.0.1:8765")[:2] == (200, b"guide")
+    assert ask("/guide/", **browser, host="localhost:8765")[:2] == (200, b"guide")
+    assert ask("/guide", **browser, host="localhost")[::2] == (301, {"Location": "/guide/"})
+    assert ask("/guide/", **browser, host="evil.example:8765")[0] == 403
+    assert ask("/guide/", host="evil.example:8765")[0] == 200  # curl: no browser, no threat
+    for path in ("/leak.txt", "/../secret.txt", "/guide/../../secret.txt", "/nothing"):
+        assert ask(path)[0] == 404, path
+    assert ask("/", "POST")[0] == 405
