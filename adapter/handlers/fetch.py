@@ -33,9 +33,13 @@ against it, and a response that takes the client over its quota (or over its
 ``request_percentage``) is not sent: the answer is an empty response with the throttle time,
 the bytes are taken back, and the connection is muted for that time.
 
-Fetch sessions (KIP-227): this broker answers every request in full and never creates a
-session (session id 0), which KIP-227 allows; a client that still sends an incremental
-request for an unknown session gets FETCH_SESSION_ID_NOT_FOUND and starts over.
+Fetch sessions (KIP-227, adapter.fetch_sessions): a request with epoch 0 is answered in full
+and opens a session of its partitions when the cache has room (its id in the answer); an
+incremental request (epoch > 0) names only what changed, every partition of its session is
+read (READ checked on each, listed or not) in the session's order, and only partitions with
+records, an error, or a high watermark or log start offset the client has not been told are
+answered. The session remembers an answer only when it is sent: a throttled answer leaves it
+as it was, as in Kafka. Epoch -1 is answered in full with no session.
 """
 
 from __future__ import annotations
