@@ -53,8 +53,8 @@ from rmqkafka.storage.errors import OffsetOutOfRangeError
 from ..client_quotas import CHARGE
 from ..codec import Encoded, Request, encode_fetch_response
 from ..context import SESSION, BrokerContext
-from ..fetch_sessions import Answered
 from ..errors import error_code_for
+from ..fetch_sessions import Answered
 from ..long_poll import WaitKey
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
