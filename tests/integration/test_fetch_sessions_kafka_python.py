@@ -1,7 +1,9 @@
 """kafka-python (FetchSessionHandler, KIP-227) consuming many partitions uses incremental
 fetch sessions and reads every record exactly once: across a broker restart (the sessions
-are lost, the client gets FETCH_SESSION_ID_NOT_FOUND and starts over) and with
-read_committed over aborted transactions."""
+are lost; kafka-python, seeing its connection drop, starts over with an INITIAL fetch naming
+its old session id, which the new broker does not know and opens a new one) and with
+read_committed over aborted transactions. FETCH_SESSION_ID_NOT_FOUND itself is covered with
+raw frames (test_fetch_sessions.py)."""
 
 from __future__ import annotations
 
