@@ -185,3 +185,41 @@ def test_read_is_checked_on_every_partition_of_the_session_even_when_not_listed(
         denied = answered(fetch(alice, sid, 2, {}))
         assert list(denied) == [("guarded", 0)]
         assert denied[("guarded", 0)].error_code == ErrorCode.topic_authorization_failed
+
+
+def test_a_throttled_answer_is_kafkas_and_the_session_goes_on(broker):
+    """Over its consumer_byte_rate, a full fetch's throttled answer has session id 0 (no
+    session is opened), an incremental one's the session's id with no partitions, and the
+    session's next epoch is accepted after the mute."""
+    topic = "throttled"
+    with KafkaRaw.connect(broker.bootstrap_servers) as admin:
+        admin.create_topic(topic, 1)
+        for _ in range(10):
+            admin.produce_ok(topic, 0, make_batch([b"s" * 1000] * 4))
+        alter = admin.request(49, 1, entries=[dict(entity=[dict(entity_type="client-id", entity_name="sess-muted")],
+                                                  ops=[dict(key="consumer_byte_rate", value=1000.0, remove=False)])],
+                              validate_only=False)
+        assert [e.error_code for e in alter.entries] == [ErrorCode.none]
+    with KafkaRaw.connect(broker.bootstrap_servers, client_id="sess-muted", timeout=30) as conn:
+        sid, epoch, offset, throttled = 0, 0, 0, None
+        for _ in range(12):
+            answer = fetch(conn, sid, epoch, {(topic, 0): offset})
+            assert answer.error_code == ErrorCode.none
+            if answer.throttle_time.total_seconds() > 0:
+                assert answer.responses == ()
+                if epoch == 0:
+                    assert answer.session_id == 0, "a throttled full fetch opens no session"
+                    continue
+                throttled = answer
+                break
+            if epoch == 0:
+                sid = answer.session_id
+                assert sid > 0
+            records = [r for p in answered(answer).values() for r in decode_records(p.records or b"")]
+            if records:
+                offset = records[-1].offset + 1
+            epoch += 1
+        assert throttled is not None, "a consumer over its byte rate is never throttled"
+        assert throttled.session_id == sid
+        after = fetch(conn, sid, epoch + 1, {(topic, 0): offset})  # read once the mute ends
+        assert (after.error_code, after.session_id) == (ErrorCode.none, sid)
