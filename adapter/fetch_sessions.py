@@ -25,8 +25,8 @@ what changed; its answer lists only partitions with something new. The rules are
   incremental ones).
 - Eviction (FetchSessionCache.tryEvict): with the cache full, a new session may replace the
   least recently used one if it was idle longer than ``eviction_ms``; else the smallest
-  session created more than ``eviction_ms`` ago (fewest partitions, then lowest id) if the
-  new one has more partitions. Sessions ties on last use are taken in the order they were
+  session (fewest partitions, then lowest id) among those last used more than
+  ``eviction_ms`` after their creation, if the new one has more partitions. Ties on last use are broken by the order the sessions were
   used (Kafka breaks them by id; ids are random, so neither order means anything). There are
   no followers here, so no session is privileged, and there is one cache shard.
 
