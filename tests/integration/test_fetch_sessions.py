@@ -223,3 +223,67 @@ def test_a_throttled_answer_is_kafkas_and_the_session_goes_on(broker):
         assert throttled.session_id == sid
         after = fetch(conn, sid, epoch + 1, {(topic, 0): offset})  # read once the mute ends
         assert (after.error_code, after.session_id) == (ErrorCode.none, sid)
+
+
+@pytest.mark.parametrize("version", [12, 13])
+def test_a_session_client_gets_the_records_a_sessionless_client_gets(broker, version):
+    """Random appends to two topics of 3 partitions; after each round one client fetches in
+    a session (listing only partitions whose position moved), another without one. Both end
+    with every record once, and the session client learns every high watermark."""
+    import random
+
+    rng = random.Random(version)
+    keys = [(t, p) for t in ("model-a", "model-b") for p in range(3)]
+    with KafkaRaw.connect(broker.bootstrap_servers) as conn:
+        for topic in ("model-a", "model-b"):
+            conn.create_topic(topic, 3)
+        ids = {t.name: t.topic_id for t in conn.metadata(["model-a", "model-b"], version=12).topics}
+        by_id = {v: k for k, v in ids.items()}
+        produced: dict = {k: [] for k in keys}
+        position = {k: 0 for k in keys}
+        listed = dict(position)
+        hw = {k: 0 for k in keys}
+        got_session: dict = {k: [] for k in keys}
+        sid, epoch = 0, 0
+        for round_ in range(40):
+            for _ in range(rng.randrange(3)):
+                key = rng.choice(keys)
+                values = [f"{key}-{round_}-{i}".encode() for i in range(rng.randrange(1, 4))]
+                conn.produce_ok(key[0], key[1], make_batch(values))
+                produced[key].extend(values)
+            changed = {k: position[k] for k in keys if epoch == 0 or position[k] != listed[k]}
+            answer = fetch(conn, sid, epoch, changed, version=version, topic_ids=ids if version >= 13 else None)
+            assert answer.error_code == ErrorCode.none
+            if epoch == 0:
+                sid = answer.session_id
+                assert sid > 0
+            epoch += 1
+            listed.update(changed)
+            for t in answer.responses:
+                topic = by_id[t.topic_id] if version >= 13 else t.topic
+                for p in t.partitions:
+                    key = (topic, p.partition_index)
+                    assert p.error_code == ErrorCode.none
+                    hw[key] = p.high_watermark
+                    fresh = [r for r in decode_records(p.records or b"") if r.offset >= position[key]]
+                    got_session[key].extend(r.value for r in fresh)
+                    if fresh:
+                        position[key] = fresh[-1].offset + 1
+        for key in keys:  # drain what the last rounds left
+            for _ in range(10):
+                if position[key] >= len(produced[key]):
+                    break
+                answer = fetch(conn, sid, epoch, {key: position[key]}, version=version,
+                               topic_ids=ids if version >= 13 else None)
+                epoch += 1
+                for t in answer.responses:
+                    for p in t.partitions:
+                        k = (by_id[t.topic_id] if version >= 13 else t.topic, p.partition_index)
+                        hw[k] = p.high_watermark
+                        fresh = [r for r in decode_records(p.records or b"") if r.offset >= position[k]]
+                        got_session[k].extend(r.value for r in fresh)
+                        if fresh:
+                            position[k] = fresh[-1].offset + 1
+        sessionless = {k: [r.value for r in conn.fetch_all(k[0], k[1])] for k in keys}
+        assert got_session == produced == sessionless
+        assert hw == {k: len(v) for k, v in produced.items()}
