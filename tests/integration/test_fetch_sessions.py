@@ -28,13 +28,13 @@ PARTITIONS = 3
 
 def fetch(conn: KafkaRaw, session_id: int, epoch: int, partitions: dict[tuple[str, int], int], version: int = 12,
           forgotten: dict[str, list[int]] | None = None, max_wait_ms: int = 0, min_bytes: int = 0,
-          topic_ids: dict[str, uuid.UUID] | None = None):
+          topic_ids: dict[str, uuid.UUID] | None = None, partition_max_bytes: int = 1 << 20):
     """One Fetch with session metadata; ``partitions`` maps (topic, partition) to its offset."""
     by_topic: dict[str, list] = {}
     for (topic, partition), offset in partitions.items():
         by_topic.setdefault(topic, []).append(dict(
             partition=partition, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
-            log_start_offset=-1, partition_max_bytes=1 << 20))
+            log_start_offset=-1, partition_max_bytes=partition_max_bytes))
     ids = topic_ids or {}
     return conn.request(
         FETCH, version, replica_id=-1, max_wait=max_wait_ms, min_bytes=min_bytes, max_bytes=64 << 20,
@@ -229,7 +229,9 @@ def test_a_throttled_answer_is_kafkas_and_the_session_goes_on(broker):
 def test_a_session_client_gets_the_records_a_sessionless_client_gets(broker, version):
     """Random appends to two topics of 3 partitions; after each round one client fetches in
     a session (listing only partitions whose position moved), another without one. Both end
-    with every record once, and the session client learns every high watermark."""
+    with every record once, and the session client learns every high watermark. The session
+    fetches one batch a partition (partition_max_bytes 1: KIP-74's first batch), so its
+    answers depend on the positions it was told."""
     import random
 
     rng = random.Random(version)
@@ -252,7 +254,8 @@ def test_a_session_client_gets_the_records_a_sessionless_client_gets(broker, ver
                 conn.produce_ok(key[0], key[1], make_batch(values))
                 produced[key].extend(values)
             changed = {k: position[k] for k in keys if epoch == 0 or position[k] != listed[k]}
-            answer = fetch(conn, sid, epoch, changed, version=version, topic_ids=ids if version >= 13 else None)
+            answer = fetch(conn, sid, epoch, changed, version=version, topic_ids=ids if version >= 13 else None,
+                           partition_max_bytes=1)
             assert answer.error_code == ErrorCode.none
             if epoch == 0:
                 sid = answer.session_id
@@ -270,11 +273,11 @@ def test_a_session_client_gets_the_records_a_sessionless_client_gets(broker, ver
                     if fresh:
                         position[key] = fresh[-1].offset + 1
         for key in keys:  # drain what the last rounds left
-            for _ in range(10):
+            for _ in range(200):
                 if position[key] >= len(produced[key]):
                     break
                 answer = fetch(conn, sid, epoch, {key: position[key]}, version=version,
-                               topic_ids=ids if version >= 13 else None)
+                               topic_ids=ids if version >= 13 else None, partition_max_bytes=1)
                 epoch += 1
                 for t in answer.responses:
                     for p in t.partitions:
