@@ -23,6 +23,7 @@ from .client_quotas import ClientQuotas
 from .config import AdapterConfig
 from .connection import KafkaConnection
 from .context import BrokerContext, Live
+from .fetch_sessions import FetchSessionCache
 from .group_configs import GroupConfigStore
 from .groups.consumer_coordinator import ConsumerGroupSettings
 from .groups.coordinator import GroupCoordinator, GroupSettings
@@ -205,6 +206,9 @@ class Broker:
             cfg.quota_window_num, cfg.quota_window_size_seconds, self.clock.now_ms,
             cfg.controller_quota_window_num * cfg.controller_quota_window_size_seconds)
         self._live = live = Live(self.configs, security)
+        fetch_sessions = FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots,
+                                           cfg.min_incremental_fetch_session_eviction_ms, self.clock.now_ms,
+                                           self.storage_config.max_partitions)
         for server, (_, _, advertised_host, advertised_port, protocol, name) in zip(self._servers, endpoints):
             host, port = server.sockets[0].getsockname()[:2]
             bound.append((host, port))
@@ -224,6 +228,7 @@ class Broker:
                     mutation_quota=mutation_quota,
                     client_quotas=client_quotas,
                     shares=self.shares,
+                    fetch_sessions=fetch_sessions,
                 )
             )
         self.context = self._contexts[0]

@@ -128,6 +128,10 @@ class AdapterConfig:
     # together; no Fetch is built while more are waiting (adapter.response_budget).
     response_buffer_max_bytes: int = 256 * 1024 * 1024  # response.buffer.max.bytes (ours)
     fetch_max_bytes: int = 57_671_680  # fetch.max.bytes: the most one Fetch response carries
+    # Incremental fetch sessions (KIP-227, adapter.fetch_sessions): Kafka's names and defaults;
+    # 0 slots = no sessions (every Fetch answered in full).
+    max_incremental_fetch_session_cache_slots: int = 1000  # max.incremental.fetch.session.cache.slots
+    min_incremental_fetch_session_eviction_ms: int = 120_000  # min.incremental.fetch.session.eviction.ms
     # Partitions created or deleted per second by CreateTopics, CreatePartitions and
     # DeleteTopics, all clients together (adapter.mutation_quota); None = unlimited.
     controller_mutation_rate: float | None = 1000.0  # controller.mutation.rate (ours)

@@ -18,6 +18,7 @@ from .broker_configs import BrokerConfigs
 from .client_quota_store import ClientQuotaStore
 from .client_quotas import CHARGE, ClientQuotas
 from .config import AdapterConfig
+from .fetch_sessions import FetchSessionCache
 from .groups.coordinator import GroupCoordinator
 from .long_poll import FetchWaiters
 from .mutation_quota import MutationQuota, MutationQuotas
@@ -68,6 +69,9 @@ class BrokerContext:
     # share groups' share-partitions and share sessions (adapter.share); None in contexts
     # built without a running broker
     shares: SharePartitionManager | None = None
+    # incremental fetch sessions (KIP-227), all listeners together; contexts built without a
+    # running broker open none
+    fetch_sessions: FetchSessionCache = field(default_factory=lambda: FetchSessionCache(0, 120_000, lambda: 0))
 
     def mutation_quotas(self) -> MutationQuota | MutationQuotas:
         """What the current request's partition mutations count against: the broker's

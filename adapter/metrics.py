@@ -95,6 +95,20 @@ class BrokerCollector:
         yield from self._rocketmq_metrics(ctx)
         yield from self._client_quota_metrics(ctx)
         yield from self._share_metrics(ctx)
+        yield from self._fetch_session_metrics(ctx)
+
+    def _fetch_session_metrics(self, ctx: BrokerContext) -> Iterator[Metric]:
+        """Incremental fetch sessions (KIP-227): Kafka's NumIncrementalFetchSessions,
+        NumIncrementalFetchPartitionsCached and IncrementalFetchSessionEvictionsPerSec."""
+        cache = ctx.fetch_sessions
+        sessions = GaugeMetricFamily("rmqk_fetch_sessions", "Incremental fetch sessions in the cache")
+        sessions.add_metric([], len(cache))
+        yield sessions
+        partitions = GaugeMetricFamily("rmqk_fetch_session_partitions", "Partitions cached by incremental fetch sessions")
+        partitions.add_metric([], cache.total_partitions())
+        yield partitions
+        yield _counter("rmqk_fetch_sessions_evictions", "Fetch sessions evicted to make room for new ones",
+                       cache.evictions)
 
     def _client_quota_metrics(self, ctx: BrokerContext) -> Iterator[Metric]:
         """Per quota and the (user, client id) it is measured for (Kafka's throttle-time metrics

@@ -66,6 +66,11 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
                                     whole this long after its first byte (default 60000)
 ``fetch.max.bytes``                 the most record bytes one Fetch response carries
                                     (>= 1024; default 57671680, Kafka's)
+``max.incremental.fetch.session.cache.slots`` incremental fetch sessions (KIP-227) the broker
+                                    keeps (>= 0; Kafka's default 1000; 0 = none)
+``min.incremental.fetch.session.eviction.ms`` how long a fetch session is kept from eviction
+                                    by a bigger one, and idle before any new one may evict
+                                    it (>= 0; Kafka's default 120000)
 ``response.buffer.max.bytes``       Fetch response bytes waiting in the sockets of all
                                     connections before new Fetches wait (default 256 MiB)
 ``controller.mutation.rate``        partitions CreateTopics, CreatePartitions and DeleteTopics
@@ -240,6 +245,8 @@ KNOWN_KEYS = frozenset(
         "max.connections.per.ip",
         "request.read.timeout.ms",
         "fetch.max.bytes",
+        "max.incremental.fetch.session.cache.slots",
+        "min.incremental.fetch.session.eviction.ms",
         "response.buffer.max.bytes",
         "controller.mutation.rate",
         "controller.quota.window.num",
@@ -365,6 +372,8 @@ INTEGER_RANGES: dict[str, IntRange] = {
     "max.connections.per.ip": IntRange(0, INT_MAX, _KAFKA),
     "request.read.timeout.ms": IntRange(1, LONG_MAX, "ours"),
     "fetch.max.bytes": IntRange(1024, INT_MAX, _KAFKA),
+    "max.incremental.fetch.session.cache.slots": IntRange(0, INT_MAX, _KAFKA),
+    "min.incremental.fetch.session.eviction.ms": IntRange(0, INT_MAX, _KAFKA),
     "response.buffer.max.bytes": IntRange(1, LONG_MAX, "ours"),
     "log.segment.bytes": IntRange(1 << 20, INT_MAX, _KAFKA),
     # Kafka's test-only override of log.segment.bytes; below 1 KiB a segment per batch would
@@ -823,6 +832,8 @@ def build_config(
         "max_connections_per_ip": p.integer("max.connections.per.ip"),
         "request_read_timeout_ms": p.integer("request.read.timeout.ms"),
         "fetch_max_bytes": p.integer("fetch.max.bytes"),
+        "max_incremental_fetch_session_cache_slots": p.integer("max.incremental.fetch.session.cache.slots"),
+        "min_incremental_fetch_session_eviction_ms": p.integer("min.incremental.fetch.session.eviction.ms"),
         "response_buffer_max_bytes": p.integer("response.buffer.max.bytes"),
         "group_initial_rebalance_delay_ms": p.integer("group.initial.rebalance.delay.ms"),
         "group_min_session_timeout_ms": p.integer("group.min.session.timeout.ms"),

@@ -33,9 +33,13 @@ against it, and a response that takes the client over its quota (or over its
 ``request_percentage``) is not sent: the answer is an empty response with the throttle time,
 the bytes are taken back, and the connection is muted for that time.
 
-Fetch sessions (KIP-227): this broker answers every request in full and never creates a
-session (session id 0), which KIP-227 allows; a client that still sends an incremental
-request for an unknown session gets FETCH_SESSION_ID_NOT_FOUND and starts over.
+Fetch sessions (KIP-227, adapter.fetch_sessions): a request with epoch 0 is answered in full
+and opens a session of its partitions when the cache has room (its id in the answer); an
+incremental request (epoch > 0) names only what changed, every partition of its session is
+read (READ checked on each, listed or not) in the session's order, and only partitions with
+records, an error, or a high watermark or log start offset the client has not been told are
+answered. The session remembers an answer only when it is sent: a throttled answer leaves it
+as it was, as in Kafka. Epoch -1 is answered in full with no session.
 """
 
 from __future__ import annotations
@@ -48,8 +52,9 @@ from rmqkafka.storage.errors import OffsetOutOfRangeError
 
 from ..client_quotas import CHARGE
 from ..codec import Encoded, Request, encode_fetch_response
-from ..context import BrokerContext
+from ..context import SESSION, BrokerContext
 from ..errors import error_code_for
+from ..fetch_sessions import Answered
 from ..long_poll import WaitKey
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
@@ -61,9 +66,12 @@ ZERO_UUID = uuid.UUID(int=0)
 
 async def handle(ctx: BrokerContext, request: Request):
     body = request.body
-    session_epoch = getattr(body, "session_epoch", -1)
-    if getattr(body, "session_id", 0) != 0 and session_epoch > 0:
-        return Encoded(encode_fetch_response(request.api_version, ErrorCode.fetch_session_id_not_found, 0, ()))
+    version = request.api_version
+    context = ctx.fetch_sessions.new_context(
+        version, getattr(body, "session_id", 0), getattr(body, "session_epoch", -1), SESSION.get().principal,
+        _wanted(body, version), _forgotten(body, version))
+    if context.error != ErrorCode.none:
+        return Encoded(encode_fetch_response(version, context.error, 0, ()))
     max_wait = body.max_wait.total_seconds()
     deadline = ctx.clock.monotonic() + max_wait
     charge = CHARGE.get()
@@ -72,20 +80,60 @@ async def handle(ctx: BrokerContext, request: Request):
     max_bytes = NO_LIMIT if quota_bytes is None else int(min(quota_bytes, NO_LIMIT))
     min_bytes = min(body.min_bytes, max_bytes)
     while True:
-        responses, total, keys, failed = _read(ctx, request, max_bytes)
+        answered, total, keys, failed = _read(ctx, request, context.partitions, max_bytes)
         remaining = deadline - ctx.clock.monotonic()
         if total >= min_bytes or failed or remaining <= 0 or not keys:
             break
         if not await ctx.waiters.wait(keys, remaining):
-            responses, total, keys, failed = _read(ctx, request, max_bytes)
+            answered, total, keys, failed = _read(ctx, request, context.partitions, max_bytes)
             break
-    # The batches go out as they were read: no join, no copy (see codec.fast_responses).
-    parts = encode_fetch_response(request.api_version, ErrorCode.none, 0, responses)
     if charge is not None:
-        throttle_ms = ctx.client_quotas.charge_fetch(charge, sum(memoryview(p).nbytes for p in parts))
+        # Kafka's order: the size of what would be sent is charged before the session
+        # remembers anything, and a throttled answer leaves the session as it was
+        size = _size(encode_fetch_response(version, ErrorCode.none, 0, _by_topic(context.select(answered), version)))
+        throttle_ms = ctx.client_quotas.charge_fetch(charge, size)
         if throttle_ms:  # Kafka's throttled fetch: nothing, the time to wait
-            parts = encode_fetch_response(request.api_version, ErrorCode.none, 0, (), throttle_ms)
-    return Encoded(parts)
+            error, session_id = context.throttled()
+            return Encoded(encode_fetch_response(version, error, session_id, (), throttle_ms))
+    error, session_id, chosen = context.commit(answered)
+    # The batches go out as they were read: no join, no copy (see codec.fast_responses).
+    return Encoded(encode_fetch_response(version, error, session_id, _by_topic(chosen, version)))
+
+
+def _size(parts) -> int:
+    return sum(memoryview(p).nbytes for p in parts)
+
+
+def _topic_key(topic, by_id: bool):
+    return topic.topic_id if by_id else topic.topic
+
+
+def _wanted(body, version: int) -> list[tuple]:
+    """The request's partitions in its order, each as (topic name or id, its entry)."""
+    by_id = version >= 13
+    return [(_topic_key(topic, by_id), req) for topic in body.topics for req in topic.partitions]
+
+
+def _forgotten(body, version: int) -> list[tuple]:
+    by_id = version >= 13
+    return [(_topic_key(topic, by_id), partition)
+            for topic in getattr(body, "forgotten_topics_data", ()) for partition in topic.partitions]
+
+
+def _by_topic(answered: list[Answered], version: int) -> list[dict]:
+    """Response topics: consecutive partitions of one topic share an entry (Kafka's
+    FetchResponse.of; a session's fairness order may name a topic more than once)."""
+    by_id = version >= 13
+    responses: list[dict] = []
+    last = None
+    for a in answered:
+        if last is None or a.topic != last[0]:
+            partitions: list[dict] = []
+            name = "" if by_id else a.topic
+            responses.append(dict(topic=name, topic_id=a.topic if by_id else ZERO_UUID, partitions=partitions))
+            last = (a.topic, partitions)
+        last[1].append(a.entry)
+    return responses
 
 
 def _replica_id(body) -> int:
@@ -94,10 +142,12 @@ def _replica_id(body) -> int:
     return state.replica_id if state is not None else getattr(body, "replica_id", -1)
 
 
-def _read(ctx: BrokerContext, request: Request, max_bytes: int) -> tuple[list[dict], int, list[WaitKey], bool]:
-    """One pass over the requested partitions: (responses, bytes toward min_bytes,
-    partitions to wait on, any error). A read that stopped on its work limit counts as
-    satisfying min_bytes: there is more to read at once."""
+def _read(ctx: BrokerContext, request: Request, wanted, max_bytes: int
+          ) -> tuple[list[Answered], int, list[WaitKey], bool]:
+    """One pass over ``wanted`` ((topic, partition entry) pairs, in reading order): (the
+    partitions answered, bytes toward min_bytes, partitions to wait on, any error). A read
+    that stopped on its work limit counts as satisfying min_bytes: there is more to read at
+    once. READ is checked on every topic at every pass: a session's partitions too."""
     body = request.body
     semantics = ctx.semantics
     by_id = request.api_version >= 13
@@ -108,86 +158,86 @@ def _read(ctx: BrokerContext, request: Request, max_bytes: int) -> tuple[list[di
     sent = 0
     failed = False
     keys: list[WaitKey] = []
-    responses: list[dict] = []
+    answered: list[Answered] = []
     follower = _replica_id(body) >= 0
-    for topic in body.topics:
-        if by_id:
-            meta = semantics.resolve_id(topic.topic_id)
-            name = meta.name if meta else None
-        else:
-            name = topic.topic
-            meta = semantics.resolve(name)
-        refusal = None
-        if follower:
-            refusal = (ErrorCode.not_leader_or_follower
-                       if ctx.allowed(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
-                       else ErrorCode.topic_authorization_failed)
-        elif name is not None and not ctx.allowed(AclOperation.READ, ResourceType.TOPIC, name):
-            refusal = ErrorCode.topic_authorization_failed
-        partitions = []
-        for req in topic.partitions:
-            entry = dict(
-                partition_index=req.partition,
-                error_code=ErrorCode.none,
-                high_watermark=-1,
-                last_stable_offset=-1,
-                log_start_offset=-1,
-                aborted_transactions=aborted,
-                preferred_read_replica=-1,
-                records=(),
-            )
-            partitions.append(entry)
-            if refusal is not None:
-                entry["error_code"] = refusal
-                failed = True
-                continue
-            if meta is None or not 0 <= req.partition < semantics.partition_count(meta):
-                entry["error_code"] = (
-                    ErrorCode.unknown_topic_id if by_id and meta is None else ErrorCode.unknown_topic_or_partition
-                )
-                failed = True
-                continue
-            if getattr(req, "current_leader_epoch", -1) > 0:
-                entry["error_code"] = ErrorCode.unknown_leader_epoch
-                failed = True
-                continue
-            limit = max(0, min(req.partition_max_bytes, budget))
-            try:
-                key = semantics.arrivals(meta, req.partition)
-                plog = semantics.source_partition(meta, req.partition)
-                stable = plog.last_stable_offset
-                if committed and stable < plog.next_offset:
-                    key = (key[0], key[1], None)  # a view's wait: the end marker must wake it too
-                keys.append(key)
-                result = semantics.read(meta, req.partition, req.fetch_offset, limit, min_one=sent == 0,
-                                        max_offset=stable if committed else None)
-            except OffsetOutOfRangeError as exc:
-                entry["error_code"] = ErrorCode.offset_out_of_range
-                entry["high_watermark"] = entry["last_stable_offset"] = exc.log_end_offset
-                entry["log_start_offset"] = exc.log_start_offset
-                failed = True
-                continue
-            except Exception as exc:
-                entry["error_code"] = error_code_for(exc)
-                failed = True
-                continue
-            entry["high_watermark"] = result.high_watermark
-            entry["last_stable_offset"] = stable
-            entry["log_start_offset"] = result.log_start_offset
-            if result.batches:
-                entry["records"] = result.batches
-                budget -= result.size
-                sent += result.size  # KIP-74: only the response's first batch may exceed limits
-                if committed:
-                    upper = record_batch.next_offset_of(result.batches[-1])
-                    entry["aborted_transactions"] = [
-                        dict(producer_id=pid, first_offset=first)
-                        for pid, first in plog.aborted_transactions(req.fetch_offset, upper)
-                    ]
-            # gaps of a view do not count toward min_bytes; a read cut short by its work
-            # limit answers at once (its gap already moves the consumer on)
-            total += body.min_bytes if result.more else result.record_bytes
-        responses.append(
-            dict(topic=name or "", topic_id=getattr(topic, "topic_id", ZERO_UUID), partitions=partitions)
+    topics: dict = {}  # topic name or id -> (metadata, refusal), once per pass
+    for topic, req in wanted:
+        known = topics.get(topic)
+        if known is None:
+            if by_id:
+                meta = semantics.resolve_id(topic)
+                name = meta.name if meta else None
+            else:
+                name = topic
+                meta = semantics.resolve(name)
+            refusal = None
+            if follower:
+                refusal = (ErrorCode.not_leader_or_follower
+                           if ctx.allowed(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+                           else ErrorCode.topic_authorization_failed)
+            elif name is not None and not ctx.allowed(AclOperation.READ, ResourceType.TOPIC, name):
+                refusal = ErrorCode.topic_authorization_failed
+            known = topics[topic] = (meta, refusal)
+        meta, refusal = known
+        entry = dict(
+            partition_index=req.partition,
+            error_code=ErrorCode.none,
+            high_watermark=-1,
+            last_stable_offset=-1,
+            log_start_offset=-1,
+            aborted_transactions=aborted,
+            preferred_read_replica=-1,
+            records=(),
         )
-    return responses, total, keys, failed
+        answered.append(Answered(req, topic, entry))
+        if refusal is not None:
+            entry["error_code"] = refusal
+            failed = True
+            continue
+        if meta is None or not 0 <= req.partition < semantics.partition_count(meta):
+            entry["error_code"] = (
+                ErrorCode.unknown_topic_id if by_id and meta is None else ErrorCode.unknown_topic_or_partition
+            )
+            failed = True
+            continue
+        if getattr(req, "current_leader_epoch", -1) > 0:
+            entry["error_code"] = ErrorCode.unknown_leader_epoch
+            failed = True
+            continue
+        limit = max(0, min(req.partition_max_bytes, budget))
+        try:
+            key = semantics.arrivals(meta, req.partition)
+            plog = semantics.source_partition(meta, req.partition)
+            stable = plog.last_stable_offset
+            if committed and stable < plog.next_offset:
+                key = (key[0], key[1], None)  # a view's wait: the end marker must wake it too
+            keys.append(key)
+            result = semantics.read(meta, req.partition, req.fetch_offset, limit, min_one=sent == 0,
+                                    max_offset=stable if committed else None)
+        except OffsetOutOfRangeError as exc:
+            entry["error_code"] = ErrorCode.offset_out_of_range
+            entry["high_watermark"] = entry["last_stable_offset"] = exc.log_end_offset
+            entry["log_start_offset"] = exc.log_start_offset
+            failed = True
+            continue
+        except Exception as exc:
+            entry["error_code"] = error_code_for(exc)
+            failed = True
+            continue
+        entry["high_watermark"] = result.high_watermark
+        entry["last_stable_offset"] = stable
+        entry["log_start_offset"] = result.log_start_offset
+        if result.batches:
+            entry["records"] = result.batches
+            budget -= result.size
+            sent += result.size  # KIP-74: only the response's first batch may exceed limits
+            if committed:
+                upper = record_batch.next_offset_of(result.batches[-1])
+                entry["aborted_transactions"] = [
+                    dict(producer_id=pid, first_offset=first)
+                    for pid, first in plog.aborted_transactions(req.fetch_offset, upper)
+                ]
+        # gaps of a view do not count toward min_bytes; a read cut short by its work
+        # limit answers at once (its gap already moves the consumer on)
+        total += body.min_bytes if result.more else result.record_bytes
+    return answered, total, keys, failed

@@ -28,6 +28,8 @@ RANGES = {
     "max.connections": (0, INT_MAX),
     "max.connections.per.ip": (0, INT_MAX),
     "fetch.max.bytes": (1024, INT_MAX),
+    "max.incremental.fetch.session.cache.slots": (0, INT_MAX),
+    "min.incremental.fetch.session.eviction.ms": (0, INT_MAX),
     "log.segment.bytes": (1024 * 1024, INT_MAX),
     "log.retention.ms": (-1, LONG_MAX),
     "log.retention.minutes": (-1, INT_MAX),
