@@ -357,3 +357,60 @@ def test_acls_are_created_described_and_deleted(sasl_broker):
     [filtered] = out["delete"]["filterResponses"]
     assert filtered["errorCode"] == 0 and len(filtered["matchingAcls"]) == 2
     assert out["describeAfter"]["resources"] == []
+
+
+# --------------------------------------------------------------------------- kafkajs's broker specs
+
+
+def test_broker_produce_and_fetch_answer_what_kafkajs_s_broker_specs_expect(broker):
+    out = run(broker, "broker_produce_fetch")
+    for answer, base in ((out["produce1"], "0"), (out["produce2"], "3")):
+        [topic] = answer["topics"]
+        assert topic["partitions"] == [
+            {"partition": 0, "errorCode": 0, "baseOffset": base, "logAppendTime": "-1", "logStartOffset": "0"}]
+        assert answer["throttleTime"] == 0
+    assert (out["fetch"]["errorCode"], out["fetch"]["sessionId"]) == (0, 0)
+    [[partition]] = [r["partitions"] for r in out["fetch"]["responses"]]
+    messages = partition.pop("messages")
+    assert partition == {"partition": 0, "errorCode": 0, "highWatermark": "6", "lastStableOffset": "6",
+                         "lastStartOffset": "0", "abortedTransactions": [], "preferredReadReplica": -1}
+    assert [(m["offset"], m["key"], m["value"], m["headers"]) for m in messages] == [
+        ("0", "key-0", "value-0", {"h0": "v0"}), ("1", "key-1", "value-1", {"h1": "v1"}),
+        ("2", "key-2", "value-2", {"h2": "v2"}),
+        ("3", "key-0", "value-0", {}), ("4", "key-1", "value-1", {}), ("5", "key-2", "value-2", {})]
+    for m in messages:
+        assert (m["magicByte"], m["attributes"], m["timestamp"], m["isControlRecord"]) == (2, 0, "1509827900073", False)
+        context = m["batchContext"]
+        assert (context["producerId"], context["producerEpoch"], context["timestampType"], context["magicByte"],
+                context["inTransaction"], context["isControlBatch"], context["lastOffsetDelta"]) == (
+            "-1", 0, 0, 2, False, False, 2)
+        assert context["firstOffset"] == ("0" if int(m["offset"]) < 3 else "3")
+    # an idempotent producer's sequence numbers: 1 and 5 after 0..2 are out of order, 3 is right
+    assert not out["sequence0"]["refused"]
+    assert kafka_errors(out["sequenceTooSmall"]) == ["OUT_OF_ORDER_SEQUENCE_NUMBER"]
+    assert kafka_errors(out["sequenceTooBig"]) == ["OUT_OF_ORDER_SEQUENCE_NUMBER"]
+    assert out["sequenceRight"]["value"]["topics"][0]["partitions"][0]["baseOffset"] == "3"
+
+
+def test_broker_group_and_transaction_requests_as_kafkajs_s_broker_specs_send_them(broker):
+    out = run(broker, "broker_group_and_txn")
+    assert out["coordinator"]["errorCode"] == 0
+    assert out["coordinator"]["coordinator"]["port"] == broker.port
+    assert out["join"] == {"generationId": 1, "leaderIsMe": True, "members": 1, "groupProtocol": "AssignerName"}
+    assert out["sync"]["assignment"] == {next(iter(out["sync"]["assignment"])): [0]}
+    assert out["heartbeat"]["errorCode"] == 0
+    assert kafka_errors(out["heartbeatOldGeneration"]) == ["ILLEGAL_GENERATION"]
+    assert kafka_errors(out["heartbeatUnknownMember"]) == ["UNKNOWN_MEMBER_ID"]
+    assert out["commit"]["responses"][0]["partitions"] == [{"partition": 0, "errorCode": 0}]
+    assert kafka_errors(out["commitOldGeneration"]) == ["ILLEGAL_GENERATION"]
+    assert out["fetchOffsets"]["responses"][0]["partitions"] == [
+        {"partition": 0, "offset": "2", "metadata": "", "errorCode": 0},
+        {"partition": 1, "offset": "-1", "metadata": "", "errorCode": 0}]
+    assert out["leave"]["errorCode"] == 0
+    assert [p["errorCode"] for e in out["addPartitions"]["errors"] for p in e["partitionErrors"]] == [0, 0]
+    assert out["addOffsets"]["errorCode"] == 0
+    assert [p["errorCode"] for t in out["txnOffsetCommit"]["topics"] for p in t["partitions"]] == [0, 0]
+    assert out["endTxn"]["errorCode"] == 0
+    # EndTxn v1 with an epoch the coordinator never gave: Kafka's PRODUCER_FENCED, which it
+    # answers to versions before 2 as INVALID_PRODUCER_EPOCH
+    assert kafka_errors(out["endTxnAgain"]) == ["INVALID_PRODUCER_EPOCH"]

@@ -13,6 +13,13 @@
 const { Kafka, logLevel, CompressionTypes, ConfigResourceTypes, AclResourceTypes,
   AclOperationTypes, AclPermissionTypes, ResourcePatternTypes } = require('kafkajs')
 
+// kafkajs's own broker specs (src/broker/__tests__) drive its internal Broker class directly
+const Broker = require('kafkajs/src/broker')
+const ConnectionPool = require('kafkajs/src/network/connectionPool')
+const defaultSocketFactory = require('kafkajs/src/network/socketFactory')
+const { createLogger } = require('kafkajs/src/loggers')
+const { MemberMetadata, MemberAssignment } = require('kafkajs/src/consumer/assignerProtocol')
+
 const spec = JSON.parse(process.argv[2])
 
 const logCreator = () => ({ namespace, level, label, log }) => {
@@ -36,6 +43,19 @@ function client (extra = {}) {
 }
 
 const kafka = client()
+
+/** One connected internal Broker for the bootstrap address, as kafkajs's broker specs make it. */
+async function rawBroker () {
+  const [host, port] = spec.brokers[0].split(':')
+  const logger = createLogger({ level: logLevel.WARN, logCreator })
+  const connectionPool = new ConnectionPool({
+    host, port: Number(port), logger, clientId: 'rmqk-kafkajs-broker', sasl: spec.sasl,
+    socketFactory: defaultSocketFactory(), connectionTimeout: 10000, requestTimeout: 30000
+  })
+  const broker = new Broker({ connectionPool, logger })
+  await broker.connect()
+  return broker
+}
 const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
 const uid = () => Math.random().toString(36).slice(2, 10)
 
@@ -106,6 +126,97 @@ async function consumeAll (topics, count, options = {}) {
 }
 
 const scenarios = {
+  async broker_produce_fetch () {
+    // src/broker/__tests__/produce.spec.js and fetch.spec.js: the exact responses
+    const topic = `raw-${uid()}`
+    await createTopic(topic)
+    const broker = await rawBroker()
+    const timestamp = 1509827900073
+    const topicData = (firstSequence = 0, headers = false) => [{
+      topic,
+      partitions: [{
+        partition: 0,
+        firstSequence,
+        messages: [0, 1, 2].map(i => ({ key: `key-${i}`, value: `value-${i}`, timestamp, ...(headers ? { headers: { [`h${i}`]: `v${i}` } } : {}) }))
+      }]
+    }]
+    const out = {}
+    try {
+      out.produce1 = await broker.produce({ topicData: topicData(0, true) })
+      out.produce2 = await broker.produce({ topicData: topicData(), compression: CompressionTypes.GZIP })
+      const fetched = await broker.fetch({ maxWaitTime: 100, minBytes: 1, maxBytes: 10485760, topics: [{ topic, partitions: [{ partition: 0, fetchOffset: '0', maxBytes: 1048576 }] }] })
+      const strip = m => ({ ...m, key: m.key && m.key.toString(), value: m.value && m.value.toString(), headers: Object.fromEntries(Object.entries(m.headers).map(([k, v]) => [k, v.toString()])) })
+      out.fetch = { ...fetched, responses: fetched.responses.map(r => ({ ...r, partitions: r.partitions.map(p => ({ ...p, messages: p.messages.map(strip) })) })) }
+
+      const idem = `idem-${uid()}`
+      await createTopic(idem)
+      const { producerId, producerEpoch } = await broker.initProducerId({ transactionTimeout: 30000 })
+      out.initProducerId = { producerId, producerEpoch }
+      const produceIdem = firstSequence => refused(broker.produce({ producerId, producerEpoch, topicData: topicData(firstSequence).map(t => ({ ...t, topic: idem })) }))
+      out.sequence0 = await produceIdem(0)
+      out.sequenceTooSmall = await produceIdem(1)
+      out.sequenceTooBig = await produceIdem(5)
+      out.sequenceRight = await produceIdem(3)
+    } finally {
+      await broker.disconnect()
+    }
+    return out
+  },
+
+  async broker_group_and_txn () {
+    // heartbeat.spec.js, txnOffsetCommit.spec.js: join, sync, heartbeat; a transaction's offsets
+    const topic = `rawg-${uid()}`
+    const groupId = `g-${uid()}`
+    await createTopic(topic, 4)
+    const broker = await rawBroker()
+    const out = {}
+    try {
+      out.coordinator = await broker.findGroupCoordinator({ groupId, coordinatorType: 0 })
+      const join = () => broker.joinGroup({
+        groupId, sessionTimeout: 30000, rebalanceTimeout: 30000,
+        groupProtocols: [{ name: 'AssignerName', metadata: MemberMetadata.encode({ version: 1, topics: [topic] }) }]
+      })
+      let joined
+      try {
+        joined = await join()
+      } catch (e) {
+        // JoinGroup v4+: the first join of a member without an id is MEMBER_ID_REQUIRED
+        out.firstJoin = describeError(e)
+        joined = await broker.joinGroup({
+          groupId, memberId: e.memberId, sessionTimeout: 30000, rebalanceTimeout: 30000,
+          groupProtocols: [{ name: 'AssignerName', metadata: MemberMetadata.encode({ version: 1, topics: [topic] }) }]
+        })
+      }
+      const { generationId, memberId } = joined
+      out.join = { generationId, leaderIsMe: joined.leaderId === memberId, members: joined.members.length, groupProtocol: joined.groupProtocol }
+      const memberAssignment = MemberAssignment.encode({ version: 1, assignment: { [topic]: [0] } })
+      const synced = await broker.syncGroup({ groupId, generationId, memberId, groupAssignment: [{ memberId, memberAssignment }] })
+      out.sync = MemberAssignment.decode(synced.memberAssignment)
+      out.heartbeat = await broker.heartbeat({ groupId, groupGenerationId: generationId, memberId })
+      out.heartbeatOldGeneration = await refused(broker.heartbeat({ groupId, groupGenerationId: generationId + 5, memberId }))
+      out.heartbeatUnknownMember = await refused(broker.heartbeat({ groupId, groupGenerationId: generationId, memberId: 'nobody' }))
+      out.commit = await broker.offsetCommit({ groupId, groupGenerationId: generationId, memberId, topics: [{ topic, partitions: [{ partition: 0, offset: '2' }] }] })
+      out.commitOldGeneration = await refused(broker.offsetCommit({ groupId, groupGenerationId: generationId + 5, memberId, topics: [{ topic, partitions: [{ partition: 0, offset: '3' }] }] }))
+      out.fetchOffsets = await broker.offsetFetch({ groupId, topics: [{ topic, partitions: [{ partition: 0 }, { partition: 1 }] }] })
+      out.leave = await broker.leaveGroup({ groupId, memberId })
+
+      const transactionalId = `tx-${uid()}`
+      const consumerGroupId = `g-${uid()}`
+      const { producerId, producerEpoch } = await broker.initProducerId({ transactionalId, transactionTimeout: 30000 })
+      out.addPartitions = await broker.addPartitionsToTxn({ transactionalId, producerId, producerEpoch, topics: [{ topic, partitions: [0, 1] }] })
+      out.addOffsets = await broker.addOffsetsToTxn({ transactionalId, producerId, producerEpoch, groupId: consumerGroupId })
+      out.txnOffsetCommit = await broker.txnOffsetCommit({
+        transactionalId, groupId: consumerGroupId, producerId, producerEpoch,
+        topics: [{ topic, partitions: [{ partition: 0, offset: 0 }, { partition: 1, offset: 0 }] }]
+      })
+      out.endTxn = await broker.endTxn({ transactionalId, producerId, producerEpoch, transactionResult: true })
+      out.endTxnAgain = await refused(broker.endTxn({ transactionalId, producerId, producerEpoch: producerEpoch + 1, transactionResult: true }))
+    } finally {
+      await broker.disconnect()
+    }
+    return out
+  },
+
   async producer_acks () {
     const topic = `acks-${uid()}`
     await createTopic(topic)
