@@ -414,3 +414,65 @@ def test_broker_group_and_transaction_requests_as_kafkajs_s_broker_specs_send_th
     # EndTxn v1 with an epoch the coordinator never gave: Kafka's PRODUCER_FENCED, which it
     # answers to versions before 2 as INVALID_PRODUCER_EPOCH
     assert kafka_errors(out["endTxnAgain"]) == ["INVALID_PRODUCER_EPOCH"]
+
+
+# --------------------------------------------------------------------------- edge cases
+
+
+def test_admin_refusals_synonyms_recreated_topics_and_topic_limits(broker):
+    out = run(broker, "admin_edge_cases")
+    assert kafka_errors(out["replicationFactor"]) == ["INVALID_REPLICATION_FACTOR"]
+    assert kafka_errors(out["badName"]) == ["INVALID_TOPIC_EXCEPTION"]
+    assert out["replicaAssignment"] is True and out["assignedPartitions"] == 2 and out["allTopics"]
+    retention = out["synonyms"]["retention.ms"]
+    assert (retention["value"], retention["isDefault"], retention["source"]) == ("86400000", False, 1)  # TOPIC_CONFIG
+    assert retention["synonyms"][0] == ["retention.ms", 1]
+    assert all(source == 5 for _, source in retention["synonyms"][1:])  # then the broker's defaults
+    segment = out["synonyms"]["segment.bytes"]
+    assert (segment["isDefault"], segment["source"], segment["synonyms"]) == (True, 5, [["log.segment.bytes", 5]])
+    assert out["alterValidateOnly"]["resources"][0]["errorCode"] == 0
+    assert out["afterValidateOnly"] == ["86400000"]  # validateOnly changed nothing
+    assert kafka_errors(out["alterInvalid"]) == ["INVALID_CONFIG"]
+    assert out["recreatedOffsets"] == [{"partition": 0, "offset": "0", "high": "0", "low": "0"}]
+    assert out["recreatedValues"] == ["second life"]
+    assert kafka_errors(out["tooLarge"]) == ["MESSAGE_TOO_LARGE"]
+    [stamped] = out["appendTime"]
+    low, high = out["appendTimeWindow"]
+    assert low <= int(stamped["logAppendTime"]) <= high  # the broker's clock, not the record's "1000"
+    assert out["appendTimeRead"] == [stamped["logAppendTime"]]
+    assert out["resolved"] == ["0", "0"]
+
+
+def test_regex_subscriptions_big_records_trimmed_logs_and_transactions_between_records(broker):
+    out = run(broker, "consumer_edge_cases")
+    assert len(out["regex"]) == 2 and all(t.endswith(("-a", "-b")) for t in out["regex"])
+    assert out["sizes"] == [20000, 5]  # a record above maxBytes still comes back (KIP-74)
+    assert out["trimmed"] == ["t4", "t5"]  # the committed offset 1 was below the new log start 4
+    assert out["mixed"] == ["plain-1", "plain-2", "plain-3"]
+    # 2 aborted records, 3 plain ones and the abort marker
+    assert out["mixedOffsets"] == [{"partition": 0, "offset": "6", "high": "6", "low": "0"}]
+    assert out["ctpOutput"] == ["out-in0", "out-in1", "out-in2", "out-in3"]
+    [offsets] = out["ctpOffsets"]
+    assert offsets["partitions"] == [{"partition": 0, "offset": "4", "metadata": None}]
+
+
+@pytest.mark.parametrize("mechanism", ["plain", "scram-sha-512"])
+def test_kafkajs_re_authenticates_before_its_session_ends(tmp_path, mechanism):
+    config = tmp_path / "server.properties"
+    config.write_text(SASL_PROPERTIES + "connections.max.reauth.ms=2000\n")
+    with EmbeddedBroker(data_dir=None, flush="async", config_file=config, args=["--metrics-port", "0"]) as reauth:
+        out = run(reauth, "sasl_reauth", sasl=login(mechanism))
+        assert out["sent"] == ["0", "1", "2", "3"]
+        metrics = _metrics(reauth)
+    upper = mechanism.upper()
+    assert metrics.get(f'rmqk_successful_reauthentication_total{{listener="SASL_PLAINTEXT",mechanism="{upper}"}}', 0) >= 2
+    assert metrics.get('rmqk_expired_sessions_closed_total{listener="SASL_PLAINTEXT"}', 0) == 0
+
+
+def _metrics(broker: EmbeddedBroker) -> dict[str, float]:
+    import urllib.request
+
+    assert broker.metrics_url is not None
+    text = urllib.request.urlopen(broker.metrics_url + "/metrics", timeout=10).read().decode()
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+            if line and not line.startswith("#")}

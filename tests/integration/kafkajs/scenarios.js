@@ -591,6 +591,144 @@ const scenarios = {
     }
   },
 
+  async admin_edge_cases () {
+    return withAdmin(async admin => {
+      const out = {}
+      const nodeId = (await admin.describeCluster()).brokers[0].nodeId
+      out.replicationFactor = await refused(admin.createTopics({ topics: [{ topic: `rf-${uid()}`, replicationFactor: 3 }] }))
+      out.badName = await refused(admin.createTopics({ topics: [{ topic: 'bad name!' }] }))
+      const assigned = `assigned-${uid()}`
+      out.replicaAssignment = await admin.createTopics({ waitForLeaders: true, topics: [{ topic: assigned, replicaAssignment: [{ partition: 0, replicas: [nodeId] }, { partition: 1, replicas: [nodeId] }] }] })
+      out.assignedPartitions = (await admin.fetchTopicMetadata({ topics: [assigned] })).topics[0].partitions.length
+      out.allTopics = (await admin.fetchTopicMetadata()).topics.map(t => t.name).includes(assigned)
+      await admin.alterConfigs({ resources: [{ type: ConfigResourceTypes.TOPIC, name: assigned, configEntries: [{ name: 'retention.ms', value: '86400000' }] }] })
+      const synonyms = await admin.describeConfigs({ includeSynonyms: true, resources: [{ type: ConfigResourceTypes.TOPIC, name: assigned, configNames: ['retention.ms', 'segment.bytes'] }] })
+      out.synonyms = Object.fromEntries(synonyms.resources[0].configEntries.map(e => [e.configName, { value: e.configValue, isDefault: e.isDefault, source: e.configSource, synonyms: e.configSynonyms.map(y => [y.configName, y.configSource]) }]))
+      out.alterValidateOnly = await admin.alterConfigs({ validateOnly: true, resources: [{ type: ConfigResourceTypes.TOPIC, name: assigned, configEntries: [{ name: 'retention.ms', value: '1000' }] }] })
+      out.afterValidateOnly = (await admin.describeConfigs({ includeSynonyms: false, resources: [{ type: ConfigResourceTypes.TOPIC, name: assigned, configNames: ['retention.ms'] }] })).resources[0].configEntries.map(e => e.configValue)
+      out.alterInvalid = await refused(admin.alterConfigs({ resources: [{ type: ConfigResourceTypes.TOPIC, name: assigned, configEntries: [{ name: 'retention.ms', value: 'soon' }] }] }))
+
+      // delete and create again under the same name: a new, empty topic
+      const again = `again-${uid()}`
+      await admin.createTopics({ waitForLeaders: true, topics: [{ topic: again, numPartitions: 1 }] })
+      const producer = kafka.producer()
+      await producer.connect()
+      await producer.send({ topic: again, messages: [{ value: 'first life' }] })
+      await admin.deleteTopics({ topics: [again] })
+      await waitFor(async () => !(await admin.listTopics()).includes(again), 'the deletion')
+      await admin.createTopics({ waitForLeaders: true, topics: [{ topic: again, numPartitions: 1 }] })
+      out.recreatedOffsets = await admin.fetchTopicOffsets(again)
+      await producer.send({ topic: again, messages: [{ value: 'second life' }] })
+      out.recreatedValues = (await consumeAll([again], 1, { settleMs: 500 })).map(m => m.value)
+
+      // max.message.bytes and LogAppendTime
+      const small = `small-${uid()}`
+      await admin.createTopics({ waitForLeaders: true, topics: [{ topic: small, configEntries: [{ name: 'max.message.bytes', value: '2000' }, { name: 'message.timestamp.type', value: 'LogAppendTime' }] }] })
+      out.tooLarge = await refused(producer.send({ topic: small, messages: [{ value: 'x'.repeat(5000) }] }))
+      const before = Date.now()
+      out.appendTime = await producer.send({ topic: small, messages: [{ value: 'stamped', timestamp: '1000' }] })
+      out.appendTimeWindow = [before, Date.now()]
+      out.appendTimeRead = (await consumeAll([small], 1)).map(m => m.timestamp)
+      await producer.disconnect()
+
+      // resolveOffsets turns the EARLIEST marker a reset committed into an offset
+      const groupId = `g-${uid()}`
+      await admin.resetOffsets({ groupId, topic: assigned, earliest: true })
+      out.resolved = (await admin.fetchOffsets({ groupId, topics: [assigned], resolveOffsets: true }))[0].partitions.map(p => p.offset)
+      return out
+    })
+  },
+
+  async consumer_edge_cases () {
+    const out = {}
+    const prefix = `rx-${uid()}`
+    const topics = [`${prefix}-a`, `${prefix}-b`]
+    for (const t of topics) await createTopic(t)
+    await createTopic(`${prefix}x-c`) // not matched: the pattern wants a dash
+    const producer = kafka.producer()
+    await producer.connect()
+    for (const t of [...topics, `${prefix}x-c`]) await producer.send({ topic: t, messages: [{ value: t }] })
+    // subscribe with a regular expression (kafkajs matches it against the metadata's topics)
+    const consumer = kafka.consumer({ groupId: `g-${uid()}`, maxWaitTimeInMs: 200, heartbeatInterval: 500 })
+    const got = []
+    await consumer.connect()
+    await consumer.subscribe({ topics: [new RegExp(`^${prefix}-`)], fromBeginning: true })
+    await consumer.run({ eachMessage: async ({ message }) => { got.push(message.value.toString()) } })
+    await waitFor(() => got.length >= 2, 'the matched topics')
+    await sleep(1000)
+    await consumer.disconnect()
+    out.regex = got.sort()
+
+    // a record larger than maxBytesPerPartition and maxBytes still comes back (KIP-74)
+    const big = `big-${uid()}`
+    await createTopic(big)
+    await producer.send({ topic: big, messages: [{ value: 'y'.repeat(20000) }, { value: 'small' }] })
+    const tiny = kafka.consumer({ groupId: `g-${uid()}`, maxWaitTimeInMs: 200, maxBytesPerPartition: 100, maxBytes: 200, heartbeatInterval: 500 })
+    const sizes = []
+    await tiny.connect()
+    await tiny.subscribe({ topics: [big], fromBeginning: true })
+    await tiny.run({ eachMessage: async ({ message }) => { sizes.push(message.value.length) } })
+    await waitFor(() => sizes.length >= 2, 'the big record and the next')
+    await tiny.disconnect()
+    out.sizes = sizes
+
+    // records deleted below a committed offset: the group resets (fromBeginning) to the new start
+    const trimmed = `trim-${uid()}`
+    const groupId = `g-${uid()}`
+    await createTopic(trimmed)
+    await producer.send({ topic: trimmed, messages: [0, 1, 2, 3, 4, 5].map(i => ({ value: `t${i}` })) })
+    await withAdmin(async admin => {
+      await admin.setOffsets({ groupId, topic: trimmed, partitions: [{ partition: 0, offset: '1' }] })
+      await admin.deleteTopicRecords({ topic: trimmed, partitions: [{ partition: 0, offset: '4' }] })
+    })
+    out.trimmed = (await consumeAll([trimmed], 2, { groupId, settleMs: 500 })).map(m => m.value)
+
+    // an aborted transaction between another producer's records: read_committed skips only it
+    const mixed = `mixed-${uid()}`
+    await createTopic(mixed)
+    const txProducer = kafka.producer({ transactionalId: `tx-${uid()}`, maxInFlightRequests: 1, idempotent: true })
+    await txProducer.connect()
+    const txn = await txProducer.transaction()
+    await txn.send({ topic: mixed, messages: [{ value: 'aborted-1' }] })
+    await producer.send({ topic: mixed, messages: [{ value: 'plain-1' }] })
+    await txn.send({ topic: mixed, messages: [{ value: 'aborted-2' }] })
+    await producer.send({ topic: mixed, messages: [{ value: 'plain-2' }] })
+    await txn.abort()
+    await producer.send({ topic: mixed, messages: [{ value: 'plain-3' }] })
+    out.mixed = (await consumeAll([mixed], 3, { settleMs: 1000 })).map(m => m.value)
+    out.mixedOffsets = await withAdmin(admin => admin.fetchTopicOffsets(mixed))
+
+    // consume, transform, produce: eachBatch inside a transaction that also commits the offsets
+    const input = `in-${uid()}`
+    const output = `out-${uid()}`
+    const ctpGroup = `g-${uid()}`
+    await createTopic(input)
+    await createTopic(output)
+    await producer.send({ topic: input, messages: [0, 1, 2, 3].map(i => ({ value: `in${i}` })) })
+    const worker = kafka.consumer({ groupId: ctpGroup, maxWaitTimeInMs: 200, heartbeatInterval: 500 })
+    let moved = 0
+    await worker.connect()
+    await worker.subscribe({ topics: [input], fromBeginning: true })
+    await worker.run({
+      autoCommit: false,
+      eachBatch: async ({ batch, resolveOffset }) => {
+        const t = await txProducer.transaction()
+        await t.send({ topic: output, messages: batch.messages.map(m => ({ value: `out-${m.value}` })) })
+        await t.sendOffsets({ consumerGroupId: ctpGroup, topics: [{ topic: input, partitions: [{ partition: batch.partition, offset: String(Number(batch.lastOffset()) + 1) }] }] })
+        await t.commit()
+        batch.messages.forEach(m => resolveOffset(m.offset))
+        moved += batch.messages.length
+      }
+    })
+    await waitFor(() => moved >= 4, 'the transformed batch')
+    await worker.disconnect()
+    out.ctpOutput = (await consumeAll([output], 4, { settleMs: 500 })).map(m => m.value)
+    out.ctpOffsets = await withAdmin(admin => admin.fetchOffsets({ groupId: ctpGroup, topics: [input] }))
+    await txProducer.disconnect()
+    await producer.disconnect()
+    return out
+  },
+
   async sasl_roundtrip () {
     const topic = `sasl-${uid()}`
     await createTopic(topic)
@@ -600,6 +738,30 @@ const scenarios = {
     await producer.disconnect()
     const got = await consumeAll([topic], 1)
     return { values: got.map(m => m.value) }
+  },
+
+  async sasl_reauth () {
+    // a broker with connections.max.reauth.ms: kafkajs logs in again on the same connection
+    // before the session ends (src/broker/__tests__/reauthenticate.spec.js)
+    const events = []
+    const debugLog = () => ({ level, log }) => {
+      if (/Connecting|SaslAuthenticate|disconnected|Connection closed/.test(log.message)) events.push(log.message.replace(/\(.*\)/, '').trim())
+      if (level <= logLevel.WARN) process.stderr.write(`[kafkajs] ${log.message}\n`)
+    }
+    // kafkajs logs in again once a session is within reauthenticationThreshold (10 s by
+    // default) of its end; with a shorter session that would be before every request, and
+    // Kafka refuses a re-authentication less than a second after the last (ILLEGAL_SASL_STATE)
+    const reauthing = client({ logLevel: logLevel.DEBUG, logCreator: debugLog, reauthenticationThreshold: 500 })
+    const topic = `reauth-${uid()}`
+    const producer = reauthing.producer({ allowAutoTopicCreation: true })
+    await producer.connect()
+    const sent = []
+    for (let i = 0; i < 4; i++) {
+      sent.push((await producer.send({ topic, messages: [{ value: `r${i}` }] }))[0].baseOffset)
+      await sleep(1500)
+    }
+    await producer.disconnect()
+    return { sent, events }
   },
 
   async sasl_login_only () {
