@@ -476,3 +476,37 @@ def _metrics(broker: EmbeddedBroker) -> dict[str, float]:
     text = urllib.request.urlopen(broker.metrics_url + "/metrics", timeout=10).read().decode()
     return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
             if line and not line.startswith("#")}
+
+
+def test_an_open_transaction_holds_read_committed_back_and_a_new_producer_fences_the_old(broker):
+    out = run(broker, "transaction_visibility_and_fencing")
+    assert out["whileOpen"] == []  # the plain record after the open transaction waits too
+    # kafkajs's admin lists offsets read_committed: the last stable offset
+    assert out["offsetsWhileOpen"] == [{"partition": 0, "offset": "0", "high": "0", "low": "0"}]
+    assert out["afterCommit"] == ["in-txn", "after-txn"]
+    # AddPartitionsToTxn v1 from the fenced producer: Kafka's PRODUCER_FENCED, as
+    # INVALID_PRODUCER_EPOCH for versions before 2
+    assert kafka_errors(out["fencedSend"]) == ["INVALID_PRODUCER_EPOCH"]
+    assert out["finalValues"] == ["in-txn", "after-txn", "from the new producer"]
+
+
+def test_a_member_that_dies_is_removed_after_its_session_timeout(broker):
+    out = run(broker, "group_member_crash")
+    history = out["history"]
+    assert len(history[0]) == 2 and history[-1] == [0, 1, 2, 3]
+    assert out["tookMs"] >= 7000  # not before the dead member's 8 s session ended (kafkajs's clock)
+
+
+def test_prefixed_acls_match_filters_and_a_group_alice_may_not_use(sasl_broker):
+    out = run(sasl_broker, "acl_patterns", sasl=login("plain"))
+    prefixed, literal = 4, 3  # kafkajs's ResourcePatternTypes
+    read, describe = 3, 8
+    [(prefix, p_type, p_ops), (topic, l_type, l_ops)] = out["match"]
+    assert (p_type, p_ops, l_type, l_ops) == (prefixed, [read], literal, [describe])
+    assert topic.startswith(prefix)
+    assert out["literal"] == [[topic, literal]]
+    # FindCoordinator refused with GROUP_AUTHORIZATION_FAILED, which kafkajs's coordinator
+    # lookup turns into "not found"
+    assert out["aliceCrash"]["name"] == "KafkaJSGroupCoordinatorNotFound"
+    assert out["aliceResponseErrors"] == ["Response GroupCoordinator: Not authorized to access group: Group authorization failed"]
+    assert out["deleted"] == [[0, 2]]

@@ -729,6 +729,144 @@ const scenarios = {
     return out
   },
 
+  async transaction_visibility_and_fencing () {
+    const out = {}
+    const topic = `lso-${uid()}`
+    await createTopic(topic)
+    const transactionalId = `tx-${uid()}`
+    const first = kafka.producer({ transactionalId, maxInFlightRequests: 1, idempotent: true })
+    const plainProducer = kafka.producer()
+    await first.connect()
+    await plainProducer.connect()
+    // an open transaction holds back a read_committed consumer at the last stable offset, even
+    // for the plain record after it
+    const txn = await first.transaction()
+    await txn.send({ topic, messages: [{ value: 'in-txn' }] })
+    await plainProducer.send({ topic, messages: [{ value: 'after-txn' }] })
+    const consumer = kafka.consumer({ groupId: `g-${uid()}`, maxWaitTimeInMs: 200, heartbeatInterval: 500 })
+    const got = []
+    let joined = false
+    consumer.on(consumer.events.GROUP_JOIN, () => { joined = true })
+    await consumer.connect()
+    await consumer.subscribe({ topics: [topic], fromBeginning: true })
+    await consumer.run({ eachMessage: async ({ message }) => { got.push(message.value.toString()) } })
+    await waitFor(() => joined, 'the join')
+    await sleep(2000)
+    out.whileOpen = got.slice()
+    out.offsetsWhileOpen = await withAdmin(admin => admin.fetchTopicOffsets(topic))
+    await txn.commit()
+    await waitFor(() => got.length >= 2, `the records after the commit (have ${got})`)
+    out.afterCommit = got.slice()
+    await consumer.disconnect()
+
+    // a second producer with the same transactional id fences the first (kafkajs sends
+    // InitProducerId with the transactional id at its first transaction(), not at connect)
+    const second = kafka.producer({ transactionalId, maxInFlightRequests: 1, idempotent: true })
+    await second.connect()
+    const fresh = await second.transaction()
+    const stale = await first.transaction()
+    out.fencedSend = await refused(stale.send({ topic, messages: [{ value: 'from the fenced producer' }] }))
+    await fresh.send({ topic, messages: [{ value: 'from the new producer' }] })
+    await fresh.commit()
+    await second.disconnect()
+    await first.disconnect().catch(() => {})
+    await plainProducer.disconnect()
+    out.finalValues = (await consumeAll([topic], 3, { settleMs: 1000 })).map(m => m.value)
+    return out
+  },
+
+  async group_member_crash () {
+    // a member that stops heartbeating (its process is gone) is removed after its session
+    // timeout, and the survivor gets every partition
+    const topic = `crash-${uid()}`
+    const groupId = `g-${uid()}`
+    await createTopic(topic, 4)
+    const { spawn } = require('child_process')
+    const child = spawn(process.execPath, [__filename, JSON.stringify({ ...spec, scenario: 'group_member_forever', topic, groupId })], { stdio: ['ignore', 'pipe', 'inherit'] })
+    let childJoined = false
+    child.stdout.on('data', data => { if (data.toString().includes('joined')) childJoined = true })
+    await waitFor(() => childJoined, 'the other member')
+    const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 200, heartbeatInterval: 500, sessionTimeout: 30000 })
+    let assignment = []
+    const history = []
+    consumer.on(consumer.events.GROUP_JOIN, e => { assignment = (e.payload.memberAssignment[topic] || []).slice().sort(); history.push(assignment) })
+    await consumer.connect()
+    await consumer.subscribe({ topics: [topic], fromBeginning: true })
+    await consumer.run({ eachMessage: async () => {} })
+    await waitFor(() => assignment.length === 2, `a half share (have ${JSON.stringify(history)})`, 90000)
+    const killedAt = Date.now()
+    child.kill('SIGKILL')
+    await waitFor(() => assignment.length === 4, `all partitions after the crash (have ${JSON.stringify(history)})`, 90000)
+    const tookMs = Date.now() - killedAt
+    await consumer.disconnect()
+    return { history, tookMs }
+  },
+
+  async group_member_forever () {
+    const consumer = kafka.consumer({ groupId: spec.groupId, maxWaitTimeInMs: 200, heartbeatInterval: 500, sessionTimeout: 8000 })
+    consumer.on(consumer.events.GROUP_JOIN, () => process.stdout.write('joined\n'))
+    await consumer.connect()
+    await consumer.subscribe({ topics: [spec.topic], fromBeginning: true })
+    await consumer.run({ eachMessage: async () => {} })
+    await new Promise(() => {}) // until killed
+  },
+
+  async acl_patterns () {
+    // as the super user: PREFIXED and LITERAL bindings, MATCH filters, and a group ACL alice lacks
+    const prefix = `pfx-${uid()}`
+    const topic = `${prefix}-topic`
+    await createTopic(topic)
+    const producer = kafka.producer()
+    await producer.connect()
+    await producer.send({ topic, messages: [{ value: 'readable' }] })
+    await producer.disconnect()
+    return withAdmin(async admin => {
+      const out = {}
+      const binding = (resourceType, resourceName, resourcePatternType, operation) => ({
+        resourceType, resourceName, resourcePatternType, principal: 'User:alice', host: '*', operation, permissionType: AclPermissionTypes.ALLOW
+      })
+      await admin.createAcls({
+        acl: [
+          binding(AclResourceTypes.TOPIC, prefix, ResourcePatternTypes.PREFIXED, AclOperationTypes.READ),
+          binding(AclResourceTypes.TOPIC, topic, ResourcePatternTypes.LITERAL, AclOperationTypes.DESCRIBE)
+        ]
+      })
+      const described = await admin.describeAcls({
+        resourceType: AclResourceTypes.TOPIC, resourceName: topic, resourcePatternType: ResourcePatternTypes.MATCH,
+        operation: AclOperationTypes.ANY, permissionType: AclPermissionTypes.ANY
+      })
+      out.match = described.resources.map(r => [r.resourceName, r.resourcePatternType, r.acls.map(a => a.operation)]).sort()
+      const literalOnly = await admin.describeAcls({
+        resourceType: AclResourceTypes.TOPIC, resourceName: topic, resourcePatternType: ResourcePatternTypes.LITERAL,
+        operation: AclOperationTypes.ANY, permissionType: AclPermissionTypes.ANY
+      })
+      out.literal = literalOnly.resources.map(r => [r.resourceName, r.resourcePatternType])
+      // alice may read the topic but not use a group: GROUP_AUTHORIZATION_FAILED
+      // kafkajs reports a FindCoordinator refusal as KafkaJSGroupCoordinatorNotFound; the
+      // broker's error is in its log
+      const responseErrors = []
+      const errorLog = () => ({ log }) => { if (log.error && /^Response/.test(log.message)) responseErrors.push(`${log.message.split('(')[0]}: ${log.error}`) }
+      const alice = client({ sasl: { mechanism: spec.sasl.mechanism, username: 'alice', password: 'alice-secret' }, retry: { retries: 0 }, logCreator: errorLog })
+      const consumer = alice.consumer({ groupId: `g-${uid()}`, retry: { retries: 0 } })
+      let crash = null
+      consumer.on(consumer.events.CRASH, e => { crash = describeError(e.payload.error) })
+      await consumer.connect()
+      out.aliceSubscribe = await refused((async () => {
+        await consumer.subscribe({ topics: [topic], fromBeginning: true })
+        await consumer.run({ eachMessage: async () => {} })
+        await waitFor(() => crash !== null, 'the consumer to crash', 30000)
+      })())
+      out.aliceCrash = crash
+      out.aliceResponseErrors = responseErrors
+      await consumer.disconnect()
+      const deleted = await admin.deleteAcls({
+        filters: [{ resourceType: AclResourceTypes.TOPIC, resourceName: topic, resourcePatternType: ResourcePatternTypes.MATCH, principal: 'User:alice', host: '*', operation: AclOperationTypes.ANY, permissionType: AclPermissionTypes.ANY }]
+      })
+      out.deleted = deleted.filterResponses.map(f => [f.errorCode, f.matchingAcls.length])
+      return out
+    })
+  },
+
   async sasl_roundtrip () {
     const topic = `sasl-${uid()}`
     await createTopic(topic)
@@ -800,7 +938,11 @@ const scenarios = {
         operation: AclOperationTypes.ANY,
         permissionType: AclPermissionTypes.ANY
       })
-      const alice = client({ sasl: { mechanism: spec.sasl.mechanism, username: 'alice', password: 'alice-secret' }, retry: { retries: 0 } })
+      // kafkajs reports a FindCoordinator refusal as KafkaJSGroupCoordinatorNotFound; the
+      // broker's error is in its log
+      const responseErrors = []
+      const errorLog = () => ({ log }) => { if (log.error && /^Response/.test(log.message)) responseErrors.push(`${log.message.split('(')[0]}: ${log.error}`) }
+      const alice = client({ sasl: { mechanism: spec.sasl.mechanism, username: 'alice', password: 'alice-secret' }, retry: { retries: 0 }, logCreator: errorLog })
       const aliceProducer = alice.producer({ retry: { retries: 0 } })
       await aliceProducer.connect()
       out.aliceWrite = await refused(aliceProducer.send({ topic, messages: [{ value: 'denied' }] }))
