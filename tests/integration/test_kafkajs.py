@@ -510,3 +510,18 @@ def test_prefixed_acls_match_filters_and_a_group_alice_may_not_use(sasl_broker):
     assert out["aliceCrash"]["name"] == "KafkaJSGroupCoordinatorNotFound"
     assert out["aliceResponseErrors"] == ["Response GroupCoordinator: Not authorized to access group: Group authorization failed"]
     assert out["deleted"] == [[0, 2]]
+
+
+def test_a_consumer_with_max_bytes_170_passes_a_transaction_s_commit_marker(broker):
+    out = run(broker, "control_batches")
+    assert out["consumed"] == [f"t{i}" for i in range(20)] + ["p0", "p1"]
+
+
+def test_members_without_partitions_and_a_topic_that_grows(broker):
+    empty = run(broker, "empty_assignment")
+    assert sorted(empty["assignments"]) == [[], [], [0]]
+    [holder] = [name for name, assignment in zip("abc", empty["assignments"]) if assignment]
+    assert empty["got"] == [[holder, "only one reads me"]]
+    grown = run(broker, "partition_changes")
+    assert grown["history"][0] == [0] and grown["history"][-1] == [0, 1, 2]
+    assert grown["got"] == ["0:p0", "1:p1", "2:p2"]

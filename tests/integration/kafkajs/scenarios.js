@@ -867,6 +867,101 @@ const scenarios = {
     })
   },
 
+  async control_batches () {
+    // src/consumer/__tests__/controlBatches.spec.js: maxBytes 170, a transaction of 20
+    // single-record batches, then plain records; the consumer must pass the commit marker
+    const topic = `ctl-${uid()}`
+    await createTopic(topic)
+    const producer = kafka.producer({ transactionalId: `tx-${uid()}`, maxInFlightRequests: 1, idempotent: true })
+    const consumer = kafka.consumer({ groupId: `g-${uid()}`, maxWaitTimeInMs: 100, maxBytes: 170, heartbeatInterval: 500 })
+    await consumer.connect()
+    await producer.connect()
+    await consumer.subscribe({ topics: [topic], fromBeginning: true })
+    const consumed = []
+    let joined = false
+    consumer.on(consumer.events.GROUP_JOIN, () => { joined = true })
+    await consumer.run({
+      eachBatchAutoResolve: false,
+      eachBatch: async ({ batch, resolveOffset, heartbeat, isRunning, isStale }) => {
+        for (const message of batch.messages) {
+          if (!isRunning() || isStale()) break
+          consumed.push(message.value.toString())
+          resolveOffset(message.offset)
+          await heartbeat()
+        }
+      }
+    })
+    await waitFor(() => joined, 'the join')
+    const transaction = await producer.transaction()
+    for (let i = 0; i < 20; i++) await transaction.send({ topic, messages: [{ value: `t${i}` }] })
+    await transaction.commit()
+    await waitFor(() => consumed.length >= 20, `the transaction's records (have ${consumed.length})`)
+    const plain = kafka.producer()
+    await plain.connect()
+    await plain.send({ topic, messages: [{ value: 'p0' }, { value: 'p1' }] })
+    await waitFor(() => consumed.length >= 22, `the records after the marker (have ${consumed.length})`)
+    await plain.disconnect()
+    await consumer.disconnect()
+    await producer.disconnect()
+    return { consumed }
+  },
+
+  async empty_assignment () {
+    // emptyAssignment.spec.js: three members of a one-partition topic; two get nothing, and
+    // the one with the partition reads what is produced
+    const topic = `empty-${uid()}`
+    const groupId = `g-${uid()}`
+    await createTopic(topic, 1)
+    const members = []
+    const got = []
+    for (const name of ['a', 'b', 'c']) {
+      const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 200, heartbeatInterval: 300, sessionTimeout: 10000 })
+      const member = { name, consumer, assignment: null }
+      consumer.on(consumer.events.GROUP_JOIN, e => { member.assignment = (e.payload.memberAssignment[topic] || []).slice().sort() })
+      await consumer.connect()
+      await consumer.subscribe({ topics: [topic], fromBeginning: true })
+      await consumer.run({ eachMessage: async ({ message }) => { got.push([name, message.value.toString()]) } })
+      members.push(member)
+    }
+    const assignments = () => members.map(m => m.assignment)
+    await waitFor(() => members.every(m => m.assignment !== null) && JSON.stringify(assignments().flat()) === '[0]', `one partition for three (have ${JSON.stringify(assignments())})`, 90000)
+    const producer = kafka.producer()
+    await producer.connect()
+    await producer.send({ topic, messages: [{ value: 'only one reads me' }] })
+    await waitFor(() => got.length >= 1, 'the record')
+    await sleep(500)
+    await producer.disconnect()
+    const result = { assignments: assignments(), got }
+    for (const m of members) await m.consumer.disconnect()
+    return result
+  },
+
+  async partition_changes () {
+    // rebalanceOnPartitionChange.spec.js: the topic grows while its consumer runs. kafkajs
+    // notices when it refreshes its metadata before a fetch (metadataMaxAge, 5 minutes by
+    // default) and rejoins; only the leader's rejoin makes a Stable group rebalance (Kafka's
+    // rule), so a leader without partitions, which never fetches, never notices.
+    const topic = `grow-${uid()}`
+    await createTopic(topic, 1)
+    const consumer = kafka.consumer({ groupId: `g-${uid()}`, maxWaitTimeInMs: 200, heartbeatInterval: 300, metadataMaxAge: 1000 })
+    const history = []
+    const got = new Set()
+    consumer.on(consumer.events.GROUP_JOIN, e => { history.push((e.payload.memberAssignment[topic] || []).slice().sort()) })
+    await consumer.connect()
+    await consumer.subscribe({ topics: [topic], fromBeginning: true })
+    await consumer.run({ eachMessage: async ({ partition, message }) => { got.add(`${partition}:${message.value}`) } })
+    await waitFor(() => history.length > 0, 'the join')
+    await withAdmin(admin => admin.createPartitions({ topicPartitions: [{ topic, count: 3 }] }))
+    await waitFor(() => JSON.stringify(history[history.length - 1]) === '[0,1,2]', `the new partitions (have ${JSON.stringify(history)})`, 90000)
+    const producer = kafka.producer()
+    await producer.connect()
+    await producer.send({ topic, messages: [0, 1, 2].map(partition => ({ partition, value: `p${partition}` })) })
+    await waitFor(() => got.size >= 3, `a record from each partition (have ${[...got]})`)
+    await producer.disconnect()
+    await consumer.disconnect()
+    return { history, got: [...got].sort() }
+  },
+
   async sasl_roundtrip () {
     const topic = `sasl-${uid()}`
     await createTopic(topic)
