@@ -525,3 +525,18 @@ def test_members_without_partitions_and_a_topic_that_grows(broker):
     grown = run(broker, "partition_changes")
     assert grown["history"][0] == [0] and grown["history"][-1] == [0, 1, 2]
     assert grown["got"] == ["0:p0", "1:p1", "2:p2"]
+
+
+def test_auto_created_topics_seeking_past_the_end_concurrent_partitions_and_broker_configs(broker):
+    out = run(broker, "misc")
+    assert out["autoCreated"][0]["errorCode"] == 0 and out["autoConsumed"] == ["created by use"]
+    assert out["seekBeforeRun"]["refused"]  # kafkajs's own rule
+    # partition 0 read once, then again from its start after the seek past its end was
+    # answered OFFSET_OUT_OF_RANGE
+    assert out["perPartition"] == [20, 10, 10]
+    assert out["maxActive"] == 3  # partitionsConsumedConcurrently
+    assert out["brokerLoggers"]["refused"] is False and out["brokerLoggers"]["errorCode"] == 0
+    assert out["brokerLoggers"]["count"] > 0
+    assert out["alterBroker"]["value"]["resources"][0]["errorCode"] == 0
+    assert [g["errorCode"] for g in out["deleteTwo"]] == [0, 0]
+    assert out["listedAfterDelete"] == []

@@ -962,6 +962,59 @@ const scenarios = {
     return { history, got: [...got].sort() }
   },
 
+  async misc () {
+    const out = {}
+    // auto.create.topics.enable (Kafka's default, true): a producer's metadata request creates it
+    const auto = `auto-${uid()}`
+    const producer = kafka.producer()
+    await producer.connect()
+    out.autoCreated = await producer.send({ topic: auto, messages: [{ value: 'created by use' }] })
+    // seek beyond the end: the fetch is OFFSET_OUT_OF_RANGE and kafkajs resets (fromBeginning)
+    const topic = `seek2-${uid()}`
+    await createTopic(topic, 3)
+    await producer.send({ topic, messages: Array.from({ length: 30 }, (_, i) => ({ partition: i % 3, value: `s${i}` })) })
+    const consumer = kafka.consumer({ groupId: `g-${uid()}`, maxWaitTimeInMs: 200, heartbeatInterval: 500 })
+    await consumer.connect()
+    out.seekBeforeRun = await refused((async () => consumer.seek({ topic, partition: 0, offset: '1' }))())
+    await consumer.subscribe({ topics: [topic], fromBeginning: true })
+    const got = []
+    let active = 0
+    let maxActive = 0
+    let sought = false
+    await consumer.run({
+      partitionsConsumedConcurrently: 3,
+      eachMessage: async ({ partition, message }) => {
+        active++
+        maxActive = Math.max(maxActive, active)
+        await sleep(20)
+        got.push(`${partition}:${message.value}`)
+        active--
+        if (!sought && partition === 0 && message.offset === '9') {
+          sought = true
+          consumer.seek({ topic, partition: 0, offset: '1000' })
+        }
+      }
+    })
+    await waitFor(() => got.length >= 40, `every record, then partition 0's again (have ${got.length})`)
+    await sleep(500)
+    await consumer.disconnect()
+    out.perPartition = [0, 1, 2].map(p => got.filter(v => v.startsWith(`${p}:`)).length)
+    out.maxActive = maxActive
+    out.autoConsumed = (await consumeAll([auto], 1)).map(m => m.value)
+    await producer.disconnect()
+    return withAdmin(async admin => {
+      const nodeId = String((await admin.describeCluster()).brokers[0].nodeId)
+      out.brokerLoggers = await refused(admin.describeConfigs({ includeSynonyms: false, resources: [{ type: ConfigResourceTypes.BROKER_LOGGER, name: nodeId }] }))
+      if (!out.brokerLoggers.refused) out.brokerLoggers = { refused: false, count: out.brokerLoggers.value.resources[0].configEntries.length, errorCode: out.brokerLoggers.value.resources[0].errorCode }
+      out.alterBroker = await refused(admin.alterConfigs({ validateOnly: true, resources: [{ type: ConfigResourceTypes.BROKER, name: nodeId, configEntries: [{ name: 'log.retention.ms', value: '3600000' }] }] }))
+      const groups = [`g-${uid()}`, `g-${uid()}`]
+      for (const groupId of groups) await consumeAll([auto], 1, { groupId }) // faster than setOffsets' 5 s
+      out.deleteTwo = await admin.deleteGroups(groups)
+      out.listedAfterDelete = (await admin.listGroups()).groups.filter(g => groups.includes(g.groupId))
+      return out
+    })
+  },
+
   async sasl_roundtrip () {
     const topic = `sasl-${uid()}`
     await createTopic(topic)
