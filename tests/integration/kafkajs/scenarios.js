@@ -1015,6 +1015,47 @@ const scenarios = {
     })
   },
 
+  async reassignments () {
+    // src/broker/__tests__/{alter,list}PartitionReassignments.spec.js on one broker
+    const topic = `reassign-${uid()}`
+    await createTopic(topic, 2)
+    return withAdmin(async admin => {
+      const nodeId = (await admin.describeCluster()).brokers[0].nodeId
+      return {
+        listed: await admin.listPartitionReassignments({ topics: [{ topic, partitions: [0, 1] }] }),
+        same: await refused(admin.alterPartitionReassignments({ topics: [{ topic, partitionAssignment: [{ partition: 0, replicas: [nodeId] }] }] })),
+        noSuchBroker: await refused(admin.alterPartitionReassignments({ topics: [{ topic, partitionAssignment: [{ partition: 0, replicas: [nodeId + 5] }] }] })),
+        noSuchTopic: await refused(admin.alterPartitionReassignments({ topics: [{ topic: `missing-${uid()}`, partitionAssignment: [{ partition: 0, replicas: [nodeId] }] }] }))
+      }
+    })
+  },
+
+  async across_a_restart () {
+    // errorRecovery: a consumer group and a producer live through the broker's restart on
+    // the same port (the test restarts it when this prints "ready", then writes a line)
+    const topic = spec.topic
+    const groupId = spec.groupId
+    const producer = kafka.producer()
+    await producer.connect()
+    const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 200, heartbeatInterval: 500, retry: { retries: 30, initialRetryTime: 200, maxRetryTime: 2000 } })
+    const got = []
+    let crashed = null
+    consumer.on(consumer.events.CRASH, e => { crashed = describeError(e.payload.error) })
+    await consumer.connect()
+    await consumer.subscribe({ topics: [topic], fromBeginning: true })
+    await consumer.run({ eachMessage: async ({ message }) => { got.push(message.value.toString()) } })
+    await producer.send({ topic, messages: [0, 1, 2, 3, 4].map(i => ({ value: `before-${i}` })) })
+    await waitFor(() => got.length >= 5, 'the records before the restart')
+    await sleep(1000) // let the auto commit happen
+    process.stdout.write('ready\n')
+    await new Promise(resolve => process.stdin.once('data', resolve))
+    await producer.send({ topic, messages: [0, 1, 2, 3, 4].map(i => ({ value: `after-${i}` })) })
+    await waitFor(() => got.filter(v => v.startsWith('after-')).length >= 5, `the records after the restart (have ${got})`, 90000)
+    await consumer.disconnect()
+    await producer.disconnect()
+    return { got, crashed }
+  },
+
   async sasl_roundtrip () {
     const topic = `sasl-${uid()}`
     await createTopic(topic)
