@@ -593,3 +593,10 @@ def test_a_group_and_a_producer_live_through_a_broker_restart(broker_factory, ho
     after = [int(value.removeprefix("after-")) for value in got[5:]]
     assert sorted(set(after)) == [0, 1, 2, 3, 4] and after[-1] == 4, got
     assert sum(1 for a, b in zip(after, after[1:]) if b <= a) <= 1, got
+
+
+def test_a_waiting_read_committed_fetch_ends_at_a_record_and_at_a_commit(broker):
+    out = run(broker, "long_poll_latency")
+    # the Fetch waits up to 10 s; on a loaded machine a wake-up still takes well under 5
+    assert out["plainMs"] < 5000, out
+    assert out["commitMs"] < 5000, out

@@ -1056,6 +1056,43 @@ const scenarios = {
     return { got, crashed }
   },
 
+  async long_poll_latency () {
+    // kafkajs waits in Fetch up to maxWaitTimeInMs (5 s by default) and reads committed by
+    // default: a plain record, and a transaction's commit, must end the wait early
+    const topic = `poll-${uid()}`
+    await createTopic(topic)
+    const producer = kafka.producer()
+    const txProducer = kafka.producer({ transactionalId: `tx-${uid()}`, maxInFlightRequests: 1, idempotent: true })
+    await producer.connect()
+    await txProducer.connect()
+    const consumer = kafka.consumer({ groupId: `g-${uid()}`, maxWaitTimeInMs: 10000, heartbeatInterval: 1000 })
+    const arrived = {}
+    let joined = false
+    consumer.on(consumer.events.GROUP_JOIN, () => { joined = true })
+    await consumer.connect()
+    await consumer.subscribe({ topics: [topic], fromBeginning: true })
+    await consumer.run({ eachMessage: async ({ message }) => { arrived[message.value.toString()] = Date.now() } })
+    await waitFor(() => joined, 'the join')
+    await sleep(1500) // the consumer is now waiting in a Fetch
+    const out = {}
+    let sentAt = Date.now()
+    await producer.send({ topic, messages: [{ value: 'plain' }] })
+    await waitFor(() => arrived.plain, 'the plain record', 30000)
+    out.plainMs = arrived.plain - sentAt
+    await sleep(1500)
+    const txn = await txProducer.transaction()
+    await txn.send({ topic, messages: [{ value: 'transactional' }] })
+    await sleep(1500) // the consumer waits again, at the last stable offset
+    sentAt = Date.now()
+    await txn.commit()
+    await waitFor(() => arrived.transactional, 'the committed record', 30000)
+    out.commitMs = arrived.transactional - sentAt
+    await consumer.disconnect()
+    await producer.disconnect()
+    await txProducer.disconnect()
+    return out
+  },
+
   async sasl_roundtrip () {
     const topic = `sasl-${uid()}`
     await createTopic(topic)
