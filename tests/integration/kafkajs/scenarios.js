@@ -460,13 +460,13 @@ const scenarios = {
         }
         const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 200, heartbeatInterval: 500 })
         const got = []
-        let joined = false
-        consumer.on(consumer.events.GROUP_JOIN, () => { joined = true })
+        let fetched = false
+        // a completed Fetch: the start offset (and any reset) is settled before the new record
+        consumer.on(consumer.events.FETCH, () => { fetched = true })
         await consumer.connect()
         await consumer.subscribe({ topics: [topic], fromBeginning })
         await consumer.run({ eachMessage: async ({ message }) => { got.push(message.value.toString()) } })
-        await waitFor(() => joined, 'the join')
-        await sleep(1500) // let the first fetches (and any reset) happen before the new record
+        await waitFor(() => fetched, 'a first fetch')
         const tag = `new-${fromBeginning}-${outOfRange}`
         await producer.send({ topic, messages: [{ value: tag }] })
         await waitFor(() => got.includes(tag), `${tag} (have ${got})`)
