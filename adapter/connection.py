@@ -2,8 +2,12 @@
 
 Requests are started in arrival order and may overlap (a produce waiting for its fsync does
 not hold up the next request), but responses are written strictly in request order, which
-Kafka clients rely on. Reading pauses while too many requests are outstanding or the socket's
-write buffer is full, so one fast client cannot make the broker buffer without bound. A
+Kafka clients rely on. At most ``MAX_OUTSTANDING`` requests of a connection are in flight: the
+frames of one read beyond them (a 256 KB read holds thousands of small pipelined requests)
+wait, split into frames but not started, so one client cannot queue seconds of handler work
+on the event loop ahead of everyone else. Reading pauses while any frame waits, while that
+many are in flight or while the socket's write buffer is full, so one fast client cannot make
+the broker buffer without bound. A
 Fetch response, the one that can be large, is built only once the responses before it have
 been handed to the socket and its buffer has drained, one Fetch at a time: a client that
 pipelines large fetches and never reads holds at most about two of them in memory, not all.
@@ -100,6 +104,7 @@ class KafkaConnection(asyncio.Protocol):
         self._held = 0  # bytes of Fetch responses written but not yet sent, held in the budget
         self._decoder = FrameDecoder(ctx.config.socket_request_max_bytes)
         self._pending: deque[asyncio.Task[list[bytes] | None]] = deque()
+        self._waiting: deque[bytes] = deque()  # frames read but not started (MAX_OUTSTANDING)
         self._writer: asyncio.Task[None] | None = None
         self._transport: asyncio.Transport | None = None
         self._plain_fd: int | None = None  # the socket's descriptor on a plaintext listener (scatter_write)
@@ -209,6 +214,7 @@ class KafkaConnection(asyncio.Protocol):
         for task in self._pending:
             task.cancel()
         self._pending.clear()
+        self._waiting.clear()
         if self._writer is not None:
             self._writer.cancel()
         self._can_write.set()
@@ -237,12 +243,13 @@ class KafkaConnection(asyncio.Protocol):
             frames = self._decoder.feed(data)
         except FrameError as exc:
             log.warning("closing %s: %s", self.peer, exc)
-            for frame in exc.frames:  # complete requests that preceded the bad frame
-                self._start(frame)
+            self._waiting.extend(exc.frames)  # complete requests that preceded the bad frame
+            self._start_waiting()
             self._close_after_pending()
             return
-        for frame in frames:
-            self._start(frame)
+        if frames:
+            self._waiting.extend(frames)
+            self._start_waiting()
         if not self._decoder.buffered:
             self._partial_since = None
         elif frames or self._partial_since is None:
@@ -259,11 +266,14 @@ class KafkaConnection(asyncio.Protocol):
         return None
 
     # -- request pipeline ------------------------------------------------------------------
-    def _start(self, frame: bytes) -> None:
-        self._pending.append(asyncio.ensure_future(self._answer(frame)))
-        if self._writer is None or self._writer.done():
+    def _start_waiting(self) -> None:
+        """Start waiting frames, in order, while fewer than MAX_OUTSTANDING are in flight;
+        reading pauses while a frame still waits or the limit is reached."""
+        while self._waiting and len(self._pending) < MAX_OUTSTANDING:
+            self._pending.append(asyncio.ensure_future(self._answer(self._waiting.popleft())))
+        if self._pending and (self._writer is None or self._writer.done()):
             self._writer = asyncio.ensure_future(self._write_in_order())
-        if len(self._pending) >= MAX_OUTSTANDING and not self._reading_paused:
+        if (self._waiting or len(self._pending) >= MAX_OUTSTANDING) and not self._reading_paused:
             self._reading_paused = True
             self._transport.pause_reading()
 
@@ -408,7 +418,9 @@ class KafkaConnection(asyncio.Protocol):
                 # (a long poll can swallow its cancellation), but nothing is left to answer.
                 return
             self._pending.popleft()
-            if self._reading_paused and len(self._pending) < MAX_OUTSTANDING // 2:
+            if self._waiting:
+                self._start_waiting()
+            if self._reading_paused and not self._waiting and len(self._pending) < MAX_OUTSTANDING // 2:
                 self._reading_paused = False
                 if self._muted is None and not self._draining:
                     self._transport.resume_reading()

@@ -4,7 +4,10 @@ kio generates one class per API version, each with only the fields that version 
 describe a response once, with every field any version may carry, and ``make`` keeps the
 fields the requested version's class knows, building nested entities from dicts. An entity
 with an error and an ``error_message`` field gets Kafka's default message for the code when
-the handler gives none (codec.error_messages).
+the handler gives none (codec.error_messages). A message always fits its field: in versions
+before the flexible ones it is an int16-length string, and a message repeating what the
+client sent (a 32,000-character name) is cut to 32767 bytes rather than failing the whole
+response (Kafka's serializer throws there, and the client gets no answer at all).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from kio.schema.errors import ErrorCode
 from .error_messages import default_message
 
 _ZERO = datetime.timedelta(0)
+_LEGACY_STRING_MAX = 32767  # UTF-8 bytes an int16-length string holds
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -94,7 +98,18 @@ def make(cls: type, /, **values: Any) -> Any:
         kwargs[key] = _ZERO
     if shape.has_error_message and kwargs.get("error_message") is None and kwargs.get("error_code"):
         kwargs["error_message"] = default_message(kwargs["error_code"])
+    message = kwargs.get("error_message")
+    if isinstance(message, str) and len(message) > _LEGACY_STRING_MAX // 4 and not cls.__flexible__:
+        kwargs["error_message"] = _legacy_string(message)
     return cls(**kwargs)
+
+
+def _legacy_string(text: str) -> str:
+    """``text`` cut to what an int16-length string holds (whole characters only)."""
+    raw = text.encode()
+    if len(raw) <= _LEGACY_STRING_MAX:
+        return text
+    return raw[:_LEGACY_STRING_MAX].decode(errors="ignore")
 
 
 def nested_class(cls: type, field_name: str) -> type | None:

@@ -149,9 +149,11 @@ def decode_request(frame: bytes) -> Request:
 
     codec = _version_codec(api_key, api_version)
     try:
-        end = codec.skip_body(frame, codec.skip_header(frame, 0))
+        end = codec.skip_body(frame, body_start := codec.skip_header(frame, 0))
     except BoundsError as exc:
         raise MalformedRequest(str(exc), **ids) from None
+    if api_key == ApiKey.OFFSET_COMMIT and 2 <= api_version <= 4:
+        frame = _retention_time_within_a_timedelta(frame, body_start)
     # Bytes after a fully parsed request are ignored, as Apache Kafka does: librdkafka 2.x
     # sends three stale bytes after an all-topics Metadata v13 body (librdkafka #5049).
     try:
@@ -171,6 +173,27 @@ def decode_request(frame: bytes) -> Request:
         body=body,
         flexible=codec.flexible,
     )
+
+
+# kio reads an int64 of milliseconds into a timedelta of microseconds held in an i64: a
+# larger magnitude fails the whole request, though the wire (and Kafka) allow any int64.
+_TIMEDELTA_I64_MAX_MS = (2**63 - 1) // 1000
+
+
+def _retention_time_within_a_timedelta(frame: bytes, body_start: int) -> bytes:
+    """``frame`` (OffsetCommit v2-4, bounds already walked) with its retention_time cut to
+    what kio can read: the broker does not use it (offsets.retention.minutes decides)."""
+    at = body_start
+    for skip_after in (4, 0):  # group_id, generation id; member_id
+        (length,) = _I16.unpack_from(frame, at)
+        if length < 0:
+            return frame  # a null name: kio refuses it, as it should
+        at += 2 + length + skip_after
+    (retention_ms,) = _I64.unpack_from(frame, at)
+    if -_TIMEDELTA_I64_MAX_MS <= retention_ms <= _TIMEDELTA_I64_MAX_MS:
+        return frame
+    cut = _TIMEDELTA_I64_MAX_MS if retention_ms > 0 else -_TIMEDELTA_I64_MAX_MS
+    return frame[:at] + _I64.pack(cut) + frame[at + _I64.size :]
 
 
 def _legacy_body(frame: bytes, ids: dict[str, int]) -> bytes:

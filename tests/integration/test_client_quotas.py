@@ -89,6 +89,29 @@ def test_errors_are_kafkas(broker_factory):
         assert describe(conn, []) == {}  # nothing was stored by the refused alterations
 
 
+def test_a_refusal_echoing_a_huge_entity_still_fits_a_v0_answer(broker_factory):
+    """Hostile sweep: the message of a refused entry repeats the client's entity, and v0's
+    error_message is a legacy string (at most 32767 bytes). An entity type of 32,000
+    characters, or a duplicated entity of 3,000 components, made a message that did not
+    encode: the connection was closed with a traceback instead of an answer."""
+    broker = broker_factory()
+    with KafkaRaw.connect(broker.bootstrap_servers) as conn:
+        code, message = alter(conn, {"t" * 32_000: "a"}, {"producer_byte_rate": 1}, version=0)
+        assert code == ErrorCode.invalid_request
+        assert message.startswith("Unhandled client quota entity type: ttt") and len(message.encode()) <= 32767
+        entity = [dict(entity_type=f"type-{i}", entity_name="n") for i in range(3000)]
+        entry = dict(entity=entity, ops=[dict(key="producer_byte_rate", value=1.0, remove=False)])
+        response = conn.request(ALTER_CLIENT_QUOTAS, 0, validate_only=False, entries=[entry, entry])
+        (answer,) = response.entries
+        assert answer.error_code == ErrorCode.invalid_request
+        assert answer.error_message.startswith("Ignoring duplicate entity ClientQuotaEntity(entries={type-0=n")
+        assert len(answer.error_message.encode()) <= 32767
+        # v1's compact string holds the whole message
+        assert alter(conn, {"t" * 32_000: "a"}, {"producer_byte_rate": 1}) == (
+            ErrorCode.invalid_request, "Unhandled client quota entity type: " + "t" * 32_000)
+    assert "Traceback" not in broker.stderr
+
+
 def set_quota(conn: KafkaRaw, entity: dict, ops: dict) -> None:
     """``alter``, which must succeed."""
     assert alter(conn, entity, ops)[0] == ErrorCode.none

@@ -10,7 +10,8 @@ import time
 
 import psutil
 import pytest
-from rawkafka import ApiKey, ErrorCode, KafkaRaw, make_batch, wait_until
+from kio.index import load_request_schema
+from rawkafka import ApiKey, ErrorCode, KafkaRaw, build, encode_request, make_batch, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -122,3 +123,25 @@ def test_unread_fetches_of_many_connections_share_one_bound(broker_factory, tmp_
     config.write_text("response.buffer.max.bytes=4194304\n")
     grown = _rss_growth_while_others_are_served(broker_factory(config_file=config), hogs=8, fetches=4)
     assert grown < 80, f"broker RSS grew {grown} MB for responses nobody reads"
+
+
+def test_one_read_of_thousands_of_pipelined_requests_does_not_starve_others(broker_factory):
+    """Hostile sweep: a single write of 4,000 small pipelined requests arrives in one read
+    of the socket, and every request in it was started at once: about 10 s of DescribeConfigs
+    work queued on the event loop ahead of every other client (an ApiVersions waited 7.5 s).
+    At most 64 of a connection's requests are in flight; the rest of what was read waits."""
+    broker = broker_factory()
+    body = dict(resources=[dict(resource_type=4, resource_name="0", configuration_keys=None)],
+                include_synonyms=True, include_documentation=True)
+    with KafkaRaw(broker.host, broker.port, timeout=120) as hog, KafkaRaw(broker.host, broker.port) as other:
+        frames = b"".join(encode_request(32, 4, i, build(load_request_schema(32, 4), **body)) for i in range(4000))
+        hog.send_raw(frames)
+        waits = []
+        for _ in range(10):
+            started = time.monotonic()
+            assert other.api_versions().error_code == ErrorCode.none
+            waits.append(time.monotonic() - started)
+            time.sleep(0.1)
+        assert max(waits) < 3.0, f"another client waited {max(waits):.1f} s"
+        # every request is still answered, in order
+        assert [struct.unpack_from(">i", hog.recv_frame())[0] for _ in range(4000)] == list(range(4000))

@@ -45,3 +45,14 @@ def test_make_fills_the_default_message_of_an_error_without_one():
     ])
     assert [r.error_message for r in nested.results] == ["Topic authorization failed.", "a specific reason", None]
     assert isinstance(nested.results[0], DescribeConfigsResult)
+
+
+def test_make_cuts_a_message_to_what_a_legacy_string_holds():
+    from kio.schema.alter_client_quotas.v0.response import AlterClientQuotasResponse as V0
+    from kio.schema.alter_client_quotas.v1.response import AlterClientQuotasResponse as V1
+
+    long = "é" * 20_000  # 40,000 UTF-8 bytes
+    for cls, expected in [(V0, "é" * 16_383), (V1, long)]:
+        response = make(cls, throttle_time=0, entries=[
+            dict(error_code=ErrorCode.invalid_request, error_message=long, entity=())])
+        assert response.entries[0].error_message == expected

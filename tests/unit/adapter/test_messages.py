@@ -645,3 +645,22 @@ def test_aiokafka_requests_and_responses() -> None:
     body = build(response_type(request), True)
     decoded = ProduceResponse_v7.decode(io.BytesIO(encode_response(request, body)[8:]))
     assert decoded.topics[0][0] == body.responses[0].name
+
+
+@pytest.mark.parametrize("version", [2, 3, 4])
+@pytest.mark.parametrize("retention_ms", [2**63 - 1, -(2**63), 10**16, -2])
+def test_offset_commit_retention_time_beyond_a_timedelta_decodes(version, retention_ms):
+    """Hostile sweep: OffsetCommit v2-4's retention_time is any int64 on the wire (Kafka
+    takes them all), but kio reads it into a timedelta and fails beyond about 2^63 us:
+    the request was refused as undecodable and its connection closed. Such a value is read
+    as the longest retention kio can hold (the broker does not use it anyway)."""
+    schema = load_request_schema(8, version)
+    body = schema(group_id="g", generation_id_or_member_epoch=-1, member_id="m",
+                  retention_time=datetime.timedelta(milliseconds=123456789), topics=())
+    frame = unframe(client_request_frame(body, 3)).replace(
+        struct.pack(">q", 123456789), struct.pack(">q", retention_ms))
+    request = decode_request(frame)
+    limit = (2**63 - 1) // 1000
+    expected = max(-limit, min(limit, retention_ms))
+    assert request.body.retention_time == datetime.timedelta(milliseconds=expected)
+    assert request.body.group_id == "g" and request.body.member_id == "m"
