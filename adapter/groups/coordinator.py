@@ -683,6 +683,13 @@ class GroupCoordinator:
                 self._write_metadata_later(group_id, None)
             if self.consumer.member_count(group_id) == 0:
                 self.consumer.forget(group_id)
+        # Kafka's cleanupGroupMetadata: an Empty classic group without offsets is dropped, and
+        # so is its persisted metadata (its tombstone).
+        for group_id, group in list(self.groups.items()):
+            if group.state is GroupState.EMPTY and not group.members and not group.pending_members \
+                    and not self._store.offsets.group_offsets(group_id):
+                del self.groups[group_id]
+                self._write_metadata_later(group_id, None)
 
     def check_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
         """Whether an OffsetFetch of this group may be answered: a share group has no

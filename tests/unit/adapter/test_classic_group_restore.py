@@ -242,3 +242,20 @@ def _on_disk(broker) -> dict:
 
     return dict(JournaledMap(broker.data_dir / "offsets" / classic_persistence.FILE_NAME,
                              classic_persistence.check).entries)
+
+
+async def test_an_empty_group_without_offsets_is_dropped_with_its_metadata_at_the_offsets_check(broker, clock):
+    """Kafka's cleanupGroupMetadata: an Empty group with no offsets goes, tombstone included."""
+    c = broker.coordinator
+    a = (await join(c))["member_id"]
+    await join(c, member_id=a)
+    await c.sync("g", 1, a, None, None, None, {a: b"x"})
+    c.leave("g", a, None)
+    c = await broker.restart()
+    assert c.groups["g"].state is GroupState.EMPTY
+    c.expire_offsets()
+    assert "g" not in c.groups
+    await asyncio.gather(*c._metadata_writes)
+    assert "g" not in _on_disk(broker)
+    c = await broker.restart(clean=False)
+    assert "g" not in c.groups
