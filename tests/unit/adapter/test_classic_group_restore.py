@@ -259,3 +259,28 @@ async def test_an_empty_group_without_offsets_is_dropped_with_its_metadata_at_th
     assert "g" not in _on_disk(broker)
     c = await broker.restart(clean=False)
     assert "g" not in c.groups
+
+
+async def test_a_member_leaving_while_the_generation_is_written_makes_the_write_moot(broker, clock, monkeypatch):
+    """Kafka's storeGroup callback acts only if the group is still CompletingRebalance at the
+    same generation: a LeaveGroup during the write wins, and the group rebalances."""
+    c = broker.coordinator
+    leader, follower = await joined_pair(c)
+    release = threading.Event()
+    write = c._metadata.commit
+
+    def slow_write(*args, **kwargs):
+        assert release.wait(60)
+        write(*args, **kwargs)
+
+    monkeypatch.setattr(c._metadata, "commit", slow_write)
+    leader_sync = asyncio.ensure_future(
+        c.sync("g", 1, leader, None, None, None, {leader: b"L-assign", follower: b"F-assign"}))
+    await asyncio.sleep(0.1)
+    assert c.leave("g", follower, None) is ErrorCode.none
+    release.set()
+    assert (await leader_sync)[:2] == (ErrorCode.rebalance_in_progress, b"")
+    group = c.groups["g"]
+    assert group.state is GroupState.PREPARING_REBALANCE and group.members[leader].assignment == b""
+    answer = await join(c, member_id=leader)
+    assert answer["generation_id"] == 2
