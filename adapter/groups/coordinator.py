@@ -72,6 +72,7 @@ class GroupSettings:
     initial_rebalance_delay_ms: int = 0
     min_session_timeout_ms: int = 6_000
     max_session_timeout_ms: int = 1_800_000
+    max_size: int = 2**31 - 1  # group.max.size: members of a classic group
     offset_metadata_max_bytes: int = 4096
     offsets_check_interval_ms: int = 600_000
 
@@ -252,6 +253,9 @@ class GroupCoordinator:
             return _join_error(ErrorCode.coordinator_not_available, member_id)
         if not group.supports(protocol_type, protocols):
             return _join_error(ErrorCode.inconsistent_group_protocol, member_id)
+        if not self._accepts_joining(group, member_id, group_instance_id):
+            group.pending_members.pop(member_id, None)
+            return _join_error(ErrorCode.group_max_size_reached, "")
         now = self._clock.monotonic()
 
         if group_instance_id is not None:
@@ -298,6 +302,22 @@ class GroupCoordinator:
         _fail(member.join_waiter, ErrorCode.unknown_member_id)  # a duplicate join replaces it
         member.join_waiter = asyncio.get_running_loop().create_future()
         return await self._await_join(group, member)
+
+    def _accepts_joining(self, group: ConsumerGroup, member_id: str, group_instance_id: str | None) -> bool:
+        """Kafka's acceptJoiningMember (``group.max.size``): a group rebalancing takes members
+        up to the cap among those rejoining, any other group up to the cap among its members;
+        a known member (or static instance) always."""
+        known = member_id in group.members or (
+            group_instance_id is not None and group_instance_id in group.static_members)
+        if group.state is GroupState.EMPTY:
+            return True
+        if group.state is GroupState.PREPARING_REBALANCE:
+            member = group.members.get(member_id)
+            if member is not None and member.join_waiter is not None:
+                return True
+            awaiting = sum(1 for m in group.members.values() if m.join_waiter is not None)
+            return awaiting < self.settings.max_size
+        return known or len(group.members) < self.settings.max_size
 
     def _join_consumer_group(self, request: ClassicJoin) -> dict:
         """A classic member joining a consumer group with members (Kafka 4 serves it there)."""
