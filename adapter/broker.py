@@ -160,6 +160,7 @@ class Broker:
                 initial_rebalance_delay_ms=cfg.group_initial_rebalance_delay_ms,
                 min_session_timeout_ms=cfg.group_min_session_timeout_ms,
                 max_session_timeout_ms=cfg.group_max_session_timeout_ms,
+                max_size=cfg.group_max_size,
                 offset_metadata_max_bytes=cfg.offset_metadata_max_bytes,
             ),
             SemanticsCatalog(semantics),

@@ -144,6 +144,7 @@ class AdapterConfig:
     group_initial_rebalance_delay_ms: int = 0  # group.initial.rebalance.delay.ms
     group_min_session_timeout_ms: int = 6000  # group.min.session.timeout.ms
     group_max_session_timeout_ms: int = 1800000  # group.max.session.timeout.ms
+    group_max_size: int = 2**31 - 1  # group.max.size: members of a classic group
     # Consumer-protocol groups (KIP-848): Kafka's names, defaults and ranges.
     group_consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
     group_consumer_min_session_timeout_ms: int = 45_000  # group.consumer.min.session.timeout.ms

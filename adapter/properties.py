@@ -105,6 +105,8 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
                                     (>= 0; default 0, where Kafka waits 3000)
 ``group.min.session.timeout.ms``    smallest session timeout a member may ask for (6000)
 ``group.max.session.timeout.ms``    largest session timeout a member may ask for (1800000)
+``group.max.size``                  members of a classic group (2147483647): a new member
+                                    beyond it gets GROUP_MAX_SIZE_REACHED
 ``group.consumer.session.timeout.ms`` consumer-protocol (KIP-848) session timeout (45000,
                                     within ``group.consumer.min|max.session.timeout.ms``,
                                     45000 and 60000)
@@ -275,6 +277,7 @@ KNOWN_KEYS = frozenset(
         "group.initial.rebalance.delay.ms",
         "group.min.session.timeout.ms",
         "group.max.session.timeout.ms",
+        "group.max.size",
         "group.consumer.session.timeout.ms",
         "group.consumer.min.session.timeout.ms",
         "group.consumer.max.session.timeout.ms",
@@ -397,6 +400,7 @@ INTEGER_RANGES: dict[str, IntRange] = {
     "group.initial.rebalance.delay.ms": IntRange(0, INT_MAX, _KAFKA_TYPE),
     "group.min.session.timeout.ms": IntRange(1, INT_MAX, _KAFKA_TYPE),
     "group.max.session.timeout.ms": IntRange(1, INT_MAX, _KAFKA_TYPE),
+    "group.max.size": IntRange(1, INT_MAX, _KAFKA),
     "offset.metadata.max.bytes": IntRange(0, INT_MAX, _KAFKA_TYPE),
     "controller.mutation.rate": IntRange(-1, INT_MAX, "ours: -1 = unlimited, 0 is refused"),
     "controller.quota.window.num": IntRange(1, INT_MAX, _KAFKA),
@@ -838,6 +842,7 @@ def build_config(
         "group_initial_rebalance_delay_ms": p.integer("group.initial.rebalance.delay.ms"),
         "group_min_session_timeout_ms": p.integer("group.min.session.timeout.ms"),
         "group_max_session_timeout_ms": p.integer("group.max.session.timeout.ms"),
+        "group_max_size": p.integer("group.max.size"),
         **_consumer_group_settings(p),
         **_heartbeat_group_settings(p, "share"),
         **_share_lock_settings(p),

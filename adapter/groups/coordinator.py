@@ -23,8 +23,18 @@ A group id may instead belong to a consumer-protocol group (``consumer_coordinat
 classic members of such a group (online migration) are served by it, and a classic group
 converts to it and back (``migration.py``).
 
-Group membership is not persisted: after a broker restart members get UNKNOWN_MEMBER_ID
-and rejoin, which every client handles; committed offsets are persisted.
+Classic groups' metadata is persisted as Kafka's GroupMetadata record is
+(``classic_persistence.py``): written when the leader's SyncGroup completes a generation
+(before any member is answered; a failed write answers NOT_COORDINATOR, Kafka's mapping of
+a storage error, and starts a new rebalance), when a group becomes Empty, and as a tombstone
+when it is deleted, expires or becomes a consumer-protocol group. On start a group comes back
+as Kafka loads it: Stable with the same generation, protocol, leader, members and
+assignments (Empty without members), every member's session timer restarted at load; a
+member that does not come back is removed after its session timeout and the group
+rebalances. So members keep heartbeating and committing across a restart or a kill -9,
+without a rebalance. Consumer-protocol (KIP-848) and share groups are not persisted here:
+after a restart their members rejoin (share groups' acquisition state is durable on its
+own). A broker of an earlier version ignores the file: its members rejoin as before.
 """
 
 from __future__ import annotations
@@ -34,14 +44,17 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
 from rmqkafka.storage.clock import Clock
+from rmqkafka.storage.journaled_map import JournaledMap
 from rmqkafka.storage.offset_store import CommittedOffset
 from rmqkafka.storage.store import MessageStore
 
 from ..group_configs import GroupConfigStore
+from . import classic_persistence
 from .classic_members import ClassicJoin
 from .consumer_coordinator import ConsumerGroupCoordinator, ConsumerGroupSettings, TopicCatalog
 from .consumer_group import ConsumerGroupState
@@ -59,6 +72,7 @@ class GroupSettings:
     initial_rebalance_delay_ms: int = 0
     min_session_timeout_ms: int = 6_000
     max_session_timeout_ms: int = 1_800_000
+    max_size: int = 2**31 - 1  # group.max.size: members of a classic group
     offset_metadata_max_bytes: int = 4096
     offsets_check_interval_ms: int = 600_000
 
@@ -93,7 +107,15 @@ class GroupCoordinator:
         self.configs = configs or GroupConfigStore(None)
         self._wakeup = asyncio.Event()
         self._timer: asyncio.Task | None = None
-        groups_at_start = frozenset(store.offsets.groups())
+        self._metadata = JournaledMap(Path(store.config.data_dir) / "offsets" / classic_persistence.FILE_NAME,
+                                      classic_persistence.check, snapshot_interval_ms=60_000,
+                                      now_ms=clock.now_ms)
+        self._metadata_lock = asyncio.Lock()  # FIFO: entries reach the disk in the order made
+        self._metadata_writes: set[asyncio.Task] = set()
+        now = clock.monotonic()
+        for group_id, entry in self._metadata.entries.items():
+            self.groups[group_id] = classic_persistence.restore(group_id, entry, now)
+        groups_at_start = frozenset(store.offsets.groups()) | frozenset(self.groups)
         self.consumer = ConsumerGroupCoordinator(
             clock, consumer_settings, catalog or _NoTopics(), self._classic_member_count, self._drop_empty_classic,
             groups_at_start.__contains__, consumer_timeouts, is_share_group=self._is_share, classic=self)
@@ -108,6 +130,8 @@ class GroupCoordinator:
         self.share.start()
 
     async def stop(self) -> None:
+        if self._metadata_writes:
+            await asyncio.gather(*self._metadata_writes, return_exceptions=True)
         await self.consumer.stop()
         await self.share.stop()
         self.configs.close()
@@ -229,6 +253,9 @@ class GroupCoordinator:
             return _join_error(ErrorCode.coordinator_not_available, member_id)
         if not group.supports(protocol_type, protocols):
             return _join_error(ErrorCode.inconsistent_group_protocol, member_id)
+        if not self._accepts_joining(group, member_id, group_instance_id):
+            group.pending_members.pop(member_id, None)
+            return _join_error(ErrorCode.group_max_size_reached, "")
         now = self._clock.monotonic()
 
         if group_instance_id is not None:
@@ -276,6 +303,22 @@ class GroupCoordinator:
         member.join_waiter = asyncio.get_running_loop().create_future()
         return await self._await_join(group, member)
 
+    def _accepts_joining(self, group: ConsumerGroup, member_id: str, group_instance_id: str | None) -> bool:
+        """Kafka's acceptJoiningMember (``group.max.size``): a group rebalancing takes members
+        up to the cap among those rejoining, any other group up to the cap among its members;
+        a known member (or static instance) always."""
+        known = member_id in group.members or (
+            group_instance_id is not None and group_instance_id in group.static_members)
+        if group.state is GroupState.EMPTY:
+            return True
+        if group.state is GroupState.PREPARING_REBALANCE:
+            member = group.members.get(member_id)
+            if member is not None and member.join_waiter is not None:
+                return True
+            awaiting = sum(1 for m in group.members.values() if m.join_waiter is not None)
+            return awaiting < self.settings.max_size
+        return known or len(group.members) < self.settings.max_size
+
     def _join_consumer_group(self, request: ClassicJoin) -> dict:
         """A classic member joining a consumer group with members (Kafka 4 serves it there)."""
         answer = self.consumer.classic_members.join(self.consumer.groups[request.group_id], request)
@@ -298,6 +341,7 @@ class GroupCoordinator:
 
     def take_classic(self, group_id: str) -> None:
         group = self.groups.pop(group_id)
+        self._write_metadata_later(group_id, None)  # it is a consumer-protocol group now
         group.state = GroupState.DEAD
         for member in group.members.values():
             _fail(member.join_waiter, ErrorCode.rebalance_in_progress)
@@ -404,6 +448,7 @@ class GroupCoordinator:
             group.state = GroupState.EMPTY
             group.protocol_name = group.leader_id = None  # the type stays, as Kafka reports it
             log.info("group %s: empty at generation %d", group.group_id, group.generation_id)
+            self._write_metadata_later(group.group_id, classic_persistence.encode(group), group)
             return
         group.protocol_name = group.select_protocol()
         if group.leader_id not in group.members:
@@ -479,7 +524,7 @@ class GroupCoordinator:
             protocol_name is not None and protocol_name != group.protocol_name
         ):
             return ErrorCode.inconsistent_group_protocol, b"", None, None
-        now = member.last_seen = self._clock.monotonic()
+        member.last_seen = self._clock.monotonic()
         if group.state is GroupState.PREPARING_REBALANCE:
             return ErrorCode.rebalance_in_progress, b"", None, None
         group.pending_sync.discard(member_id)
@@ -489,21 +534,64 @@ class GroupCoordinator:
         member.sync_waiter = asyncio.get_running_loop().create_future()
         waiter = member.sync_waiter
         if member_id == group.leader_id:
-            for other in group.members.values():
-                other.assignment = assignments.get(other.member_id, b"")
-            group.state = GroupState.STABLE
-            log.info("group %s: stable at generation %d", group.group_id, group.generation_id)
-            for other in group.members.values():
-                w, other.sync_waiter = other.sync_waiter, None
-                if w is not None:
-                    other.last_seen = now  # its session starts over when its wait ends
-                if w is not None and not w.done():
-                    w.set_result((ErrorCode.none, other.assignment, group.protocol_type, group.protocol_name))
-            self._changed()
+            # Kafka's storeGroup: the generation is durable before any member hears of it.
+            generation = group.generation_id
+            error = await self._write_metadata(group.group_id, classic_persistence.encode(group, assignments),
+                                               group)
+            # A member may have joined or left during the write: then the write is moot.
+            if group.state is GroupState.COMPLETING_REBALANCE and group.generation_id == generation \
+                    and self.groups.get(group.group_id) is group:
+                if error is ErrorCode.none:
+                    self._complete_sync(group, assignments)
+                else:  # Kafka's resetAndPropagateAssignmentError, then a new rebalance
+                    for other in group.members.values():
+                        other.assignment = b""
+                        _fail(other.sync_waiter, error)
+                    self._prepare_rebalance(group, f"error {error.name} storing the group's assignment")
         try:
             return await waiter
         except GroupError as exc:
             return exc.code, b"", None, None
+
+    def _complete_sync(self, group: ConsumerGroup, assignments: dict[str, bytes]) -> None:
+        now = self._clock.monotonic()
+        for other in group.members.values():
+            other.assignment = assignments.get(other.member_id, b"")
+        group.state = GroupState.STABLE
+        log.info("group %s: stable at generation %d", group.group_id, group.generation_id)
+        for other in group.members.values():
+            w, other.sync_waiter = other.sync_waiter, None
+            if w is not None:
+                other.last_seen = now  # its session starts over when its wait ends
+            if w is not None and not w.done():
+                w.set_result((ErrorCode.none, other.assignment, group.protocol_type, group.protocol_name))
+        self._changed()
+
+    # -- persisted metadata (classic_persistence) ------------------------------------------
+    async def _write_metadata(self, group_id: str, entry: dict | None,
+                              group: ConsumerGroup | None = None) -> ErrorCode:
+        """Write ``group``'s entry (None: its tombstone) after every earlier one; the error
+        Kafka's storeGroup maps a failed append to (a storage error: NOT_COORDINATOR)."""
+        puts, deletes = ({group_id: entry}, ()) if entry is not None else ({}, (group_id,))
+        async with self._metadata_lock:
+            if group is not None and self.groups.get(group_id) is not group:
+                return ErrorCode.none  # deleted or converted meanwhile: its tombstone stands
+            try:
+                await asyncio.to_thread(self._metadata.commit, puts, deletes)
+            except OSError:
+                log.exception("group %s: could not write its metadata", group_id)
+                return ErrorCode.not_coordinator
+        return ErrorCode.none
+
+    def _write_metadata_later(self, group_id: str, entry: dict | None,
+                              group: ConsumerGroup | None = None) -> None:
+        """The same, not awaited (Kafka only logs a failure to store an emptied group); the
+        entry is taken now, so writes keep the order of the changes they record."""
+        if entry is None and group_id not in self._metadata.entries and not self._metadata_writes:
+            return  # nothing persisted to tombstone
+        task = asyncio.get_running_loop().create_task(self._write_metadata(group_id, entry, group))
+        self._metadata_writes.add(task)
+        task.add_done_callback(self._metadata_writes.discard)
 
     def heartbeat(
         self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
@@ -549,8 +637,8 @@ class GroupCoordinator:
         and generation may be applied: Kafka's validateOffsetCommit for classic groups.
 
         A commit naming a generation, a member or an instance must come from a current
-        member of that generation. A group unknown here (never joined here, or its members
-        forgotten by a restart: membership is not persisted) is an older generation for
+        member of that generation. A group unknown here (never joined here, or deleted)
+        is an older generation for
         OffsetCommit; TxnOffsetCommit treats it as an empty group, whose members are unknown
         (so a zombie of a forgotten generation is fenced, KIP-447). Without any of the three,
         a "simple" consumer's commit is accepted unless the group has members (OffsetCommit
@@ -612,8 +700,16 @@ class GroupCoordinator:
             group = self.groups.get(group_id)
             if group is not None and not group.members:
                 del self.groups[group_id]
+                self._write_metadata_later(group_id, None)
             if self.consumer.member_count(group_id) == 0:
                 self.consumer.forget(group_id)
+        # Kafka's cleanupGroupMetadata: an Empty classic group without offsets is dropped, and
+        # so is its persisted metadata (its tombstone).
+        for group_id, group in list(self.groups.items()):
+            if group.state is GroupState.EMPTY and not group.members and not group.pending_members \
+                    and not self._store.offsets.group_offsets(group_id):
+                del self.groups[group_id]
+                self._write_metadata_later(group_id, None)
 
     def check_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
         """Whether an OffsetFetch of this group may be answered: a share group has no
@@ -669,6 +765,7 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is not None and not group.members:
             del self.groups[group_id]
+            self._write_metadata_later(group_id, None)
 
     def delete(self, group_id: str) -> ErrorCode:
         if self.share.has_group(group_id):
@@ -681,6 +778,13 @@ class GroupCoordinator:
             return ErrorCode.non_empty_group
         if group is None and group_id not in self._store.offsets.groups() and group_id not in self.consumer.groups:
             return ErrorCode.group_id_not_found
+        if group_id in self._metadata.entries or self._metadata_writes:
+            # The tombstone first, durably: a deleted group never comes back with a restart.
+            try:
+                self._metadata.commit({}, (group_id,))
+            except OSError:
+                log.exception("group %s: could not write its tombstone", group_id)
+                return ErrorCode.not_coordinator
         self.groups.pop(group_id, None)
         self.consumer.forget(group_id)
         self._store.offsets.delete_group(group_id)

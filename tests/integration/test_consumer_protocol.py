@@ -464,7 +464,8 @@ def test_admin_apis_on_a_consumer_group(bootstrap):
 
 
 def test_broker_restart_members_rejoin_without_overlap_or_loss(tmp_path):
-    """Membership is not persisted: after a restart members are fenced (UNKNOWN_MEMBER_ID),
+    """A consumer-protocol group's membership is not persisted (a classic group's is:
+    test_groups.py's test_live_group_survives_broker_restart): after a restart members are fenced (UNKNOWN_MEMBER_ID),
     rejoin with epoch 0 and resume from the committed offsets; partitions of a group that
     existed before wait two heartbeat intervals, so no old member still holds one."""
     from rmqkafka.adapter.embedded import EmbeddedBroker

@@ -45,6 +45,7 @@ RANGES = {
     "group.initial.rebalance.delay.ms": (0, INT_MAX),
     "group.min.session.timeout.ms": (1, INT_MAX),
     "group.max.session.timeout.ms": (1, INT_MAX),
+    "group.max.size": (1, INT_MAX),
     "offset.metadata.max.bytes": (0, INT_MAX),
     "transaction.max.timeout.ms": (1, INT_MAX),
     "transactional.id.expiration.ms": (1, INT_MAX),

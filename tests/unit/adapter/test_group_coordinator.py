@@ -334,3 +334,25 @@ async def test_an_emptied_group_keeps_its_protocol_type(coordinator):
     # ...and any protocol type may start the group again.
     again = await coordinator.join("g", "", None, "connect", PROTOCOLS, SESSION, REBALANCE, "x", "h", False)
     assert again["error_code"] is ErrorCode.none and group.protocol_type == "connect"
+
+
+async def test_group_max_size_refuses_a_new_member_and_keeps_the_known_ones(store, clock):
+    """Kafka's group.max.size (acceptJoiningMember): what a client can make the broker keep,
+    and persist, per group is bounded."""
+    c = GroupCoordinator(store, clock, GroupSettings(max_size=2))
+    a = await join_new(c, client="a")
+    b = await join_new(c, client="b")
+    answers = await asyncio.gather(join(c, member_id=a), join(c, member_id=b))
+    leader = answers[0]["leader"]
+    await asyncio.gather(*(c.sync("g", 1, m, None, None, None, {a: b"A", b: b"B"}) for m in (a, b)))
+    third = await join(c, client="c")
+    assert (third["error_code"], third["member_id"]) == (ErrorCode.group_max_size_reached, "")
+    assert set(c.groups["g"].members) == {a, b} and c.groups["g"].state is GroupState.STABLE
+    # While it rebalances, only members rejoining count: a known one is always taken back.
+    again = join(c, member_id=leader, protocols=[("range", b"changed")])
+    await settle()
+    assert c.groups["g"].state is GroupState.PREPARING_REBALANCE
+    other = b if leader == a else a
+    rejoined = await asyncio.gather(again, join(c, member_id=other))
+    assert [(r["error_code"], r["generation_id"]) for r in rejoined] == [(ErrorCode.none, 2)] * 2
+    await c.stop()
