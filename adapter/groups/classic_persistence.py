@@ -21,16 +21,52 @@ Invariant: an entry is written (a) when the leader's SyncGroup completes a gener
 any member is answered, (b) when a group becomes Empty, and a tombstone (c) when the group is
 deleted, expires, or becomes a consumer-protocol group. Consumer-protocol (KIP-848) and share
 groups are not persisted here.
+
+Damage: the map keeps two copies (``storage.journaled_map``); when neither is usable,
+``open_metadata`` sets the files aside as ``*.damaged``, says so at ERROR and starts with no
+persisted groups: their members get UNKNOWN_MEMBER_ID and rejoin (a rebalance, as before this
+file existed), and the committed offsets, kept elsewhere, are untouched. Refusing to start
+would cost far more than what was lost.
 """
 
 from __future__ import annotations
 
 import base64
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+
+from rmqkafka.storage.files import DamagedFileError
+from rmqkafka.storage.journaled_map import JournaledMap
 
 from .group import ConsumerGroup, GroupState, Member
 
+log = logging.getLogger(__name__)
+
 FILE_NAME = "groups.json"
+DAMAGED_SUFFIX = ".damaged"
+
+
+def open_metadata(offsets_dir: Path, now_ms: Callable[[], int]) -> JournaledMap:
+    """The persisted groups' map in ``offsets_dir``; damaged beyond repair, a new empty one
+    (the damaged files set aside)."""
+    path = offsets_dir / FILE_NAME
+
+    def open_map() -> JournaledMap:
+        return JournaledMap(path, check, snapshot_interval_ms=60_000, now_ms=now_ms)
+
+    try:
+        return open_map()
+    except DamagedFileError as exc:
+        aside = sorted(p for p in offsets_dir.glob(FILE_NAME.removesuffix(".json") + ".*")
+                       if not p.name.endswith(DAMAGED_SUFFIX))
+        for p in aside:
+            p.replace(p.with_name(p.name + DAMAGED_SUFFIX))
+        log.error("%s; set aside as %s, starting without persisted classic groups "
+                  "(their members rejoin; committed offsets are kept)",
+                  exc, ", ".join(p.name + DAMAGED_SUFFIX for p in aside))
+        return open_map()
 
 
 @dataclass(frozen=True, slots=True)

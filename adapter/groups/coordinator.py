@@ -49,7 +49,6 @@ from pathlib import Path
 from kio.schema.errors import ErrorCode
 
 from rmqkafka.storage.clock import Clock
-from rmqkafka.storage.journaled_map import JournaledMap
 from rmqkafka.storage.offset_store import CommittedOffset
 from rmqkafka.storage.store import MessageStore
 
@@ -107,9 +106,7 @@ class GroupCoordinator:
         self.configs = configs or GroupConfigStore(None)
         self._wakeup = asyncio.Event()
         self._timer: asyncio.Task | None = None
-        self._metadata = JournaledMap(Path(store.config.data_dir) / "offsets" / classic_persistence.FILE_NAME,
-                                      classic_persistence.check, snapshot_interval_ms=60_000,
-                                      now_ms=clock.now_ms)
+        self._metadata = classic_persistence.open_metadata(Path(store.config.data_dir) / "offsets", clock.now_ms)
         self._metadata_lock = asyncio.Lock()  # FIFO: entries reach the disk in the order made
         self._metadata_writes: set[asyncio.Task] = set()
         now = clock.monotonic()

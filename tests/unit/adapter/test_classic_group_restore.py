@@ -284,3 +284,27 @@ async def test_a_member_leaving_while_the_generation_is_written_makes_the_write_
     assert group.state is GroupState.PREPARING_REBALANCE and group.members[leader].assignment == b""
     answer = await join(c, member_id=leader)
     assert answer["generation_id"] == 2
+
+
+async def test_metadata_damaged_beyond_repair_costs_a_rebalance_not_the_start(broker, clock, caplog):
+    """Both copies (and the previous snapshot) unusable: the groups start without members,
+    logged, the damaged files set aside, the committed offsets kept; a restart is not refused
+    for what costs only a rebalance."""
+    await stable_pair(broker.coordinator)
+    await broker.coordinator.commit("g", {("t", 0): CommittedOffset(7, -1, "", clock.now_ms())})
+    await broker.coordinator.stop()
+    offsets_dir = broker.data_dir / "offsets"
+    names = [p.name for p in offsets_dir.iterdir() if p.name.startswith("groups.")]
+    assert names
+    for name in names:
+        (offsets_dir / name).write_bytes(b"\x00garbage\xff" * 10)
+    c = await broker.restart()
+    group = c.groups.get("g")
+    assert group is None or not group.members
+    assert c.committed("g", "t", 0).offset == 7
+    assert any("set aside" in r.getMessage() for r in caplog.records if r.levelname == "ERROR")
+    assert sorted(p.name for p in offsets_dir.iterdir() if p.name.endswith(".damaged"))
+    # and it works again: a new generation is written and restored
+    await stable_pair(c)
+    c = await broker.restart()
+    assert c.groups["g"].state is GroupState.STABLE
