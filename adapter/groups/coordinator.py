@@ -532,23 +532,30 @@ class GroupCoordinator:
         waiter = member.sync_waiter
         if member_id == group.leader_id:
             # Kafka's storeGroup: the generation is durable before any member hears of it.
-            generation = group.generation_id
-            error = await self._write_metadata(group.group_id, classic_persistence.encode(group, assignments),
-                                               group)
-            # A member may have joined or left during the write: then the write is moot.
-            if group.state is GroupState.COMPLETING_REBALANCE and group.generation_id == generation \
-                    and self.groups.get(group.group_id) is group:
-                if error is ErrorCode.none:
-                    self._complete_sync(group, assignments)
-                else:  # Kafka's resetAndPropagateAssignmentError, then a new rebalance
-                    for other in group.members.values():
-                        other.assignment = b""
-                        _fail(other.sync_waiter, error)
-                    self._prepare_rebalance(group, f"error {error.name} storing the group's assignment")
+            # A task of its own: the leader's request may be cancelled (its connection
+            # closed) during the write, and the other members must still hear of it.
+            task = asyncio.get_running_loop().create_task(self._store_generation(group, assignments))
+            self._metadata_writes.add(task)
+            task.add_done_callback(self._metadata_writes.discard)
         try:
             return await waiter
         except GroupError as exc:
             return exc.code, b"", None, None
+
+    async def _store_generation(self, group: ConsumerGroup, assignments: dict[str, bytes]) -> None:
+        """Write the generation the leader's SyncGroup completes, then answer its members."""
+        generation = group.generation_id
+        error = await self._write_metadata(group.group_id, classic_persistence.encode(group, assignments), group)
+        # A member may have joined or left during the write: then the write is moot.
+        if group.state is GroupState.COMPLETING_REBALANCE and group.generation_id == generation \
+                and self.groups.get(group.group_id) is group:
+            if error is ErrorCode.none:
+                self._complete_sync(group, assignments)
+            else:  # Kafka's resetAndPropagateAssignmentError, then a new rebalance
+                for other in group.members.values():
+                    other.assignment = b""
+                    _fail(other.sync_waiter, error)
+                self._prepare_rebalance(group, f"error {error.name} storing the group's assignment")
 
     def _complete_sync(self, group: ConsumerGroup, assignments: dict[str, bytes]) -> None:
         now = self._clock.monotonic()

@@ -308,3 +308,30 @@ async def test_metadata_damaged_beyond_repair_costs_a_rebalance_not_the_start(br
     await stable_pair(c)
     c = await broker.restart()
     assert c.groups["g"].state is GroupState.STABLE
+
+
+async def test_a_leader_gone_during_the_generation_write_still_completes_it(broker, clock, monkeypatch):
+    """The leader's connection closes (its SyncGroup is cancelled) while the generation is
+    written: as Kafka's storeGroup callback, the write still completes the generation and
+    the other members get their assignment, instead of waiting out the leader's session."""
+    c = broker.coordinator
+    leader, follower = await joined_pair(c)
+    release = threading.Event()
+    write = c._metadata.commit
+
+    def slow_write(*args, **kwargs):
+        assert release.wait(60)
+        write(*args, **kwargs)
+
+    monkeypatch.setattr(c._metadata, "commit", slow_write)
+    follower_sync = asyncio.ensure_future(c.sync("g", 1, follower, None, None, None, {}))
+    leader_sync = asyncio.ensure_future(
+        c.sync("g", 1, leader, None, None, None, {leader: b"L-assign", follower: b"F-assign"}))
+    await asyncio.sleep(0.1)
+    leader_sync.cancel()  # what connection_lost does to the requests in flight
+    await asyncio.sleep(0.1)
+    release.set()
+    assert (await asyncio.wait_for(follower_sync, 30))[:2] == (ErrorCode.none, b"F-assign")
+    group = c.groups["g"]
+    assert group.state is GroupState.STABLE and group.members[leader].assignment == b"L-assign"
+    assert classic_persistence.check("g", _on_disk(broker)["g"]).generation == 1
