@@ -257,7 +257,10 @@ class KafkaConnection(asyncio.Protocol):
 
     def stalled(self, now: float, idle_s: float, read_s: float) -> str | None:
         """Why this connection should be closed at ``now`` (monotonic), or None."""
-        if self._partial_since is not None and now - self._partial_since > read_s:
+        # A frame's rest left in the socket while the broker does not read (frames waiting,
+        # a quota's mute) is not the client's delay: its time runs only while reading.
+        broker_paused = self._reading_paused or self._muted is not None
+        if self._partial_since is not None and not broker_paused and now - self._partial_since > read_s:
             return f"a request frame still incomplete {now - self._partial_since:.0f} s after its first byte"
         if self._write_paused_since is not None and now - self._write_paused_since > idle_s:
             return f"not reading its responses for {now - self._write_paused_since:.0f} s"
@@ -423,7 +426,7 @@ class KafkaConnection(asyncio.Protocol):
             if self._reading_paused and not self._waiting and len(self._pending) < MAX_OUTSTANDING // 2:
                 self._reading_paused = False
                 if self._muted is None and not self._draining:
-                    self._transport.resume_reading()
+                    self._resume_reading()
             if isinstance(response, _Muting):
                 self._mute(response.throttle_ms)
                 response = None if not response.parts else (
@@ -459,7 +462,12 @@ class KafkaConnection(asyncio.Protocol):
     def _unmute(self) -> None:
         self._muted = None
         if not (self._closed or self._draining or self._reading_paused or self._transport.is_closing()):
-            self._transport.resume_reading()
+            self._resume_reading()
+
+    def _resume_reading(self) -> None:
+        if self._partial_since is not None:
+            self._partial_since = time.monotonic()  # the client's time for the rest starts now
+        self._transport.resume_reading()
 
     async def _write_in_place(self, response: list, is_fetch: bool) -> None:
         """Write ``response`` to the plaintext socket without copying it (scatter_write);
