@@ -111,7 +111,10 @@ class GroupCoordinator:
         self._metadata_writes: set[asyncio.Task] = set()
         now = clock.monotonic()
         for group_id, entry in self._metadata.entries.items():
-            self.groups[group_id] = classic_persistence.restore(group_id, entry, now)
+            group = self.groups[group_id] = classic_persistence.restore(group_id, entry, now)
+            if len(group.members) > settings.max_size:  # Kafka's onLoaded: the cap was lowered
+                self._prepare_rebalance(group, f"loaded with {len(group.members)} members, over group.max.size "
+                                               f"{settings.max_size}")
         groups_at_start = frozenset(store.offsets.groups()) | frozenset(self.groups)
         self.consumer = ConsumerGroupCoordinator(
             clock, consumer_settings, catalog or _NoTopics(), self._classic_member_count, self._drop_empty_classic,
@@ -251,7 +254,12 @@ class GroupCoordinator:
         if not group.supports(protocol_type, protocols):
             return _join_error(ErrorCode.inconsistent_group_protocol, member_id)
         if not self._accepts_joining(group, member_id, group_instance_id):
+            # Kafka's group.remove(memberId): a known member refused leaves the group, so the
+            # rebalance does not wait out its rebalance timeout for it
             group.pending_members.pop(member_id, None)
+            refused = group.members.get(member_id)
+            if refused is not None:
+                self._remove_member(group, refused, ErrorCode.group_max_size_reached)
             return _join_error(ErrorCode.group_max_size_reached, "")
         now = self._clock.monotonic()
 

@@ -38,16 +38,16 @@ class Broker:
         self.start()
         self.store.create_topic("t", 6, {})
 
-    def start(self) -> None:
+    def start(self, settings: GroupSettings = GroupSettings()) -> None:
         self.store = MessageStore(StorageConfig(data_dir=self.data_dir), self.clock)
         self.store.open()
-        self.coordinator = GroupCoordinator(self.store, self.clock, GroupSettings())
+        self.coordinator = GroupCoordinator(self.store, self.clock, settings)
 
-    async def restart(self, clean: bool = True) -> GroupCoordinator:
+    async def restart(self, clean: bool = True, settings: GroupSettings = GroupSettings()) -> GroupCoordinator:
         if clean:
             await self.coordinator.stop()
         self.store.close_sync()
-        self.start()
+        self.start(settings)
         return self.coordinator
 
 
@@ -335,3 +335,28 @@ async def test_a_leader_gone_during_the_generation_write_still_completes_it(brok
     group = c.groups["g"]
     assert group.state is GroupState.STABLE and group.members[leader].assignment == b"L-assign"
     assert classic_persistence.check("g", _on_disk(broker)["g"]).generation == 1
+
+
+async def test_a_restored_group_over_group_max_size_rebalances_and_sheds_a_member_refused(broker, clock):
+    """Kafka's onLoaded: a group loaded with more members than group.max.size (the cap was
+    lowered) rebalances at once; a known member refused while it rebalances
+    (GROUP_MAX_SIZE_REACHED) is removed, as Kafka's group.remove(memberId), so the members
+    taken back complete the join at once instead of waiting out the rebalance timeout."""
+    c = broker.coordinator
+    ids = [(await join(c, client=name))["member_id"] for name in "abc"]
+    answers = await asyncio.gather(*(join(c, member_id=m) for m in ids))
+    assert {a["generation_id"] for a in answers} == {1}
+    leader = answers[0]["leader"]
+    syncs = await asyncio.gather(*(c.sync("g", 1, m, None, None, None,
+                                          {n: n.encode() for n in ids} if m == leader else {}) for m in ids))
+    assert {s[0] for s in syncs} == {ErrorCode.none}
+    c = await broker.restart(settings=GroupSettings(max_size=2))
+    group = c.groups["g"]
+    assert group.state is GroupState.PREPARING_REBALANCE and len(group.members) == 3
+    first, second = asyncio.ensure_future(join(c, member_id=ids[0])), asyncio.ensure_future(join(c, member_id=ids[1]))
+    await asyncio.sleep(0.05)
+    refused = await join(c, member_id=ids[2])
+    assert (refused["error_code"], refused["member_id"]) == (ErrorCode.group_max_size_reached, "")
+    assert ids[2] not in group.members
+    done = await asyncio.wait_for(asyncio.gather(first, second), 30)
+    assert [(d["error_code"], d["generation_id"]) for d in done] == [(ErrorCode.none, 2)] * 2
