@@ -209,7 +209,8 @@ class Broker:
         self._live = live = Live(self.configs, security)
         fetch_sessions = FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots,
                                            cfg.min_incremental_fetch_session_eviction_ms, self.clock.now_ms,
-                                           self.storage_config.max_partitions)
+                                           self.storage_config.max_partitions,
+                                           cfg.incremental_fetch_session_cache_max_partitions)
         for server, (_, _, advertised_host, advertised_port, protocol, name) in zip(self._servers, endpoints):
             host, port = server.sockets[0].getsockname()[:2]
             bound.append((host, port))

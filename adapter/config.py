@@ -132,6 +132,8 @@ class AdapterConfig:
     # 0 slots = no sessions (every Fetch answered in full).
     max_incremental_fetch_session_cache_slots: int = 1000  # max.incremental.fetch.session.cache.slots
     min_incremental_fetch_session_eviction_ms: int = 120_000  # min.incremental.fetch.session.eviction.ms
+    # the partitions of all fetch sessions together (ours: 240-480 bytes each, measured)
+    incremental_fetch_session_cache_max_partitions: int = 1_000_000  # incremental.fetch.session.cache.max.partitions
     # Partitions created or deleted per second by CreateTopics, CreatePartitions and
     # DeleteTopics, all clients together (adapter.mutation_quota); None = unlimited.
     controller_mutation_rate: float | None = 1000.0  # controller.mutation.rate (ours)

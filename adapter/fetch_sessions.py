@@ -33,9 +33,14 @@ what changed; its answer lists only partitions with something new. The rules are
 Ours, stricter than Kafka: a session belongs to the principal that created it; another
 principal naming it gets FETCH_SESSION_ID_NOT_FOUND (its full fetches do not close it), so one
 client cannot burn another's epochs. Ids are random (``secrets``), never 0 or -1. A session
-holds at most ``max_partitions`` partitions (the broker's partition limit): a full fetch
-naming more opens none, and an incremental one taking a session past it closes the session
-with FETCH_SESSION_ID_NOT_FOUND, so the client starts over. Sessions are not durable: after a
+holds at most ``max_partitions`` partitions (the broker's partition limit), all sessions
+together at most ``max_total_partitions`` (a session of 10,000 partitions costs 2.4-4.8 MB,
+so Kafka's 1000 slots of them would be GBs any client could make the broker hold), and no
+name longer than any topic's (``topic_names.MAX_LENGTH``: such a name is answered, never
+kept, so a kept name costs at most 249 bytes): a full fetch that would break one of these
+opens no session (stale sessions are evicted for room, by the rules above), and an
+incremental one that would closes its session with FETCH_SESSION_ID_NOT_FOUND, so the
+client starts over. Sessions are not durable: after a
 restart every client gets FETCH_SESSION_ID_NOT_FOUND and starts over, as with Kafka.
 """
 
@@ -51,6 +56,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from .security.principal import Principal
+from .topic_names import MAX_LENGTH as MAX_TOPIC_NAME_LENGTH
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +118,12 @@ class CachedPartition:
             if update:
                 self.high_watermark = -1
         return respond
+
+
+def _keepable(topic: TopicKey) -> bool:
+    """Whether a session may keep a partition of ``topic``: a name longer than any topic's
+    names none, and would cost up to 32 KB for each partition kept."""
+    return not isinstance(topic, str) or len(topic) <= MAX_TOPIC_NAME_LENGTH
 
 
 def cached(topic: TopicKey, req: Any) -> CachedPartition:
@@ -195,6 +207,8 @@ class FullFetchContext(FetchContext):
                 parts[part.key] = part
             return parts
 
+        if not all(_keepable(a.topic) for a in answered):
+            return ErrorCode.none, INVALID_SESSION_ID, answered
         session_id = self._cache.maybe_create(self._principal, self._uses_topic_ids, len(answered), build)
         return ErrorCode.none, session_id, answered
 
@@ -243,10 +257,12 @@ class FetchSessionCache:
     ``max_partitions`` partitions. ``now_ms`` is the injected clock's."""
 
     def __init__(self, max_entries: int, eviction_ms: int, now_ms: Callable[[], int],
-                 max_partitions: int = 10_000) -> None:
+                 max_partitions: int = 10_000, max_total_partitions: int = 1_000_000) -> None:
         self.max_entries = max_entries
         self.eviction_ms = eviction_ms
         self.max_partitions = max_partitions
+        self.max_total_partitions = max_total_partitions
+        self._total = 0  # the partitions of all sessions
         self._now_ms = now_ms
         self._sessions: dict[int, FetchSession] = {}
         # ids in the order of their last use: the first is the least recently used
@@ -262,7 +278,7 @@ class FetchSessionCache:
         return self._sessions.get(session_id)
 
     def total_partitions(self) -> int:
-        return sum(len(s.partitions) for s in self._sessions.values())
+        return self._total
 
     # -- Kafka's FetchManager.newContext ---------------------------------------------------
     def new_context(self, version: int, session_id: int, epoch: int, principal: Principal,
@@ -286,6 +302,7 @@ class FetchSessionCache:
         if session.uses_topic_ids != (version >= 13):
             return SessionErrorContext(ErrorCode.fetch_session_topic_id_error)
         parts = session.partitions
+        before = len(parts)
         for topic, req in wanted:
             part = parts.get((topic, req.partition))
             if part is None:
@@ -294,13 +311,16 @@ class FetchSessionCache:
                 part.update_request(req)
         for key in forgotten:
             parts.pop(key, None)
+        self._total += len(parts) - before
         if not parts:
             self.remove(session)
             log.debug("fetch session %d closed: no partitions left", session.id)
             return FetchContext(wanted)
-        if len(parts) > self.max_partitions:
+        if len(parts) > self.max_partitions or self._total > self.max_total_partitions \
+                or not all(_keepable(topic) for topic, _ in wanted):
             self.remove(session)
-            log.debug("fetch session %d closed: more than %d partitions", session.id, self.max_partitions)
+            log.debug("fetch session %d closed: over its bounds (%d partitions, %d in all sessions)",
+                      session.id, len(parts), self._total)
             return SessionErrorContext(ErrorCode.fetch_session_id_not_found)
         self.touch(session, self._now_ms())
         session.epoch = next_epoch(session.epoch)
@@ -310,15 +330,20 @@ class FetchSessionCache:
     def maybe_create(self, principal: Principal, uses_topic_ids: bool, size: int,
                      build: Callable[[], dict[PartitionKey, CachedPartition]]) -> int:
         """A new session's id, or INVALID_SESSION_ID when there is no room for it."""
-        if size > self.max_partitions or self.max_entries <= 0:
+        if size > self.max_partitions or size > self.max_total_partitions or self.max_entries <= 0:
             return INVALID_SESSION_ID
         now = self._now_ms()
         if len(self._sessions) >= self.max_entries and not self._try_evict(size, now):
             log.debug("no fetch session created for %d partitions: the cache is full", size)
             return INVALID_SESSION_ID
+        while self._total + size > self.max_total_partitions:
+            if not self._try_evict(size, now):
+                log.debug("no fetch session created for %d partitions: %d are cached", size, self._total)
+                return INVALID_SESSION_ID
         session = FetchSession(self._new_id(), principal, uses_topic_ids, now, now, next_epoch(INITIAL_EPOCH),
                                build())
         self._sessions[session.id] = session
+        self._total += len(session.partitions)
         self.touch(session, now)
         log.debug("fetch session %d created for %s with %d partitions", session.id, principal, len(session.partitions))
         return session.id
@@ -352,6 +377,7 @@ class FetchSessionCache:
     def remove(self, session: FetchSession) -> None:
         if self._sessions.get(session.id) is session:
             del self._sessions[session.id]
+            self._total -= len(session.partitions)
             self._last_used.pop(session.id, None)
             self._evictable.pop(session.id, None)
 

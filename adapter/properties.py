@@ -71,6 +71,8 @@ Keys understood (everything else is ignored and reported in ``ServerConfig.unkno
 ``min.incremental.fetch.session.eviction.ms`` how long a fetch session is kept from eviction
                                     by a bigger one, and idle before any new one may evict
                                     it (>= 0; Kafka's default 120000)
+``incremental.fetch.session.cache.max.partitions`` partitions all fetch sessions hold together
+                                    (>= 0; default 1000000, ours)
 ``response.buffer.max.bytes``       Fetch response bytes waiting in the sockets of all
                                     connections before new Fetches wait (default 256 MiB)
 ``controller.mutation.rate``        partitions CreateTopics, CreatePartitions and DeleteTopics
@@ -249,6 +251,7 @@ KNOWN_KEYS = frozenset(
         "fetch.max.bytes",
         "max.incremental.fetch.session.cache.slots",
         "min.incremental.fetch.session.eviction.ms",
+        "incremental.fetch.session.cache.max.partitions",
         "response.buffer.max.bytes",
         "controller.mutation.rate",
         "controller.quota.window.num",
@@ -377,6 +380,7 @@ INTEGER_RANGES: dict[str, IntRange] = {
     "fetch.max.bytes": IntRange(1024, INT_MAX, _KAFKA),
     "max.incremental.fetch.session.cache.slots": IntRange(0, INT_MAX, _KAFKA),
     "min.incremental.fetch.session.eviction.ms": IntRange(0, INT_MAX, _KAFKA),
+    "incremental.fetch.session.cache.max.partitions": IntRange(0, INT_MAX, "ours"),
     "response.buffer.max.bytes": IntRange(1, LONG_MAX, "ours"),
     "log.segment.bytes": IntRange(1 << 20, INT_MAX, _KAFKA),
     # Kafka's test-only override of log.segment.bytes; below 1 KiB a segment per batch would
@@ -838,6 +842,7 @@ def build_config(
         "fetch_max_bytes": p.integer("fetch.max.bytes"),
         "max_incremental_fetch_session_cache_slots": p.integer("max.incremental.fetch.session.cache.slots"),
         "min_incremental_fetch_session_eviction_ms": p.integer("min.incremental.fetch.session.eviction.ms"),
+        "incremental_fetch_session_cache_max_partitions": p.integer("incremental.fetch.session.cache.max.partitions"),
         "response_buffer_max_bytes": p.integer("response.buffer.max.bytes"),
         "group_initial_rebalance_delay_ms": p.integer("group.initial.rebalance.delay.ms"),
         "group_min_session_timeout_ms": p.integer("group.min.session.timeout.ms"),

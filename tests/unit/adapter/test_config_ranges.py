@@ -30,6 +30,7 @@ RANGES = {
     "fetch.max.bytes": (1024, INT_MAX),
     "max.incremental.fetch.session.cache.slots": (0, INT_MAX),
     "min.incremental.fetch.session.eviction.ms": (0, INT_MAX),
+    "incremental.fetch.session.cache.max.partitions": (0, INT_MAX),
     "log.segment.bytes": (1024 * 1024, INT_MAX),
     "log.retention.ms": (-1, LONG_MAX),
     "log.retention.minutes": (-1, INT_MAX),

@@ -280,3 +280,45 @@ def test_incremental_answers_bring_the_client_what_full_answers_would(appends):
                 position[p] = a.entry["records"][-1] + 1
     assert sorted(session_seen) == sorted(full_seen)
     assert known_hw == logs
+
+
+def test_the_partitions_of_all_sessions_together_are_bounded():
+    """What one client can make the cache hold is bounded before it is paid: sessions of
+    10,000 partitions each cost 2.4-4.8 MB (measured), and 1000 slots of them would be GBs.
+    Past ``max_total_partitions`` a full fetch opens no session (answered in full, session id
+    0, as KIP-227 allows) and an incremental one growing a session past it closes it
+    (FETCH_SESSION_ID_NOT_FOUND: the client starts over)."""
+    clock = ManualClock()
+    cache = FetchSessionCache(10, 1000, clock.now_ms, 10_000, max_total_partitions=5)
+    first = open_session(cache, partitions=[("t", p) for p in range(3)])
+    assert first != INVALID_SESSION_ID and cache.total_partitions() == 3
+    wanted = [("u", req(p)) for p in range(3)]
+    context = cache.new_context(12, 0, 0, BOB, wanted, [])
+    assert context.commit(answer(context, {}))[1] == INVALID_SESSION_ID
+    assert len(cache) == 1
+    context = cache.new_context(12, first, 1, ALICE, [("t", req(p)) for p in range(3, 6)], [])
+    assert context.error == ErrorCode.fetch_session_id_not_found
+    assert len(cache) == 0 and cache.total_partitions() == 0
+    # a stale session makes room, as it makes room for a slot (Kafka's eviction rules)
+    first = open_session(cache, partitions=[("t", p) for p in range(3)])
+    clock.advance(2)
+    context = cache.new_context(12, 0, 0, BOB, wanted, [])
+    assert context.commit(answer(context, {}))[1] == INVALID_SESSION_ID
+    clock.advance(1001)
+    context = cache.new_context(12, 0, 0, BOB, wanted, [])
+    assert context.commit(answer(context, {}))[1] != INVALID_SESSION_ID
+    assert cache.get(first) is None and cache.total_partitions() == 3
+
+
+def test_a_topic_name_no_topic_can_have_opens_or_grows_no_session():
+    """A name longer than Kafka's longest topic name (249) names no topic: it is answered
+    (UNKNOWN_TOPIC_OR_PARTITION) but not kept, so a session's names cost at most 249 bytes
+    each, not the 32 KB a request may carry."""
+    cache, _ = cache_of()
+    long_name = "x" * 250
+    context = cache.new_context(12, 0, 0, ALICE, [(long_name, req(0)), ("t", req(0))], [])
+    error, session_id, chosen = context.commit(answer(context, {}))
+    assert session_id == INVALID_SESSION_ID and len(chosen) == 2 and len(cache) == 0
+    session_id = open_session(cache)
+    context = cache.new_context(12, session_id, 1, ALICE, [(long_name, req(0))], [])
+    assert context.error == ErrorCode.fetch_session_id_not_found and len(cache) == 0
