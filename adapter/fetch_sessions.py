@@ -38,7 +38,7 @@ together at most ``max_total_partitions`` (a session of 10,000 partitions costs 
 so Kafka's 1000 slots of them would be GBs any client could make the broker hold), and no
 name longer than any topic's (``topic_names.MAX_LENGTH``: such a name is answered, never
 kept, so a kept name costs at most 249 bytes): a full fetch that would break one of these
-opens no session (stale sessions are evicted for room, by the rules above), and an
+opens no session (sessions idle longer than ``eviction_ms`` are evicted for room), and an
 incremental one that would closes its session with FETCH_SESSION_ID_NOT_FOUND, so the
 client starts over. Sessions are not durable: after a
 restart every client gets FETCH_SESSION_ID_NOT_FOUND and starts over, as with Kafka.
@@ -337,7 +337,9 @@ class FetchSessionCache:
             log.debug("no fetch session created for %d partitions: the cache is full", size)
             return INVALID_SESSION_ID
         while self._total + size > self.max_total_partitions:
-            if not self._try_evict(size, now):
+            # only sessions idle past eviction_ms make room: one big newcomer must not push
+            # out many sessions in use
+            if not self._evict_stale(now):
                 log.debug("no fetch session created for %d partitions: %d are cached", size, self._total)
                 return INVALID_SESSION_ID
         session = FetchSession(self._new_id(), principal, uses_topic_ids, now, now, next_epoch(INITIAL_EPOCH),
@@ -355,11 +357,7 @@ class FetchSessionCache:
                 return candidate
 
     def _try_evict(self, size: int, now: int) -> bool:
-        oldest = next(iter(self._last_used), None)
-        if oldest is None:
-            return False
-        if now - self._sessions[oldest].last_used_ms > self.eviction_ms:
-            self._evict(oldest)
+        if self._evict_stale(now):
             return True
         if not self._evictable:
             return False
@@ -367,6 +365,13 @@ class FetchSessionCache:
         if (size, 0) < smallest:  # Kafka's EvictableKey(size, id 0) against the smallest
             return False
         self._evict(smallest[1])
+        return True
+
+    def _evict_stale(self, now: int) -> bool:
+        oldest = next(iter(self._last_used), None)
+        if oldest is None or now - self._sessions[oldest].last_used_ms <= self.eviction_ms:
+            return False
+        self._evict(oldest)
         return True
 
     def _evict(self, session_id: int) -> None:

@@ -322,3 +322,18 @@ def test_a_topic_name_no_topic_can_have_opens_or_grows_no_session():
     session_id = open_session(cache)
     context = cache.new_context(12, session_id, 1, ALICE, [(long_name, req(0))], [])
     assert context.error == ErrorCode.fetch_session_id_not_found and len(cache) == 0
+
+
+def test_room_for_partitions_is_made_by_idle_sessions_only():
+    """A session in use, however long ago it was created, is not pushed out to make room
+    for partitions: only a slot is contested by Kafka's size rule."""
+    clock = ManualClock()
+    cache = FetchSessionCache(10, 1000, clock.now_ms, 10_000, max_total_partitions=4)
+    small = [open_session(cache, partitions=[("t", p)]) for p in range(2)]
+    clock.advance(1001)
+    for session_id in small:  # in use, and created long enough ago to be evictable by size
+        assert isinstance(cache.new_context(12, session_id, 1, ALICE, [], []), IncrementalFetchContext)
+    wanted = [("u", req(p)) for p in range(3)]
+    context = cache.new_context(12, 0, 0, BOB, wanted, [])
+    assert context.commit(answer(context, {}))[1] == INVALID_SESSION_ID
+    assert all(cache.get(session_id) is not None for session_id in small)
