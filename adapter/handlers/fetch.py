@@ -145,7 +145,8 @@ def _replica_id(body) -> int:
 def _read(ctx: BrokerContext, request: Request, wanted, max_bytes: int
           ) -> tuple[list[Answered], int, list[WaitKey], bool]:
     """One pass over ``wanted`` ((topic, partition entry) pairs, in reading order): (the
-    partitions answered, bytes toward min_bytes, partitions to wait on, any error). A read
+    partitions answered, bytes toward min_bytes, partitions to wait on, any error met reading a partition
+    that ends the wait at once, as in Kafka). A read
     that stopped on its work limit counts as satisfying min_bytes: there is more to read at
     once. READ is checked on every topic at every pass: a session's partitions too."""
     body = request.body
@@ -190,15 +191,16 @@ def _read(ctx: BrokerContext, request: Request, wanted, max_bytes: int
             records=(),
         )
         answered.append(Answered(req, topic, entry))
+        # Kafka answers a refused or unknown partition as erroneous without reading it, and
+        # only errors met reading the log end the wait: the others do not stop a long poll.
         if refusal is not None:
             entry["error_code"] = refusal
-            failed = True
+            failed = failed or follower
             continue
         if meta is None or not 0 <= req.partition < semantics.partition_count(meta):
             entry["error_code"] = (
                 ErrorCode.unknown_topic_id if by_id and meta is None else ErrorCode.unknown_topic_or_partition
             )
-            failed = True
             continue
         if getattr(req, "current_leader_epoch", -1) > 0:
             entry["error_code"] = ErrorCode.unknown_leader_epoch

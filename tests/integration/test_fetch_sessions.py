@@ -290,3 +290,30 @@ def test_a_session_client_gets_the_records_a_sessionless_client_gets(broker, ver
         sessionless = {k: [r.value for r in conn.fetch_all(k[0], k[1])] for k in keys}
         assert got_session == produced == sessionless
         assert hw == {k: len(v) for k, v in produced.items()}
+
+
+def test_a_partition_kafka_leaves_out_of_the_read_does_not_end_the_wait(broker):
+    """Kafka's handleFetchRequest answers an unknown topic (or one the caller may not read) at
+    once as an erroneous partition and waits on the others as usual: only errors met reading
+    the log end the wait. A consumer whose session holds a deleted topic must not busy-poll."""
+    with KafkaRaw.connect(broker.bootstrap_servers) as conn:
+        make_topic(conn, "quiet", 1)
+        wanted = {("quiet", 0): 1, ("no-such-topic", 0): 0}
+        for session_id, epoch in ((0, -1), (0, 0)):
+            began = time.monotonic()
+            answer = fetch(conn, session_id, epoch, wanted, max_wait_ms=1500, min_bytes=1)
+            assert time.monotonic() - began >= 1.2
+            parts = answered(answer)
+            assert parts[("no-such-topic", 0)].error_code == ErrorCode.unknown_topic_or_partition
+            assert parts[("quiet", 0)].error_code == ErrorCode.none
+        sid = answer.session_id
+        assert sid > 0
+        began = time.monotonic()
+        incremental = fetch(conn, sid, 1, {}, max_wait_ms=1500, min_bytes=1)
+        assert time.monotonic() - began >= 1.2
+        assert list(answered(incremental)) == [("no-such-topic", 0)]  # errors are answered every time
+        # nothing to wait on at all: answered at once, as Kafka does with no partition to read
+        began = time.monotonic()
+        alone = fetch(conn, 0, -1, {("no-such-topic", 0): 0}, max_wait_ms=5000, min_bytes=1)
+        assert time.monotonic() - began < 4
+        assert answered(alone)[("no-such-topic", 0)].error_code == ErrorCode.unknown_topic_or_partition
