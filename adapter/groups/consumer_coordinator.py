@@ -219,15 +219,17 @@ class ConsumerGroupCoordinator:
         joining = request.member_epoch == 0
         member_id = request.member_id or str(uuid.uuid4())  # v0 lets the broker make it
         group = self._group(request.group_id, member_id, create=joining)
+        if len(group.members) >= self.settings.max_size and member_id not in group.members:
+            # Kafka's throwIfConsumerGroupIsFull, before anything else is looked at: a
+            # static member coming back under a new id is refused too.
+            raise HeartbeatError(ErrorCode.group_max_size_reached,
+                                 f"The consumer group has reached its maximum capacity of "
+                                 f"{self.settings.max_size} members.")
         if request.instance_id is None:
             member = self._dynamic_member(group, member_id, request)
         else:
             member = self._static_member(group, member_id, request)
         new = member.member_id not in group.members
-        if new and len(group.members) >= self.settings.max_size:
-            raise HeartbeatError(ErrorCode.group_max_size_reached,
-                                 f"The consumer group has reached its maximum capacity of "
-                                 f"{self.settings.max_size} members.")
         if new:
             group.members[member.member_id] = member
             if member.instance_id is not None:
@@ -235,7 +237,7 @@ class ConsumerGroupCoordinator:
             self.groups[group.group_id] = group
         changed = self._update_member(member, request, client_id, client_host)
         before = member.assigned
-        self.advance(group, member, request.owned, changed or new)
+        self.advance(group, member, request.owned, changed or new, joined=new)
         session_timeout_ms, heartbeat_interval_ms = self._timeouts(group.group_id)
         self.touch(member, session_timeout_ms)
         full = joining or (request.rebalance_timeout_ms != -1 and request.subscribed_names is not None
@@ -246,21 +248,38 @@ class ConsumerGroupCoordinator:
         )
 
     def advance(self, group: ConsumerProtocolGroup, member: ConsumerMember, owned: TopicPartitions | None,
-                changed: bool) -> None:
+                changed: bool, joined: bool = False) -> None:
         """Bump the group epoch if ``changed`` (a member joined or changed its subscription) or
         the subscribed topics changed, compute the target assignment if the epoch moved past
-        it, and move ``member`` one reconciliation step (``owned``: what it says it owns)."""
+        it, and move ``member`` one reconciliation step (``owned``: what it says it owns).
+        ``joined``: ``member`` was just added and nothing else changed in the group.
+
+        What a heartbeat costs does not grow with the group where it can be helped: the
+        subscribed topics are looked up from the names the group subscribes to, kept between
+        heartbeats (``subscribed_topics``), and a join that cannot change anyone's target
+        (``shared_subscription``) does not run the assignor over every member."""
         bump = group.epoch == 0 or changed
-        matches = self._regex_matches(group)
-        metadata = self._subscription_metadata(group, matches)
-        if metadata != group.subscription_metadata or matches != group.regex_matches:
+        matches = self._regex_matches(group, member)
+        metadata = self._subscription_metadata(group, matches,
+                                               self._topics_after(group, member, matches, changed, joined))
+        moved = metadata != group.subscription_metadata or matches != group.regex_matches
+        if moved:
             group.subscription_metadata, group.regex_matches = metadata, matches
             bump = True
-        if bump:
+        if joined and not moved and self._join_keeps_target(group, member):
+            group.epoch += 1
+            group.target[member.member_id] = {}
+            group.target_holds_for = group.epoch
+            log.info("group %s: epoch %d, the join of %s changes no target", group.group_id, group.epoch,
+                     member.member_id)
+        elif bump:
             group.epoch += 1
             log.info("group %s: epoch %d", group.group_id, group.epoch)
         if group.epoch > group.assignment_epoch:
-            self._assign(group)
+            if group.target_holds_for == group.epoch:
+                group.assignment_epoch = group.epoch
+            else:
+                self._assign(group)
         self._reconcile(group, member, owned)
 
     def now(self) -> float:
@@ -269,7 +288,8 @@ class ConsumerGroupCoordinator:
     def touch(self, member: ConsumerMember, session_timeout_ms: int) -> None:
         """The member was heard from: its session starts over."""
         member.session_deadline = self._clock.monotonic() + session_timeout_ms / 1000
-        self._timers.wake()
+        # Moving a deadline later needs no scan of every member's (DeadlineTimer).
+        self._timers.deadline_set(member.session_deadline)
 
     def partition_owner(self, group: ConsumerProtocolGroup) -> Callable[[uuid.UUID, int], int]:
         """The epoch of the member owning a partition (-1: free) as reconciliation must see
@@ -470,20 +490,43 @@ class ConsumerGroupCoordinator:
         return set(member.subscribed_names) | matches.get(member.member_id, frozenset())
 
     def _subscription_metadata(self, group: ConsumerProtocolGroup,
-                               matches: dict[str, frozenset[str]] | None = None) -> dict[str, tuple[uuid.UUID, int]]:
+                               matches: dict[str, frozenset[str]] | None = None,
+                               names: frozenset[str] | None = None) -> dict[str, tuple[uuid.UUID, int]]:
+        """Topic name -> (id, partition count) of every subscribed topic that exists;
+        ``names``: the names the members subscribe to, if known (else every member's are
+        read). Keeps the names in ``group.subscribed_topics``."""
         matches = group.regex_matches if matches is None else matches
+        if names is None:
+            names = frozenset().union(*(self._resolved(member, matches) for member in group.members.values()))
+        group.subscribed_topics = names
         metadata = {}
-        for member in group.members.values():
-            for name in self._resolved(member, matches):
-                if name not in metadata:
-                    found = self._catalog.lookup(name)
-                    if found is not None:
-                        metadata[name] = found
+        for name in names:
+            found = self._catalog.lookup(name)
+            if found is not None:
+                metadata[name] = found
         return metadata
 
-    def _regex_matches(self, group: ConsumerProtocolGroup) -> dict[str, frozenset[str]]:
+    def _topics_after(self, group: ConsumerProtocolGroup, member: ConsumerMember,
+                      matches: dict[str, frozenset[str]], changed: bool, joined: bool) -> frozenset[str] | None:
+        """The names the group subscribes to after a heartbeat of ``member``, from those kept
+        in the group when only this member can have changed them (None: read every member)."""
+        kept = group.subscribed_topics
+        if kept is None:
+            return None
+        if not changed and matches == group.regex_matches:
+            return kept
+        others = {member_id: names for member_id, names in matches.items() if member_id != member.member_id}
+        if joined and others == group.regex_matches:
+            return kept | self._resolved(member, matches)
+        return None
+
+    def _regex_matches(self, group: ConsumerProtocolGroup, member: ConsumerMember) -> dict[str, frozenset[str]]:
         """Member id -> the topics its regular expression resolves to, resolved again when
         group.consumer.regex.refresh.interval.ms says (regex_resolution.py)."""
+        if not group.resolved_regexes and not member.subscribed_regex:
+            # No member has a regular expression: every one that has is in resolved_regexes
+            # from the heartbeat that brought it (regex_resolution.py's invariant).
+            return {}
         return resolve(group, self._catalog, self._clock.monotonic(),
                        self.settings.regex_refresh_interval_ms / 1000)
 
@@ -498,9 +541,54 @@ class ConsumerGroupCoordinator:
         group.assignor_name = self._preferred_assignor(group)
         partitions = {topic_id: count for topic_id, count in metadata.values()}
         group.target = ASSIGNORS[group.assignor_name](specs, partitions)
-        group.assignment_epoch = group.epoch
+        group.assignment_epoch = group.target_holds_for = group.epoch
+        group.shared_subscription = self._shared_subscription(group, sum(partitions.values()))
         log.info("group %s: target assignment for epoch %d by %s", group.group_id, group.epoch,
                  group.assignor_name)
+
+    @staticmethod
+    def _shared_subscription(group: ConsumerProtocolGroup, partitions: int) -> tuple[str, ...] | None:
+        """The topic names every member subscribes to, when the uniform assignor's target
+        gives each of the ``partitions`` subscribed partitions to a member and none more than
+        one: a member joining with these names (or leaving with an empty target) then changes
+        no one's target. Kafka's UniformAssignor, with the same subscription everywhere, is
+        sticky and gives each member its quota (0 or 1 here): the holders keep their
+        partitions, as ``uniform`` does. None otherwise."""
+        if group.assignor_name != "uniform" or not group.members:
+            return None
+        names = next(iter(group.members.values())).subscribed_names
+        if any(m.subscribed_regex or m.subscribed_names != names for m in group.members.values()):
+            return None
+        held = 0
+        for target in group.target.values():
+            count = sum(len(ps) for ps in target.values())
+            if count > 1:
+                return None
+            held += count
+        return names if held == partitions else None
+
+    def _join_keeps_target(self, group: ConsumerProtocolGroup, member: ConsumerMember) -> bool:
+        """Whether the target assignment after ``member`` joined is the previous one with an
+        empty target for it (``shared_subscription``): the group's target holds for its epoch,
+        the member subscribes to the shared names, and the assignor the group uses stays the
+        one most members ask for."""
+        return (group.shared_subscription is not None and group.target_holds_for == group.epoch > 0
+                and member.subscribed_regex is None and member.subscribed_names == group.shared_subscription
+                and member.server_assignor in (None, group.assignor_name)
+                and member.member_id not in group.target)
+
+    def _leave_keeps_target(self, group: ConsumerProtocolGroup, member: ConsumerMember) -> bool:
+        """Whether removing ``member`` leaves every other member's target as it is: it has an
+        empty target in a group with a ``shared_subscription`` whose topics did not change,
+        others remain, and its vote (if any) was not for the assignor the group uses."""
+        shared = group.shared_subscription
+        if (shared is None or not group.target_holds_for == group.epoch > 0 or len(group.members) < 2
+                or member.subscribed_names != shared or member.subscribed_regex is not None
+                or any(group.target.get(member.member_id, {}).values())
+                or member.server_assignor == group.assignor_name):
+            return False
+        found = ((name, self._catalog.lookup(name)) for name in shared)
+        return {name: topic for name, topic in found if topic is not None} == group.subscription_metadata
 
     def _preferred_assignor(self, group: ConsumerProtocolGroup) -> str:
         """The assignor most members asked for; the configured default if none did."""
@@ -579,6 +667,7 @@ class ConsumerGroupCoordinator:
         if self._may_downgrade(group, member):
             self._downgrade(group, member, reason)
             return
+        keeps_target = self._leave_keeps_target(group, member)
         group.release(member)
         del group.members[member.member_id]
         if member.instance_id is not None and group.static_members.get(member.instance_id) == member.member_id:
@@ -587,8 +676,12 @@ class ConsumerGroupCoordinator:
         group.epoch += 1
         group.regex_matches.pop(member.member_id, None)
         group.resolved_regexes.pop(member.member_id, None)
-        group.subscription_metadata = self._subscription_metadata(group)
-        self._timers.wake()
+        if keeps_target:
+            # The others share its subscription: the topics and everyone's target stay.
+            group.target_holds_for = group.epoch
+        else:
+            group.subscription_metadata = self._subscription_metadata(group)
+        # No timer wake: removing deadlines never brings the next one closer.
 
     def downgrade_for_static_replacement(self, group: ConsumerProtocolGroup, instance_id: str | None) -> bool:
         """Kafka's validateOnlineDowngradeWithReplacedMember: a classic member taking over the

@@ -107,6 +107,23 @@ class ConsumerProtocolGroup:
     # (topic id, partition) -> epoch of the member owning it (assigned or being revoked).
     partition_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
     assignor_name: str = ""
+    # Every topic name the members subscribe to (regular expressions resolved) when
+    # ``subscription_metadata`` was last computed: a heartbeat that changes no subscription
+    # looks these up again instead of going through every member. None: not known.
+    subscribed_topics: frozenset[str] | None = None
+    # Set by the last full target assignment when a member joining with these topic names
+    # (no regular expression) cannot change anyone's target, nor one leaving with an empty
+    # target: the uniform assignor gave every partition of them to a member and no member
+    # more than one, and every member subscribes to exactly these names. Such a join or
+    # leave still bumps the group epoch, and its target assignment is the previous one plus
+    # (minus) the member's empty target, found without running the assignor on every
+    # member (consumer_coordinator.py). None otherwise.
+    shared_subscription: tuple[str, ...] | None = None
+    # The group epoch for which ``target`` is what the assignor would compute: set when it
+    # runs and moved on by such a join or leave. A leave bumps the epoch and, as in Kafka,
+    # the new target is only computed at the next heartbeat (the group is Assigning until
+    # then); this tells that heartbeat it has nothing to compute.
+    target_holds_for: int = -1
     dead: bool = False
 
     @property
@@ -151,5 +168,8 @@ class ConsumerProtocolGroup:
     def only_classic_members_besides(self, leaving: ConsumerMember) -> bool:
         """Whether every other member uses the classic protocol (and there is one): Kafka's
         allMembersUseClassicProtocolExcept."""
-        others = [m for m in self.members.values() if m is not leaving]
-        return bool(others) and all(m.classic is not None for m in others)
+        # Both stop early (at a second member; at one using the consumer protocol), so a
+        # member leaving a large group costs no scan of it.
+        if not any(m is not leaving for m in self.members.values()):
+            return False
+        return all(m.classic is not None for m in self.members.values() if m is not leaving)

@@ -1,0 +1,199 @@
+"""What a ConsumerGroupHeartbeat join costs in a large consumer-protocol group (KIP-848).
+
+A hostile client could make every join cost a pass over every member (the target assignment
+and the subscribed topics recomputed), so a group's joins together cost quadratic time.
+These tests count the work: members handed to the assignor and members whose subscription
+is read, per heartbeat. The join that cannot change anyone's target must also leave the
+group exactly where the full computation would (same epochs, targets and assignments), and
+``group.consumer.max.size`` refuses the member beyond it as Kafka does.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from rmqkafka.adapter.groups import assignors
+from rmqkafka.adapter.groups.consumer_coordinator import (
+    ConsumerGroupCoordinator,
+    ConsumerGroupSettings,
+    HeartbeatRequest,
+)
+from rmqkafka.storage.clock import ManualClock
+
+T1 = uuid.uuid4()
+PARTITIONS = 4
+
+
+class Catalog:
+    def __init__(self) -> None:
+        self.topics = {"t1": (T1, PARTITIONS)}
+
+    def lookup(self, name):
+        return self.topics.get(name)
+
+    def names(self):
+        return sorted(self.topics)
+
+    def generation(self):
+        return 1
+
+    def name_of(self, topic_id):
+        return next((n for n, (i, _) in self.topics.items() if i == topic_id), None)
+
+
+class Work:
+    """Members the assignor was given and subscriptions read, since the last ``take``."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.count = 0
+        uniform, resolved = assignors.uniform, ConsumerGroupCoordinator._resolved
+
+        def counting_uniform(members, partitions):
+            self.count += len(members)
+            return uniform(members, partitions)
+
+        def counting_resolved(member, matches):
+            self.count += 1
+            return resolved(member, matches)
+
+        monkeypatch.setitem(assignors.ASSIGNORS, "uniform", counting_uniform)
+        monkeypatch.setattr(ConsumerGroupCoordinator, "_resolved", staticmethod(counting_resolved))
+
+    def take(self) -> int:
+        done, self.count = self.count, 0
+        return done
+
+
+def coordinator(max_size: int = 2**31 - 1) -> ConsumerGroupCoordinator:
+    return ConsumerGroupCoordinator(ManualClock(), ConsumerGroupSettings(max_size=max_size), Catalog(),
+                                    lambda g: None, lambda g: None)
+
+
+def join(c, member_id, topics=("t1",), assignor=None, instance_id=None):
+    return c.heartbeat(HeartbeatRequest("g", member_id, 0, instance_id=instance_id, rebalance_timeout_ms=30_000,
+                                        subscribed_names=topics, server_assignor=assignor, owned={}),
+                       "client", "/127.0.0.1", api_version=1)
+
+
+def beat(c, member_id, epoch, owned=None):
+    return c.heartbeat(HeartbeatRequest("g", member_id, epoch, owned=owned), "client", "/127.0.0.1", api_version=1)
+
+
+def leave(c, member_id):
+    return c.heartbeat(HeartbeatRequest("g", member_id, -1), "client", "/127.0.0.1", api_version=1)
+
+
+def test_a_join_costs_the_same_in_a_group_of_50_and_of_400(monkeypatch):
+    c = coordinator()
+    work = Work(monkeypatch)
+    per_join = []
+    for i in range(400):
+        answer = join(c, f"m{i:03}")
+        assert answer.error is ErrorCode.none
+        per_join.append(work.take())
+    # The first joins share the partitions out (the assignor runs over the group); once
+    # every partition is held, a join reads no other member.
+    assert max(per_join[PARTITIONS + 1:]) == per_join[50] == per_join[399] <= 2
+    group = c.groups["g"]
+    assert group.epoch == group.assignment_epoch == 400
+    # A heartbeat of a member that changes nothing reads no other member either.
+    beat(c, "m399", c.groups["g"].members["m399"].epoch)
+    assert work.take() <= 2
+
+
+def test_a_leave_of_a_member_without_partitions_reads_no_other_member(monkeypatch):
+    c = coordinator()
+    for i in range(100):
+        join(c, f"m{i:03}")
+    work = Work(monkeypatch)
+    idle = next(m for m, target in c.groups["g"].target.items() if not any(target.values()))
+    assert leave(c, idle).error is ErrorCode.none
+    assert work.take() == 0
+    # A member holding a partition leaving moves it: the assignor runs on the rest.
+    holder = next(m for m, target in c.groups["g"].target.items() if any(target.values()))
+    leave(c, holder)
+    beat(c, "m099", c.groups["g"].members["m099"].epoch)
+    assert work.take() >= 98
+
+
+def scenario(c):
+    """Joins, leaves and changes a large group goes through; the state after each step."""
+    states = []
+
+    def record():
+        group = c.groups["g"]
+        states.append((group.epoch, group.assignment_epoch, group.assignor_name,
+                       {m: {t: set(ps) for t, ps in a.items() if ps} for m, a in group.target.items()},
+                       {m.member_id: (m.epoch, m.state, dict(m.assigned), dict(m.pending_revocation))
+                        for m in group.members.values()}))
+
+    for i in range(12):
+        join(c, f"m{i:02}")
+        record()
+    for i in range(12):  # everyone reconciles, reporting what it owns
+        member = c.groups["g"].members[f"m{i:02}"]
+        beat(c, member.member_id, member.epoch, owned=dict(member.assigned))
+        record()
+    leave(c, next(m for m, target in c.groups["g"].target.items() if not any(target.values())))
+    record()
+    join(c, "r1", assignor="range")  # votes for another assignor: not the shortcut
+    record()
+    join(c, "u1", assignor="uniform")
+    record()
+    join(c, "other", topics=("t1", "t2"))  # another subscription
+    record()
+    leave(c, "other")
+    record()
+    leave(c, "u1")
+    record()
+    join(c, "s1", instance_id="static-1")
+    record()
+    holder = next(m for m, target in c.groups["g"].target.items() if any(target.values()))
+    leave(c, holder)
+    record()
+    for member in list(c.groups["g"].members.values()):
+        beat(c, member.member_id, member.epoch, owned=dict(member.assigned))
+        record()
+    join(c, "late")
+    record()
+    leave(c, "late")
+    record()
+    return states
+
+
+def test_the_shortcuts_leave_the_group_as_the_full_computation_does(monkeypatch):
+    fast = scenario(coordinator())
+    monkeypatch.setattr(ConsumerGroupCoordinator, "_join_keeps_target", lambda self, group, member: False)
+    monkeypatch.setattr(ConsumerGroupCoordinator, "_leave_keeps_target", lambda self, group, member: False)
+    assert scenario(coordinator()) == fast
+
+
+def test_group_consumer_max_size_refuses_the_member_beyond_it_as_kafka_does():
+    c = coordinator(max_size=3)
+    for member_id in ("a", "b", "c"):
+        assert join(c, member_id).error is ErrorCode.none
+    refused = join(c, "d")
+    assert refused.error is ErrorCode.group_max_size_reached
+    assert refused.message == "The consumer group has reached its maximum capacity of 3 members."
+    assert "d" not in c.groups["g"].members
+    # Members already in keep heartbeating, and may rejoin with epoch 0.
+    assert beat(c, "a", c.groups["g"].members["a"].epoch).error is ErrorCode.none
+    assert join(c, "a").error is ErrorCode.none
+    # An unknown member id is refused for the size first (Kafka checks it before the member).
+    assert beat(c, "ghost", 5).error is ErrorCode.group_max_size_reached
+    leave(c, "b")
+    assert join(c, "d").error is ErrorCode.none
+
+
+@pytest.mark.parametrize("size", [1, 2])
+def test_a_static_member_back_under_a_new_id_counts_against_the_size(size):
+    c = coordinator(max_size=size)
+    for i in range(size - 1):
+        join(c, f"m{i}")
+    join(c, "s-old", instance_id="static")
+    c.heartbeat(HeartbeatRequest("g", "s-old", -2, instance_id="static"), "client", "/127.0.0.1", api_version=1)
+    # Kafka's throwIfConsumerGroupIsFull sees a member id that is not in the group.
+    assert join(c, "s-new", instance_id="static").error is ErrorCode.group_max_size_reached
