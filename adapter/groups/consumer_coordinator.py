@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -261,7 +261,7 @@ class ConsumerGroupCoordinator:
         bump = group.epoch == 0 or changed
         matches = self._regex_matches(group, member)
         metadata = self._subscription_metadata(group, matches,
-                                               self._topics_after(group, member, matches, changed, joined))
+                                               *self._topics_after(group, member, matches, changed, joined))
         moved = metadata != group.subscription_metadata or matches != group.regex_matches
         if moved:
             group.subscription_metadata, group.regex_matches = metadata, matches
@@ -491,34 +491,53 @@ class ConsumerGroupCoordinator:
 
     def _subscription_metadata(self, group: ConsumerProtocolGroup,
                                matches: dict[str, frozenset[str]] | None = None,
-                               names: frozenset[str] | None = None) -> dict[str, tuple[uuid.UUID, int]]:
-        """Topic name -> (id, partition count) of every subscribed topic that exists;
-        ``names``: the names the members subscribe to, if known (else every member's are
-        read). Keeps the names in ``group.subscribed_topics``."""
+                               topics: dict[str, int] | None = None,
+                               added: tuple[str, ...] = ()) -> dict[str, tuple[uuid.UUID, int]]:
+        """Topic name -> (id, partition count) of every subscribed topic that exists.
+        ``topics``: name -> members subscribing, if known (else every member is read), kept
+        in ``group.subscribed_topics``; ``added``: names this heartbeat brought. A name that
+        did not exist at the last look-up is looked up again only when it was just added or
+        a topic or view was created since, so a heartbeat costs a look-up per existing
+        subscribed topic, not per name the members made up."""
         matches = group.regex_matches if matches is None else matches
-        if names is None:
-            names = frozenset().union(*(self._resolved(member, matches) for member in group.members.values()))
-        group.subscribed_topics = names
+        generation = self._catalog.generation()
+        if topics is None:
+            topics = {}
+            for member in group.members.values():
+                for name in self._resolved(member, matches):
+                    topics[name] = topics.get(name, 0) + 1
+            candidates: Iterable[str] = topics
+        elif generation != group.topics_generation:
+            candidates = topics
+        else:
+            candidates = [*(name for name in group.subscription_metadata if name in topics),
+                          *(name for name in added if name not in group.subscription_metadata)]
+        group.subscribed_topics, group.topics_generation = topics, generation
         metadata = {}
-        for name in names:
+        for name in candidates:
             found = self._catalog.lookup(name)
             if found is not None:
                 metadata[name] = found
         return metadata
 
     def _topics_after(self, group: ConsumerProtocolGroup, member: ConsumerMember,
-                      matches: dict[str, frozenset[str]], changed: bool, joined: bool) -> frozenset[str] | None:
-        """The names the group subscribes to after a heartbeat of ``member``, from those kept
-        in the group when only this member can have changed them (None: read every member)."""
+                      matches: dict[str, frozenset[str]], changed: bool,
+                      joined: bool) -> tuple[dict[str, int] | None, tuple[str, ...]]:
+        """The group's subscribed names (with their member counts) after a heartbeat of
+        ``member`` and the names it added, from those kept in the group when only this
+        member can have changed them; (None, ()) when every member must be read."""
         kept = group.subscribed_topics
         if kept is None:
-            return None
+            return None, ()
         if not changed and matches == group.regex_matches:
-            return kept
+            return kept, ()
         others = {member_id: names for member_id, names in matches.items() if member_id != member.member_id}
         if joined and others == group.regex_matches:
-            return kept | self._resolved(member, matches)
-        return None
+            names = tuple(self._resolved(member, matches))
+            for name in names:
+                kept[name] = kept.get(name, 0) + 1
+            return kept, names
+        return None, ()
 
     def _regex_matches(self, group: ConsumerProtocolGroup, member: ConsumerMember) -> dict[str, frozenset[str]]:
         """Member id -> the topics its regular expression resolves to, resolved again when
@@ -542,22 +561,23 @@ class ConsumerGroupCoordinator:
         partitions = {topic_id: count for topic_id, count in metadata.values()}
         group.target = ASSIGNORS[group.assignor_name](specs, partitions)
         group.assignment_epoch = group.target_holds_for = group.epoch
-        group.shared_subscription = self._shared_subscription(group, sum(partitions.values()))
+        group.shared_subscription = self._shared_subscription(group, specs, sum(partitions.values()))
         log.info("group %s: target assignment for epoch %d by %s", group.group_id, group.epoch,
                  group.assignor_name)
 
     @staticmethod
-    def _shared_subscription(group: ConsumerProtocolGroup, partitions: int) -> tuple[str, ...] | None:
-        """The topic names every member subscribes to, when the uniform assignor's target
-        gives each of the ``partitions`` subscribed partitions to a member and none more than
-        one: a member joining with these names (or leaving with an empty target) then changes
-        no one's target. Kafka's UniformAssignor, with the same subscription everywhere, is
-        sticky and gives each member its quota (0 or 1 here): the holders keep their
-        partitions, as ``uniform`` does. None otherwise."""
-        if group.assignor_name != "uniform" or not group.members:
+    def _shared_subscription(group: ConsumerProtocolGroup, specs: dict[str, MemberSpec],
+                             partitions: int) -> frozenset[uuid.UUID] | None:
+        """The topics every member subscribes to, when the uniform assignor's target gives
+        each of their ``partitions`` partitions to a member and none more than one: a member
+        joining with these topics (or leaving with an empty target) then changes no one's
+        target. With the same subscription everywhere the uniform assignor (Kafka's too) is
+        sticky and gives each member its quota, 0 or 1 here, so the holders keep their
+        partitions and the new member gets none. None otherwise."""
+        if group.assignor_name != "uniform" or not specs:
             return None
-        names = next(iter(group.members.values())).subscribed_names
-        if any(m.subscribed_regex or m.subscribed_names != names for m in group.members.values()):
+        subscriptions = {spec.subscribed for spec in specs.values()}
+        if len(subscriptions) != 1:
             return None
         held = 0
         for target in group.target.values():
@@ -565,30 +585,42 @@ class ConsumerGroupCoordinator:
             if count > 1:
                 return None
             held += count
-        return names if held == partitions else None
+        return subscriptions.pop() if held == partitions else None
+
+    @staticmethod
+    def _subscribed_ids(group: ConsumerProtocolGroup, member: ConsumerMember) -> frozenset[uuid.UUID]:
+        """The existing topics a member without a regular expression subscribes to."""
+        metadata = group.subscription_metadata
+        return frozenset(metadata[name][0] for name in member.subscribed_names if name in metadata)
 
     def _join_keeps_target(self, group: ConsumerProtocolGroup, member: ConsumerMember) -> bool:
         """Whether the target assignment after ``member`` joined is the previous one with an
-        empty target for it (``shared_subscription``): the group's target holds for its epoch,
-        the member subscribes to the shared names, and the assignor the group uses stays the
-        one most members ask for."""
+        empty target for it (``shared_subscription``): the group's target holds for its
+        epoch, the member subscribes to the shared topics, and the assignor the group uses
+        stays the one most members ask for."""
         return (group.shared_subscription is not None and group.target_holds_for == group.epoch > 0
-                and member.subscribed_regex is None and member.subscribed_names == group.shared_subscription
+                and member.subscribed_regex is None and member.member_id not in group.target
                 and member.server_assignor in (None, group.assignor_name)
-                and member.member_id not in group.target)
+                and self._subscribed_ids(group, member) == group.shared_subscription)
 
     def _leave_keeps_target(self, group: ConsumerProtocolGroup, member: ConsumerMember) -> bool:
-        """Whether removing ``member`` leaves every other member's target as it is: it has an
-        empty target in a group with a ``shared_subscription`` whose topics did not change,
-        others remain, and its vote (if any) was not for the assignor the group uses."""
-        shared = group.shared_subscription
-        if (shared is None or not group.target_holds_for == group.epoch > 0 or len(group.members) < 2
-                or member.subscribed_names != shared or member.subscribed_regex is not None
+        """Whether removing ``member`` leaves the subscribed topics and every other member's
+        target as they are: it has an empty target in a group with a ``shared_subscription``
+        whose target holds for its epoch, others remain and still subscribe to every
+        subscribed name that exists, no topic changed or was created, and its vote (if any)
+        was not for the assignor the group uses."""
+        topics = group.subscribed_topics
+        if (group.shared_subscription is None or not group.target_holds_for == group.epoch > 0
+                or topics is None or len(group.members) < 2 or member.subscribed_regex is not None
                 or any(group.target.get(member.member_id, {}).values())
-                or member.server_assignor == group.assignor_name):
+                or member.server_assignor == group.assignor_name
+                or self._catalog.generation() != group.topics_generation
+                or self._subscribed_ids(group, member) != group.shared_subscription):
             return False
-        found = ((name, self._catalog.lookup(name)) for name in shared)
-        return {name: topic for name, topic in found if topic is not None} == group.subscription_metadata
+        mine = set(member.subscribed_names)
+        if any(topics.get(name, 0) <= (name in mine) for name in group.subscription_metadata):
+            return False
+        return all(self._catalog.lookup(name) == topic for name, topic in group.subscription_metadata.items())
 
     def _preferred_assignor(self, group: ConsumerProtocolGroup) -> str:
         """The assignor most members asked for; the configured default if none did."""
@@ -677,7 +709,12 @@ class ConsumerGroupCoordinator:
         group.regex_matches.pop(member.member_id, None)
         group.resolved_regexes.pop(member.member_id, None)
         if keeps_target:
-            # The others share its subscription: the topics and everyone's target stay.
+            # The others subscribe to every topic it did: the topics and the targets stay.
+            topics = group.subscribed_topics
+            for name in member.subscribed_names:
+                topics[name] -= 1
+                if not topics[name]:
+                    del topics[name]
             group.target_holds_for = group.epoch
         else:
             group.subscription_metadata = self._subscription_metadata(group)

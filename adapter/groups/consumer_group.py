@@ -107,18 +107,21 @@ class ConsumerProtocolGroup:
     # (topic id, partition) -> epoch of the member owning it (assigned or being revoked).
     partition_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
     assignor_name: str = ""
-    # Every topic name the members subscribe to (regular expressions resolved) when
-    # ``subscription_metadata`` was last computed: a heartbeat that changes no subscription
-    # looks these up again instead of going through every member. None: not known.
-    subscribed_topics: frozenset[str] | None = None
-    # Set by the last full target assignment when a member joining with these topic names
-    # (no regular expression) cannot change anyone's target, nor one leaving with an empty
-    # target: the uniform assignor gave every partition of them to a member and no member
-    # more than one, and every member subscribes to exactly these names. Such a join or
-    # leave still bumps the group epoch, and its target assignment is the previous one plus
-    # (minus) the member's empty target, found without running the assignor on every
-    # member (consumer_coordinator.py). None otherwise.
-    shared_subscription: tuple[str, ...] | None = None
+    # Topic name -> how many members subscribe to it (regular expressions resolved), as of
+    # ``subscription_metadata``: a heartbeat that changes no subscription (or a join, or a
+    # leave that changes no target) updates these instead of reading every member. None:
+    # not known. ``topics_generation``: the catalog's generation when every name was last
+    # looked up; a name that did not exist is looked up again only after a creation.
+    subscribed_topics: dict[str, int] | None = None
+    topics_generation: int = -1
+    # Set by the last full target assignment when a member joining with these topics (its
+    # names resolve to these ids; no regular expression) cannot change anyone's target, nor
+    # one leaving with an empty target: every member subscribes to these topics and the
+    # uniform assignor gave every partition of them to a member, no member more than one.
+    # Such a join or leave still bumps the group epoch; its target assignment is the
+    # previous one plus (minus) the member's empty target, found without running the
+    # assignor on every member (consumer_coordinator.py). None otherwise.
+    shared_subscription: frozenset[uuid.UUID] | None = None
     # The group epoch for which ``target`` is what the assignor would compute: set when it
     # runs and moved on by such a join or leave. A leave bumps the epoch and, as in Kafka,
     # the new target is only computed at the next heartbeat (the group is Assigning until

@@ -23,22 +23,24 @@ from rmqkafka.adapter.groups.consumer_coordinator import (
 )
 from rmqkafka.storage.clock import ManualClock
 
-T1 = uuid.uuid4()
+T1, T2 = uuid.uuid4(), uuid.uuid4()
 PARTITIONS = 4
 
 
 class Catalog:
     def __init__(self) -> None:
         self.topics = {"t1": (T1, PARTITIONS)}
+        self.lookups = 0
 
     def lookup(self, name):
+        self.lookups += 1
         return self.topics.get(name)
 
     def names(self):
         return sorted(self.topics)
 
     def generation(self):
-        return 1
+        return len(self.topics)  # topics are only added here
 
     def name_of(self, topic_id):
         return next((n for n, (i, _) in self.topics.items() if i == topic_id), None)
@@ -67,8 +69,8 @@ class Work:
         return done
 
 
-def coordinator(max_size: int = 2**31 - 1) -> ConsumerGroupCoordinator:
-    return ConsumerGroupCoordinator(ManualClock(), ConsumerGroupSettings(max_size=max_size), Catalog(),
+def coordinator(max_size: int = 2**31 - 1, catalog: Catalog | None = None) -> ConsumerGroupCoordinator:
+    return ConsumerGroupCoordinator(ManualClock(), ConsumerGroupSettings(max_size=max_size), catalog or Catalog(),
                                     lambda g: None, lambda g: None)
 
 
@@ -104,6 +106,30 @@ def test_a_join_costs_the_same_in_a_group_of_50_and_of_400(monkeypatch):
     assert work.take() <= 2
 
 
+def test_made_up_topic_names_cost_no_look_ups_until_a_topic_is_created(monkeypatch):
+    catalog = Catalog()
+    c = coordinator(catalog=catalog)
+    work = Work(monkeypatch)
+    per_join, looked_up = [], []
+    for i in range(300):
+        # Each member adds a name nobody else uses: its join is still the cheap one.
+        join(c, f"m{i:03}", topics=("t1", f"no-such-topic-{i}"))
+        per_join.append(work.take())
+        looked_up.append(catalog.lookups)
+        catalog.lookups = 0
+    assert max(per_join[PARTITIONS + 1:]) <= 2
+    assert max(looked_up[PARTITIONS + 1:]) <= 2  # t1, and the name the member brought
+    beat(c, "m299", c.groups["g"].members["m299"].epoch)
+    assert catalog.lookups <= 1
+    # A topic created under one of those names is seen at the next heartbeat.
+    epoch = c.groups["g"].epoch
+    catalog.topics["no-such-topic-7"] = (T2, 2)
+    beat(c, "m299", c.groups["g"].members["m299"].epoch)
+    group = c.groups["g"]
+    assert group.epoch == epoch + 1 and "no-such-topic-7" in group.subscription_metadata
+    assert any(T2 in target for target in group.target.values())
+
+
 def test_a_leave_of_a_member_without_partitions_reads_no_other_member(monkeypatch):
     c = coordinator()
     for i in range(100):
@@ -119,7 +145,7 @@ def test_a_leave_of_a_member_without_partitions_reads_no_other_member(monkeypatc
     assert work.take() >= 98
 
 
-def scenario(c):
+def scenario(c, catalog):
     """Joins, leaves and changes a large group goes through; the state after each step."""
     states = []
 
@@ -157,18 +183,50 @@ def scenario(c):
     for member in list(c.groups["g"].members.values()):
         beat(c, member.member_id, member.epoch, owned=dict(member.assigned))
         record()
+    leave(c, "r1")  # back to the uniform assignor
+    record()
+    for member in list(c.groups["g"].members.values()):
+        beat(c, member.member_id, member.epoch, owned=dict(member.assigned))
+        record()
     join(c, "late")
     record()
     leave(c, "late")
+    record()
+    join(c, "made-up", topics=("t1", "nope"))  # the same topics: the cheap join
+    record()
+    join(c, "made-up-2", topics=("t1", "nope-2"))
+    record()
+    leave(c, "made-up")  # the cheap leave
+    record()
+    catalog.topics["nope-2"] = (T2, 2)  # now made-up-2 subscribes to more than the others
+    member = c.groups["g"].members["made-up-2"]
+    beat(c, member.member_id, member.epoch)
+    record()
+    join(c, "after-creation")
     record()
     return states
 
 
 def test_the_shortcuts_leave_the_group_as_the_full_computation_does(monkeypatch):
-    fast = scenario(coordinator())
+    taken = {"join": 0, "leave": 0}
+    join_keeps, leave_keeps = ConsumerGroupCoordinator._join_keeps_target, ConsumerGroupCoordinator._leave_keeps_target
+
+    def counted(kind, check):
+        def wrapper(self, group, member):
+            keeps = check(self, group, member)
+            taken[kind] += keeps
+            return keeps
+        return wrapper
+
+    monkeypatch.setattr(ConsumerGroupCoordinator, "_join_keeps_target", counted("join", join_keeps))
+    monkeypatch.setattr(ConsumerGroupCoordinator, "_leave_keeps_target", counted("leave", leave_keeps))
+    catalog = Catalog()
+    fast = scenario(coordinator(catalog=catalog), catalog)
+    assert taken["join"] >= 5 and taken["leave"] >= 2  # the scenario goes through the shortcuts
     monkeypatch.setattr(ConsumerGroupCoordinator, "_join_keeps_target", lambda self, group, member: False)
     monkeypatch.setattr(ConsumerGroupCoordinator, "_leave_keeps_target", lambda self, group, member: False)
-    assert scenario(coordinator()) == fast
+    catalog = Catalog()
+    assert scenario(coordinator(catalog=catalog), catalog) == fast
 
 
 def test_group_consumer_max_size_refuses_the_member_beyond_it_as_kafka_does():
