@@ -561,31 +561,44 @@ class ConsumerGroupCoordinator:
         partitions = {topic_id: count for topic_id, count in metadata.values()}
         group.target = ASSIGNORS[group.assignor_name](specs, partitions)
         group.assignment_epoch = group.target_holds_for = group.epoch
-        group.shared_subscription = self._shared_subscription(group, specs, sum(partitions.values()))
+        group.shared_subscription, group.join_cutoff = self._shared_subscription(group, specs, partitions)
         log.info("group %s: target assignment for epoch %d by %s", group.group_id, group.epoch,
                  group.assignor_name)
 
     @staticmethod
     def _shared_subscription(group: ConsumerProtocolGroup, specs: dict[str, MemberSpec],
-                             partitions: int) -> frozenset[uuid.UUID] | None:
-        """The topics every member subscribes to, when the uniform assignor's target gives
-        each of their ``partitions`` partitions to a member and none more than one: a member
-        joining with these topics (or leaving with an empty target) then changes no one's
-        target. With the same subscription everywhere the uniform assignor (Kafka's too) is
-        sticky and gives each member its quota, 0 or 1 here, so the holders keep their
-        partitions and the new member gets none. None otherwise."""
-        if group.assignor_name != "uniform" or not specs:
-            return None
+                             partitions: dict[uuid.UUID, int]) -> tuple[frozenset[uuid.UUID] | None,
+                                                                         tuple[str, str] | None]:
+        """(the topics every member subscribes to, the sort key a joining member must be
+        above) when a member joining with these topics (or leaving with an empty target)
+        changes no one's target; (None, None) otherwise. Every member has the same topics,
+        and then:
+
+        - ``uniform`` gave each partition to a member and none more than one: sticky, it
+          gives each member its quota (0 or 1 here), so the holders keep theirs;
+        - ``range`` had at least as many members as any topic has partitions: the first
+          members in sort-key order hold one partition of each topic (as many as it has),
+          so a member sorting after every holder gets none and moves no one.
+        """
         subscriptions = {spec.subscribed for spec in specs.values()}
         if len(subscriptions) != 1:
-            return None
-        held = 0
-        for target in group.target.values():
-            count = sum(len(ps) for ps in target.values())
-            if count > 1:
-                return None
-            held += count
-        return subscriptions.pop() if held == partitions else None
+            return None, None
+        shared = subscriptions.pop()
+        if group.assignor_name == "uniform":
+            held = 0
+            for target in group.target.values():
+                count = sum(len(ps) for ps in target.values())
+                if count > 1:
+                    return None, None
+                held += count
+            return (shared, None) if held == sum(partitions.values()) else (None, None)
+        if group.assignor_name == "range":
+            if any(partitions[topic_id] > len(specs) for topic_id in shared):
+                return None, None
+            holders = [(spec.sort_key, spec.member_id) for spec in specs.values()
+                       if any(group.target.get(spec.member_id, {}).values())]
+            return shared, max(holders, default=None)
+        return None, None
 
     @staticmethod
     def _subscribed_ids(group: ConsumerProtocolGroup, member: ConsumerMember) -> frozenset[uuid.UUID]:
@@ -596,11 +609,13 @@ class ConsumerGroupCoordinator:
     def _join_keeps_target(self, group: ConsumerProtocolGroup, member: ConsumerMember) -> bool:
         """Whether the target assignment after ``member`` joined is the previous one with an
         empty target for it (``shared_subscription``): the group's target holds for its
-        epoch, the member subscribes to the shared topics, and the assignor the group uses
-        stays the one most members ask for."""
+        epoch, the member subscribes to the shared topics (and sorts after ``join_cutoff``),
+        and the assignor the group uses stays the one most members ask for."""
         return (group.shared_subscription is not None and group.target_holds_for == group.epoch > 0
                 and member.subscribed_regex is None and member.member_id not in group.target
                 and member.server_assignor in (None, group.assignor_name)
+                and (group.join_cutoff is None
+                     or (member.instance_id or member.member_id, member.member_id) > group.join_cutoff)
                 and self._subscribed_ids(group, member) == group.shared_subscription)
 
     def _leave_keeps_target(self, group: ConsumerProtocolGroup, member: ConsumerMember) -> bool:

@@ -117,11 +117,13 @@ class ConsumerProtocolGroup:
     # Set by the last full target assignment when a member joining with these topics (its
     # names resolve to these ids; no regular expression) cannot change anyone's target, nor
     # one leaving with an empty target: every member subscribes to these topics and the
-    # uniform assignor gave every partition of them to a member, no member more than one.
+    # assignor's target cannot move (consumer_coordinator._shared_subscription says when).
     # Such a join or leave still bumps the group epoch; its target assignment is the
     # previous one plus (minus) the member's empty target, found without running the
     # assignor on every member (consumer_coordinator.py). None otherwise.
     shared_subscription: frozenset[uuid.UUID] | None = None
+    # With the range assignor: the (sort key, member id) a joining member must sort after.
+    join_cutoff: tuple[str, str] | None = None
     # The group epoch for which ``target`` is what the assignor would compute: set when it
     # runs and moved on by such a join or leave. A leave bumps the epoch and, as in Kafka,
     # the new target is only computed at the next heartbeat (the group is Assigning until

@@ -255,3 +255,43 @@ def test_a_static_member_back_under_a_new_id_counts_against_the_size(size):
     c.heartbeat(HeartbeatRequest("g", "s-old", -2, instance_id="static"), "client", "/127.0.0.1", api_version=1)
     # Kafka's throwIfConsumerGroupIsFull sees a member id that is not in the group.
     assert join(c, "s-new", instance_id="static").error is ErrorCode.group_max_size_reached
+
+
+def range_scenario(c, member_ids):
+    """Members voting for the range assignor join (some sorting before the holders, most
+    after), reconcile, and the idle ones leave; the state after each step."""
+    states = []
+    for member_id in member_ids:
+        join(c, member_id, assignor="range")
+        group = c.groups["g"]
+        states.append((group.epoch, group.assignment_epoch, group.assignor_name,
+                       {m: {t: set(ps) for t, ps in a.items() if ps} for m, a in group.target.items()}))
+    for member in list(c.groups["g"].members.values()):
+        beat(c, member.member_id, member.epoch, owned=dict(member.assigned))
+    for member_id in member_ids[::3]:
+        if not any(c.groups["g"].target.get(member_id, {}).values()):
+            leave(c, member_id)
+        group = c.groups["g"]
+        states.append((group.epoch, group.assignment_epoch, dict(group.target)))
+    return states
+
+
+def test_the_range_assignor_s_joins_are_cheap_after_its_holders_and_exact(monkeypatch):
+    member_ids = [f"m{i:03}" for i in range(40)] + ["a-first", "m0005", "z-last"]
+    work = Work(monkeypatch)
+    c = coordinator()
+    per_join = []
+    for member_id in member_ids:
+        join(c, member_id, assignor="range")
+        per_join.append(work.take())
+    assert c.groups["g"].assignor_name == "range"
+    # Sorting after the 4 holders: no other member read; before them: the assignor runs.
+    assert max(per_join[PARTITIONS + 1:40]) <= 2 and per_join[-1] <= 2
+    assert per_join[40] >= 40 and per_join[41] >= 41
+    holders = {m for m, target in c.groups["g"].target.items() if any(target.values())}
+    assert holders == {"a-first", "m000", "m0005", "m001"}
+
+    fast = range_scenario(coordinator(), member_ids)
+    monkeypatch.setattr(ConsumerGroupCoordinator, "_join_keeps_target", lambda self, group, member: False)
+    monkeypatch.setattr(ConsumerGroupCoordinator, "_leave_keeps_target", lambda self, group, member: False)
+    assert range_scenario(coordinator(), member_ids) == fast
