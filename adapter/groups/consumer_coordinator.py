@@ -285,11 +285,15 @@ class ConsumerGroupCoordinator:
     def now(self) -> float:
         return self._clock.monotonic()
 
+    def deadline_set(self, deadline: float) -> None:
+        """A member's deadline was set to ``deadline``: the timer task wakes for it if it
+        sleeps past it (a later one it finds when it wakes; no scan of every member now)."""
+        self._timers.deadline_set(deadline)
+
     def touch(self, member: ConsumerMember, session_timeout_ms: int) -> None:
         """The member was heard from: its session starts over."""
         member.session_deadline = self._clock.monotonic() + session_timeout_ms / 1000
-        # Moving a deadline later needs no scan of every member's (DeadlineTimer).
-        self._timers.deadline_set(member.session_deadline)
+        self.deadline_set(member.session_deadline)
 
     def partition_owner(self, group: ConsumerProtocolGroup) -> Callable[[uuid.UUID, int], int]:
         """The epoch of the member owning a partition (-1: free) as reconciliation must see
@@ -670,6 +674,7 @@ class ConsumerGroupCoordinator:
         if member.state is MemberState.UNREVOKED_PARTITIONS:
             if member.revocation_deadline is None:
                 member.revocation_deadline = self._clock.monotonic() + member.rebalance_timeout_ms / 1000
+                self.deadline_set(member.revocation_deadline)
         else:
             member.revocation_deadline = None
 

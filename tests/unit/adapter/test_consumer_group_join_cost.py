@@ -295,3 +295,34 @@ def test_the_range_assignor_s_joins_are_cheap_after_its_holders_and_exact(monkey
     monkeypatch.setattr(ConsumerGroupCoordinator, "_join_keeps_target", lambda self, group, member: False)
     monkeypatch.setattr(ConsumerGroupCoordinator, "_leave_keeps_target", lambda self, group, member: False)
     assert range_scenario(coordinator(), member_ids) == fast
+
+
+def test_a_revocation_deadline_before_the_timer_s_next_one_wakes_it():
+    """A heartbeat moves its session deadline later without waking the timer task; a
+    deadline it sets earlier than the one the task sleeps until (a revocation's) must
+    still wake it."""
+    import asyncio
+    import time
+
+    async def scenario():
+        clock = ManualClock()
+        c = ConsumerGroupCoordinator(clock, ConsumerGroupSettings(), Catalog(), lambda g: None, lambda g: None)
+        c.start()
+        try:
+            c.heartbeat(HeartbeatRequest("g", "a", 0, rebalance_timeout_ms=10_000, subscribed_names=("t1",), owned={}),
+                        "client", "/127.0.0.1", api_version=1)
+            a = c.groups["g"].members["a"]
+            beat(c, "a", a.epoch, owned=dict(a.assigned))
+            await asyncio.sleep(0.1)  # the task sleeps until a's session deadline, 45 s on
+            join(c, "b")
+            beat(c, "a", a.epoch, owned=dict(a.assigned))  # it must give two partitions up
+            assert a.revocation_deadline is not None
+            clock.advance(11_000)  # past its rebalance timeout, long before its session's end
+            until = time.monotonic() + 10
+            while "a" in c.groups["g"].members and time.monotonic() < until:
+                await asyncio.sleep(0.02)
+            assert "a" not in c.groups["g"].members
+        finally:
+            await c.stop()
+
+    asyncio.run(scenario())
