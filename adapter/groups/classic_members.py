@@ -107,6 +107,7 @@ class ClassicMembers:
         # It rejoined; now it must send SyncGroup within its rebalance timeout.
         member.join_deadline = None
         member.sync_deadline = c.now() + member.rebalance_timeout_ms / 1000
+        c.deadline_set(member.sync_deadline)
         return JoinAnswer(ErrorCode.none, member.member_id, member.epoch, names[0])
 
     def _member_for_join(self, group: ConsumerProtocolGroup, member_id: str, unknown: bool,
@@ -218,6 +219,7 @@ class ClassicMembers:
         """It was told to rejoin: it must within its rebalance timeout (Kafka's join timeout)."""
         if member.join_deadline is None:
             member.join_deadline = self._coordinator.now() + member.rebalance_timeout_ms / 1000
+            self._coordinator.deadline_set(member.join_deadline)
 
     def _waits_for_others(self, group: ConsumerProtocolGroup, member: ConsumerMember) -> bool:
         """Kafka's waitingOnUnreleasedPartition: a partition of its target is still owned by

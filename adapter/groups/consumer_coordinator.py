@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -219,15 +219,17 @@ class ConsumerGroupCoordinator:
         joining = request.member_epoch == 0
         member_id = request.member_id or str(uuid.uuid4())  # v0 lets the broker make it
         group = self._group(request.group_id, member_id, create=joining)
+        if len(group.members) >= self.settings.max_size and member_id not in group.members:
+            # Kafka's throwIfConsumerGroupIsFull, before anything else is looked at: a
+            # static member coming back under a new id is refused too.
+            raise HeartbeatError(ErrorCode.group_max_size_reached,
+                                 f"The consumer group has reached its maximum capacity of "
+                                 f"{self.settings.max_size} members.")
         if request.instance_id is None:
             member = self._dynamic_member(group, member_id, request)
         else:
             member = self._static_member(group, member_id, request)
         new = member.member_id not in group.members
-        if new and len(group.members) >= self.settings.max_size:
-            raise HeartbeatError(ErrorCode.group_max_size_reached,
-                                 f"The consumer group has reached its maximum capacity of "
-                                 f"{self.settings.max_size} members.")
         if new:
             group.members[member.member_id] = member
             if member.instance_id is not None:
@@ -235,7 +237,7 @@ class ConsumerGroupCoordinator:
             self.groups[group.group_id] = group
         changed = self._update_member(member, request, client_id, client_host)
         before = member.assigned
-        self.advance(group, member, request.owned, changed or new)
+        self.advance(group, member, request.owned, changed or new, joined=new)
         session_timeout_ms, heartbeat_interval_ms = self._timeouts(group.group_id)
         self.touch(member, session_timeout_ms)
         full = joining or (request.rebalance_timeout_ms != -1 and request.subscribed_names is not None
@@ -246,30 +248,52 @@ class ConsumerGroupCoordinator:
         )
 
     def advance(self, group: ConsumerProtocolGroup, member: ConsumerMember, owned: TopicPartitions | None,
-                changed: bool) -> None:
+                changed: bool, joined: bool = False) -> None:
         """Bump the group epoch if ``changed`` (a member joined or changed its subscription) or
         the subscribed topics changed, compute the target assignment if the epoch moved past
-        it, and move ``member`` one reconciliation step (``owned``: what it says it owns)."""
+        it, and move ``member`` one reconciliation step (``owned``: what it says it owns).
+        ``joined``: ``member`` was just added and nothing else changed in the group.
+
+        What a heartbeat costs does not grow with the group where it can be helped: the
+        subscribed topics are looked up from the names the group subscribes to, kept between
+        heartbeats (``subscribed_topics``), and a join that cannot change anyone's target
+        (``shared_subscription``) does not run the assignor over every member."""
         bump = group.epoch == 0 or changed
-        matches = self._regex_matches(group)
-        metadata = self._subscription_metadata(group, matches)
-        if metadata != group.subscription_metadata or matches != group.regex_matches:
+        matches = self._regex_matches(group, member)
+        metadata = self._subscription_metadata(group, matches,
+                                               *self._topics_after(group, member, matches, changed, joined))
+        moved = metadata != group.subscription_metadata or matches != group.regex_matches
+        if moved:
             group.subscription_metadata, group.regex_matches = metadata, matches
             bump = True
-        if bump:
+        if joined and not moved and self._join_keeps_target(group, member):
+            group.epoch += 1
+            group.target[member.member_id] = {}
+            group.target_holds_for = group.epoch
+            log.info("group %s: epoch %d, the join of %s changes no target", group.group_id, group.epoch,
+                     member.member_id)
+        elif bump:
             group.epoch += 1
             log.info("group %s: epoch %d", group.group_id, group.epoch)
         if group.epoch > group.assignment_epoch:
-            self._assign(group)
+            if group.target_holds_for == group.epoch:
+                group.assignment_epoch = group.epoch
+            else:
+                self._assign(group)
         self._reconcile(group, member, owned)
 
     def now(self) -> float:
         return self._clock.monotonic()
 
+    def deadline_set(self, deadline: float) -> None:
+        """A member's deadline was set to ``deadline``: the timer task wakes for it if it
+        sleeps past it (a later one it finds when it wakes; no scan of every member now)."""
+        self._timers.deadline_set(deadline)
+
     def touch(self, member: ConsumerMember, session_timeout_ms: int) -> None:
         """The member was heard from: its session starts over."""
         member.session_deadline = self._clock.monotonic() + session_timeout_ms / 1000
-        self._timers.wake()
+        self.deadline_set(member.session_deadline)
 
     def partition_owner(self, group: ConsumerProtocolGroup) -> Callable[[uuid.UUID, int], int]:
         """The epoch of the member owning a partition (-1: free) as reconciliation must see
@@ -470,20 +494,62 @@ class ConsumerGroupCoordinator:
         return set(member.subscribed_names) | matches.get(member.member_id, frozenset())
 
     def _subscription_metadata(self, group: ConsumerProtocolGroup,
-                               matches: dict[str, frozenset[str]] | None = None) -> dict[str, tuple[uuid.UUID, int]]:
+                               matches: dict[str, frozenset[str]] | None = None,
+                               topics: dict[str, int] | None = None,
+                               added: tuple[str, ...] = ()) -> dict[str, tuple[uuid.UUID, int]]:
+        """Topic name -> (id, partition count) of every subscribed topic that exists.
+        ``topics``: name -> members subscribing, if known (else every member is read), kept
+        in ``group.subscribed_topics``; ``added``: names this heartbeat brought. A name that
+        did not exist at the last look-up is looked up again only when it was just added or
+        a topic or view was created since, so a heartbeat costs a look-up per existing
+        subscribed topic, not per name the members made up."""
         matches = group.regex_matches if matches is None else matches
+        generation = self._catalog.generation()
+        if topics is None:
+            topics = {}
+            for member in group.members.values():
+                for name in self._resolved(member, matches):
+                    topics[name] = topics.get(name, 0) + 1
+            candidates: Iterable[str] = topics
+        elif generation != group.topics_generation:
+            candidates = topics
+        else:
+            candidates = [*(name for name in group.subscription_metadata if name in topics),
+                          *(name for name in added if name not in group.subscription_metadata)]
+        group.subscribed_topics, group.topics_generation = topics, generation
         metadata = {}
-        for member in group.members.values():
-            for name in self._resolved(member, matches):
-                if name not in metadata:
-                    found = self._catalog.lookup(name)
-                    if found is not None:
-                        metadata[name] = found
+        for name in candidates:
+            found = self._catalog.lookup(name)
+            if found is not None:
+                metadata[name] = found
         return metadata
 
-    def _regex_matches(self, group: ConsumerProtocolGroup) -> dict[str, frozenset[str]]:
+    def _topics_after(self, group: ConsumerProtocolGroup, member: ConsumerMember,
+                      matches: dict[str, frozenset[str]], changed: bool,
+                      joined: bool) -> tuple[dict[str, int] | None, tuple[str, ...]]:
+        """The group's subscribed names (with their member counts) after a heartbeat of
+        ``member`` and the names it added, from those kept in the group when only this
+        member can have changed them; (None, ()) when every member must be read."""
+        kept = group.subscribed_topics
+        if kept is None:
+            return None, ()
+        if not changed and matches == group.regex_matches:
+            return kept, ()
+        others = {member_id: names for member_id, names in matches.items() if member_id != member.member_id}
+        if joined and others == group.regex_matches:
+            names = tuple(self._resolved(member, matches))
+            for name in names:
+                kept[name] = kept.get(name, 0) + 1
+            return kept, names
+        return None, ()
+
+    def _regex_matches(self, group: ConsumerProtocolGroup, member: ConsumerMember) -> dict[str, frozenset[str]]:
         """Member id -> the topics its regular expression resolves to, resolved again when
         group.consumer.regex.refresh.interval.ms says (regex_resolution.py)."""
+        if not group.resolved_regexes and not member.subscribed_regex:
+            # No member has a regular expression: every one that has is in resolved_regexes
+            # from the heartbeat that brought it (regex_resolution.py's invariant).
+            return {}
         return resolve(group, self._catalog, self._clock.monotonic(),
                        self.settings.regex_refresh_interval_ms / 1000)
 
@@ -498,9 +564,82 @@ class ConsumerGroupCoordinator:
         group.assignor_name = self._preferred_assignor(group)
         partitions = {topic_id: count for topic_id, count in metadata.values()}
         group.target = ASSIGNORS[group.assignor_name](specs, partitions)
-        group.assignment_epoch = group.epoch
+        group.assignment_epoch = group.target_holds_for = group.epoch
+        group.shared_subscription, group.join_cutoff = self._shared_subscription(group, specs, partitions)
         log.info("group %s: target assignment for epoch %d by %s", group.group_id, group.epoch,
                  group.assignor_name)
+
+    @staticmethod
+    def _shared_subscription(group: ConsumerProtocolGroup, specs: dict[str, MemberSpec],
+                             partitions: dict[uuid.UUID, int]) -> tuple[frozenset[uuid.UUID] | None,
+                                                                         tuple[str, str] | None]:
+        """(the topics every member subscribes to, the sort key a joining member must be
+        above) when a member joining with these topics (or leaving with an empty target)
+        changes no one's target; (None, None) otherwise. Every member has the same topics,
+        and then:
+
+        - ``uniform`` gave each partition to a member and none more than one: sticky, it
+          gives each member its quota (0 or 1 here), so the holders keep theirs;
+        - ``range`` had at least as many members as any topic has partitions: the first
+          members in sort-key order hold one partition of each topic (as many as it has),
+          so a member sorting after every holder gets none and moves no one.
+        """
+        subscriptions = {spec.subscribed for spec in specs.values()}
+        if len(subscriptions) != 1:
+            return None, None
+        shared = subscriptions.pop()
+        if group.assignor_name == "uniform":
+            held = 0
+            for target in group.target.values():
+                count = sum(len(ps) for ps in target.values())
+                if count > 1:
+                    return None, None
+                held += count
+            return (shared, None) if held == sum(partitions.values()) else (None, None)
+        if group.assignor_name == "range":
+            if any(partitions[topic_id] > len(specs) for topic_id in shared):
+                return None, None
+            holders = [(spec.sort_key, spec.member_id) for spec in specs.values()
+                       if any(group.target.get(spec.member_id, {}).values())]
+            return shared, max(holders, default=None)
+        return None, None
+
+    @staticmethod
+    def _subscribed_ids(group: ConsumerProtocolGroup, member: ConsumerMember) -> frozenset[uuid.UUID]:
+        """The existing topics a member without a regular expression subscribes to."""
+        metadata = group.subscription_metadata
+        return frozenset(metadata[name][0] for name in member.subscribed_names if name in metadata)
+
+    def _join_keeps_target(self, group: ConsumerProtocolGroup, member: ConsumerMember) -> bool:
+        """Whether the target assignment after ``member`` joined is the previous one with an
+        empty target for it (``shared_subscription``): the group's target holds for its
+        epoch, the member subscribes to the shared topics (and sorts after ``join_cutoff``),
+        and the assignor the group uses stays the one most members ask for."""
+        return (group.shared_subscription is not None and group.target_holds_for == group.epoch > 0
+                and member.subscribed_regex is None and member.member_id not in group.target
+                and member.server_assignor in (None, group.assignor_name)
+                and (group.join_cutoff is None
+                     or (member.instance_id or member.member_id, member.member_id) > group.join_cutoff)
+                and self._subscribed_ids(group, member) == group.shared_subscription)
+
+    def _leave_keeps_target(self, group: ConsumerProtocolGroup, member: ConsumerMember) -> bool:
+        """Whether removing ``member`` leaves the subscribed topics and every other member's
+        target as they are: it has an empty target in a group with a ``shared_subscription``
+        whose target holds for its epoch, others remain and still subscribe to every
+        subscribed name that exists, no topic changed or was created, and its vote (if any)
+        was not for the assignor the group uses."""
+        topics = group.subscribed_topics
+        if (group.shared_subscription is None or not group.target_holds_for == group.epoch > 0
+                or topics is None or len(group.members) < 2 or member.subscribed_regex is not None
+                or any(group.target.get(member.member_id, {}).values())
+                or member.server_assignor == group.assignor_name
+                or self._catalog.generation() != group.topics_generation
+                or self._subscribed_ids(group, member) != group.shared_subscription):
+            return False
+        mine = set(member.subscribed_names)
+        if any(topics.get(name, 0) <= (name in mine) for name in group.subscription_metadata):
+            return False
+        return all(self._catalog.lookup(name) == topic for name, topic in group.subscription_metadata.items())
 
     def _preferred_assignor(self, group: ConsumerProtocolGroup) -> str:
         """The assignor most members asked for; the configured default if none did."""
@@ -535,6 +674,7 @@ class ConsumerGroupCoordinator:
         if member.state is MemberState.UNREVOKED_PARTITIONS:
             if member.revocation_deadline is None:
                 member.revocation_deadline = self._clock.monotonic() + member.rebalance_timeout_ms / 1000
+                self.deadline_set(member.revocation_deadline)
         else:
             member.revocation_deadline = None
 
@@ -579,6 +719,7 @@ class ConsumerGroupCoordinator:
         if self._may_downgrade(group, member):
             self._downgrade(group, member, reason)
             return
+        keeps_target = self._leave_keeps_target(group, member)
         group.release(member)
         del group.members[member.member_id]
         if member.instance_id is not None and group.static_members.get(member.instance_id) == member.member_id:
@@ -587,8 +728,17 @@ class ConsumerGroupCoordinator:
         group.epoch += 1
         group.regex_matches.pop(member.member_id, None)
         group.resolved_regexes.pop(member.member_id, None)
-        group.subscription_metadata = self._subscription_metadata(group)
-        self._timers.wake()
+        if keeps_target:
+            # The others subscribe to every topic it did: the topics and the targets stay.
+            topics = group.subscribed_topics
+            for name in member.subscribed_names:
+                topics[name] -= 1
+                if not topics[name]:
+                    del topics[name]
+            group.target_holds_for = group.epoch
+        else:
+            group.subscription_metadata = self._subscription_metadata(group)
+        # No timer wake: removing deadlines never brings the next one closer.
 
     def downgrade_for_static_replacement(self, group: ConsumerProtocolGroup, instance_id: str | None) -> bool:
         """Kafka's validateOnlineDowngradeWithReplacedMember: a classic member taking over the

@@ -107,6 +107,28 @@ class ConsumerProtocolGroup:
     # (topic id, partition) -> epoch of the member owning it (assigned or being revoked).
     partition_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
     assignor_name: str = ""
+    # Topic name -> how many members subscribe to it (regular expressions resolved), as of
+    # ``subscription_metadata``: a heartbeat that changes no subscription (or a join, or a
+    # leave that changes no target) updates these instead of reading every member. None:
+    # not known. ``topics_generation``: the catalog's generation when every name was last
+    # looked up; a name that did not exist is looked up again only after a creation.
+    subscribed_topics: dict[str, int] | None = None
+    topics_generation: int = -1
+    # Set by the last full target assignment when a member joining with these topics (its
+    # names resolve to these ids; no regular expression) cannot change anyone's target, nor
+    # one leaving with an empty target: every member subscribes to these topics and the
+    # assignor's target cannot move (consumer_coordinator._shared_subscription says when).
+    # Such a join or leave still bumps the group epoch; its target assignment is the
+    # previous one plus (minus) the member's empty target, found without running the
+    # assignor on every member (consumer_coordinator.py). None otherwise.
+    shared_subscription: frozenset[uuid.UUID] | None = None
+    # With the range assignor: the (sort key, member id) a joining member must sort after.
+    join_cutoff: tuple[str, str] | None = None
+    # The group epoch for which ``target`` is what the assignor would compute: set when it
+    # runs and moved on by such a join or leave. A leave bumps the epoch and, as in Kafka,
+    # the new target is only computed at the next heartbeat (the group is Assigning until
+    # then); this tells that heartbeat it has nothing to compute.
+    target_holds_for: int = -1
     dead: bool = False
 
     @property
@@ -151,5 +173,8 @@ class ConsumerProtocolGroup:
     def only_classic_members_besides(self, leaving: ConsumerMember) -> bool:
         """Whether every other member uses the classic protocol (and there is one): Kafka's
         allMembersUseClassicProtocolExcept."""
-        others = [m for m in self.members.values() if m is not leaving]
-        return bool(others) and all(m.classic is not None for m in others)
+        # Both stop early (at a second member; at one using the consumer protocol), so a
+        # member leaving a large group costs no scan of it.
+        if not any(m is not leaving for m in self.members.values()):
+            return False
+        return all(m.classic is not None for m in self.members.values() if m is not leaving)
