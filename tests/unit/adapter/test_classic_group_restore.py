@@ -84,6 +84,19 @@ async def stable_pair(c):
     return leader, follower
 
 
+def hold_metadata_writes(c, monkeypatch) -> threading.Event:
+    """Every group-metadata write of ``c`` waits (in its thread) until the event is set."""
+    release = threading.Event()
+    write = c._metadata.commit
+
+    def slow_write(*args, **kwargs):
+        assert release.wait(60)
+        write(*args, **kwargs)
+
+    monkeypatch.setattr(c._metadata, "commit", slow_write)
+    return release
+
+
 @pytest.mark.parametrize("clean", [True, False], ids=["clean", "kill-9"])
 async def test_a_stable_group_is_restored_stable_with_the_same_generation(broker, clock, clean):
     leader, follower = await stable_pair(broker.coordinator)
@@ -156,14 +169,7 @@ async def test_generation_is_durable_before_any_member_is_answered(broker, clock
     because no member is answered until the write has returned."""
     c = broker.coordinator
     leader, follower = await joined_pair(c)
-    release = threading.Event()
-    write = c._metadata.commit
-
-    def slow_write(*args, **kwargs):
-        assert release.wait(60)
-        write(*args, **kwargs)
-
-    monkeypatch.setattr(c._metadata, "commit", slow_write)
+    release = hold_metadata_writes(c, monkeypatch)
     follower_sync = asyncio.ensure_future(c.sync("g", 1, follower, None, None, None, {}))
     leader_sync = asyncio.ensure_future(
         c.sync("g", 1, leader, None, None, None, {leader: b"L-assign", follower: b"F-assign"}))
@@ -266,14 +272,7 @@ async def test_a_member_leaving_while_the_generation_is_written_makes_the_write_
     same generation: a LeaveGroup during the write wins, and the group rebalances."""
     c = broker.coordinator
     leader, follower = await joined_pair(c)
-    release = threading.Event()
-    write = c._metadata.commit
-
-    def slow_write(*args, **kwargs):
-        assert release.wait(60)
-        write(*args, **kwargs)
-
-    monkeypatch.setattr(c._metadata, "commit", slow_write)
+    release = hold_metadata_writes(c, monkeypatch)
     leader_sync = asyncio.ensure_future(
         c.sync("g", 1, leader, None, None, None, {leader: b"L-assign", follower: b"F-assign"}))
     await asyncio.sleep(0.1)
@@ -316,14 +315,7 @@ async def test_a_leader_gone_during_the_generation_write_still_completes_it(brok
     the other members get their assignment, instead of waiting out the leader's session."""
     c = broker.coordinator
     leader, follower = await joined_pair(c)
-    release = threading.Event()
-    write = c._metadata.commit
-
-    def slow_write(*args, **kwargs):
-        assert release.wait(60)
-        write(*args, **kwargs)
-
-    monkeypatch.setattr(c._metadata, "commit", slow_write)
+    release = hold_metadata_writes(c, monkeypatch)
     follower_sync = asyncio.ensure_future(c.sync("g", 1, follower, None, None, None, {}))
     leader_sync = asyncio.ensure_future(
         c.sync("g", 1, leader, None, None, None, {leader: b"L-assign", follower: b"F-assign"}))
