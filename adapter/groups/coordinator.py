@@ -389,6 +389,17 @@ class GroupCoordinator:
         # group's protocol would change; the member's metadata bytes may differ (owned
         # partitions of cooperative-sticky), they are simply stored.
         if group.state is GroupState.STABLE and group.select_protocol() == group.protocol_name:
+            # Kafka persists the group here, answering once it is stored, so that a restart
+            # keeps the new member id (else the restored group fences the live member).
+            error = await self._write_metadata(group.group_id, classic_persistence.encode(group), group)
+            if error is not ErrorCode.none:
+                if group.members.get(new_id) is member and group.static_members.get(old.group_instance_id) == new_id:
+                    del group.members[new_id]  # Kafka reverts to the old member on a failed store
+                    group.members[old_id] = old
+                    group.static_members[old.group_instance_id] = old_id
+                    if group.leader_id == new_id:
+                        group.leader_id = old_id
+                return _join_error(error, "")
             self._changed()
             answer = self._join_answer(group, member)
             if new_id == group.leader_id:

@@ -352,3 +352,18 @@ async def test_a_restored_group_over_group_max_size_rebalances_and_sheds_a_membe
     assert ids[2] not in group.members
     done = await asyncio.wait_for(asyncio.gather(first, second), 30)
     assert [(d["error_code"], d["generation_id"]) for d in done] == [(ErrorCode.none, 2)] * 2
+
+
+async def test_a_static_member_replaced_without_a_rebalance_keeps_its_new_id_across_a_restart(broker, clock):
+    """Kafka's updateStaticMemberAndRebalance stores the group before answering: a copier
+    restarted under the same group.instance.id, then a broker kill -9, must not find its new
+    member id fenced by the restored old one (FENCED_INSTANCE_ID on its next commit)."""
+    c = broker.coordinator
+    a = await join(c, instance="inst-a", client="a")
+    await c.sync("g", 1, a["member_id"], "inst-a", None, None, {a["member_id"]: b"mine"})
+    again = await join(c, instance="inst-a", client="a")  # the client restarted
+    assert again["error_code"] is ErrorCode.none and again["member_id"] != a["member_id"]
+    c = await broker.restart(clean=False)
+    assert c.groups["g"].static_members == {"inst-a": again["member_id"]}
+    assert c.check_commit("g", 1, again["member_id"], "inst-a") is ErrorCode.none
+    assert c.heartbeat("g", 1, again["member_id"], "inst-a") is ErrorCode.none
